@@ -170,7 +170,8 @@ def builtin_catalog() -> Catalog:
     """The catalog shipped with capplan (cached)."""
     models: list[dict[str, Any]] = []
     root = resources.files("capplan") / "catalog_data"
-    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+    first = {"nvidia.yaml": 0, "amd.yaml": 1}
+    for entry in sorted(root.iterdir(), key=lambda e: (first.get(e.name, 2), e.name)):
         if entry.name.endswith(".yaml"):
             models.extend(yaml.safe_load(entry.read_text(encoding="utf-8"))["models"])
     return _parse({"models": models}, "built-in catalog")

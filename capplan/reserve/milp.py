@@ -1,0 +1,367 @@
+"""The two-stage stochastic MILP, built and solved with PuLP + HiGHS (the only PuLP module).
+
+First stage (one value for all scenarios, i.e. non-anticipative): purchase lots per option,
+site and order period; reserved-term and calendar-block starts; whole-gang blocks per class,
+location and model. Second stage (per scenario and period): allocation of committed capacity
+to classes, on-demand and spot use, guaranteed shortfall, flexible deferral and loss.
+See ``docs/reservations.md`` for the formulation.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pulp
+
+from capplan.reserve.problem import Problem
+
+TOL = 1e-6
+Arr = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """Solver settings: wall-clock limit (s), threads, relative MIP gap, backend (``highs``/``cbc``)."""
+
+    time_limit: float = 60.0
+    threads: int = 1
+    gap: float = 1e-4
+    backend: str = "highs"
+
+
+@dataclass
+class RawSolution:
+    """Numbers read back from the solver, indexed like :class:`Problem` (no PuLP objects).
+
+    ``buys[(option, site, order_period)]`` GPUs; ``commits[(option, start)]`` units;
+    ``gangs[(class, location, model, period)]`` whole gangs (location ``len(sites)`` is the cloud);
+    ``alloc[w, c, m, p]`` committed GPUs of model ``m`` used by class ``c``;
+    ``rec[w, c, o, p]`` GPUs of recourse option ``o``; ``short``/``excess``/``lost``/``backlog``
+    ``[w, c, p]`` in reference GPUs; ``missed[(tier, w)]`` chance-constraint indicators.
+    """
+
+    status: str
+    objective: float
+    runtime_s: float
+    variables: int
+    constraints: int
+    integers: int
+    backend: str
+    buys: dict[tuple[int, int, int], int]
+    commits: dict[tuple[int, int], int]
+    gangs: dict[tuple[int, int, int, int], int]
+    alloc: Arr
+    rec: Arr
+    short: Arr
+    excess: Arr
+    lost: Arr
+    backlog: Arr
+    missed: dict[tuple[int, int], bool]
+
+
+def make_solver(s: SolverSettings) -> pulp.LpSolver:
+    """Return the PuLP solver for ``s``: HiGHS through highspy, or CBC as a fallback."""
+    if s.backend == "highs" and pulp.HiGHS(msg=False).available():
+        return pulp.HiGHS(msg=False, timeLimit=s.time_limit, threads=s.threads, gapRel=s.gap,
+                          random_seed=0)
+    return pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, round(s.time_limit)), threads=s.threads,
+                             gapRel=s.gap)
+
+
+def _n(*parts: object) -> str:
+    return "_".join(str(p) for p in parts)
+
+
+class ReservationModel:
+    """The MILP of one :class:`Problem`.
+
+    Parameters
+    ----------
+    problem
+        The indexed problem.
+    soft
+        When true, guaranteed demand may go unmet through named ``excess`` slack variables
+        (used to explain an infeasible guaranteed tier with a ranked, two-solve objective).
+    """
+
+    def __init__(self, problem: Problem, soft: bool = False) -> None:
+        self.p = problem
+        self.soft = soft
+        self.lp = pulp.LpProblem(_n("reserve", problem.name or "plan").replace(" ", "_"), pulp.LpMinimize)
+        self.cost_terms: list[tuple[pulp.LpVariable, float]] = []
+        self.excess_terms: list[tuple[pulp.LpVariable, float]] = []
+        self._build()
+
+    # ----------------------------------------------------------------------------------- build
+    def _build(self) -> None:
+        pr = self.p
+        T, S = pr.periods, len(pr.sites)
+        lab = pr.labels
+        lp = self.lp
+        hours = pr.hours
+        mi = {m: i for i, m in enumerate(pr.models)}
+
+        # first stage: purchases (integer lots)
+        self.buy: dict[tuple[int, int, int], pulp.LpVariable] = {}
+        for o, po in enumerate(pr.purchases):
+            ub = None if po.supply_cap is None else po.supply_cap // po.lot_size
+            for s in po.sites:
+                for q in range(T - po.lead_time):
+                    v = pulp.LpVariable(_n("buy_lots", po.name, pr.sites[s].name, lab[q]), 0, ub, pulp.LpInteger)
+                    self.buy[o, s, q] = v
+                    arrive = q + po.lead_time
+                    in_service = T - arrive
+                    capex = po.unit_cost / po.depreciation_periods * min(po.depreciation_periods, in_service)
+                    energy = po.power_w * pr.sites[s].energy_cost_per_w * in_service
+                    self.cost_terms.append((v, po.lot_size * (capex + energy)))
+        for o, po in enumerate(pr.purchases):
+            if po.supply_cap is not None:
+                for q in range(T - po.lead_time):
+                    lp += (pulp.lpSum(po.lot_size * self.buy[o, s, q] for s in po.sites) <= po.supply_cap,
+                           _n("supply_cap", po.name, lab[q]))
+        # first stage: cloud commitments
+        self.com: dict[tuple[int, int], pulp.LpVariable] = {}
+        for k, co in enumerate(pr.commits):
+            for q in co.starts:
+                v = pulp.LpVariable(_n(co.kind, co.name, lab[q]), 0, co.max_units, pulp.LpInteger)
+                self.com[k, q] = v
+                self.cost_terms.append((v, co.unit * co.price_per_gpu_hour * hours * min(co.duration, T - q)))
+            if co.max_units is not None:
+                lp += (pulp.lpSum(self.com[k, q] for q in co.starts) <= co.max_units,
+                       _n("calendar_count", co.name))
+
+        def commit_active(k: int, p: int) -> list[tuple[pulp.LpVariable, float]]:
+            co = pr.commits[k]
+            return [(self.com[k, q], float(co.unit)) for q in co.starts if q <= p < q + co.duration]
+
+        for k, co in enumerate(pr.commits):
+            if co.max_gpus is not None:
+                for p in range(T):
+                    terms = commit_active(k, p)
+                    if terms:
+                        lp += (pulp.LpAffineExpression(terms) <= co.max_gpus, _n("reserved_max", co.name, lab[p]))
+
+        # own capacity per site, model, period (expressions) and site limits
+        own: dict[tuple[int, str, int], list[tuple[pulp.LpVariable, float]]] = {}
+        for (o, s, q), v in self.buy.items():
+            po = self.p.purchases[o]
+            for p in range(q + po.lead_time, T):
+                own.setdefault((s, po.model, p), []).append((v, float(po.lot_size)))
+        base = {(s, m, p): pr.base_count(s, m, p) for s in range(S) for m in pr.models for p in range(T)}
+        for s, site in enumerate(pr.sites):
+            for p in range(T):
+                inst = [i for i in pr.installed if i.site == s and i.start <= p < i.end]
+                arrived = [(o, q, v) for (o, s2, q), v in self.buy.items()
+                           if s2 == s and q + pr.purchases[o].lead_time <= p]
+                if site.power_w is not None:
+                    used = sum(i.count * i.power_w for i in inst)
+                    lp += (pulp.LpAffineExpression([(v, pr.purchases[o].lot_size * pr.purchases[o].power_w)
+                                                    for o, q, v in arrived]) <= site.power_w - used,
+                           _n("power", site.name, lab[p]))
+                if site.rack_units is not None:
+                    used = sum(i.count * i.rack_units_per_gpu for i in inst)
+                    lp += (pulp.LpAffineExpression(
+                        [(v, pr.purchases[o].lot_size * pr.purchases[o].rack_units_per_gpu)
+                         for o, q, v in arrived]) <= site.rack_units - used,
+                           _n("rack_space", site.name, lab[p]))
+                if site.max_installs is not None:
+                    new = [(v, float(pr.purchases[o].lot_size)) for o, q, v in arrived
+                           if q + pr.purchases[o].lead_time == p]
+                    if new:
+                        lp += (pulp.LpAffineExpression(new) <= site.max_installs,
+                               _n("installs", site.name, lab[p]))
+
+        # committed capacity per model and period (a defined variable keeps scenario rows short)
+        self.cap: dict[tuple[str, int], pulp.LpVariable] = {}
+        cloud: dict[tuple[str, int], list[tuple[pulp.LpVariable, float]]] = {}
+        for k, co in enumerate(pr.commits):
+            for p in range(T):
+                cloud.setdefault((co.model, p), []).extend(commit_active(k, p))
+        for m in pr.models:
+            for p in range(T):
+                v = pulp.LpVariable(_n("capacity", m, lab[p]), 0)
+                self.cap[m, p] = v
+                terms = [t for s in range(S) for t in own.get((s, m, p), [])] + cloud.get((m, p), [])
+                lp += (pulp.LpAffineExpression([*terms, (v, -1.0)]) == -sum(base[s, m, p] for s in range(S)),
+                       _n("capacity_def", m, lab[p]))
+
+        # whole-gang blocks per class (topology: site), location (sites + cloud), model, period
+        self.gang: dict[tuple[int, int, int, int], pulp.LpVariable] = {}
+        locs = [*(x.name for x in pr.sites), "cloud"]
+        for c, cl in enumerate(pr.classes):
+            if not cl.site_gangs:
+                continue
+            for m in cl.ratios:
+                for p in range(T):
+                    for loc in range(S + 1):
+                        self.gang[c, loc, mi[m], p] = pulp.LpVariable(
+                            _n("gangs", cl.name, locs[loc], m, lab[p]), 0, None, pulp.LpInteger)
+        for m in pr.models:
+            for p in range(T):
+                for loc in range(S + 1):
+                    terms = [(v, float(pr.classes[c].gang_size)) for (c, l2, m2, p2), v in self.gang.items()
+                             if l2 == loc and m2 == mi[m] and p2 == p]
+                    if not terms:
+                        continue
+                    if loc < S:
+                        cap_terms = [(v, -w) for v, w in own.get((loc, m, p), [])]
+                        rhs = float(base[loc, m, p])
+                    else:
+                        cap_terms = [(v, -w) for v, w in cloud.get((m, p), [])]
+                        rhs = 0.0
+                    lp += (pulp.LpAffineExpression(terms + cap_terms) <= rhs, _n("gang_fit", locs[loc], m, lab[p]))
+
+        # second stage
+        W, C, R, M = len(pr.scenario_names), len(pr.classes), len(pr.recourse), len(pr.models)
+        self.a: dict[tuple[int, int, int, int], pulp.LpVariable] = {}
+        self.r: dict[tuple[int, int, int, int], pulp.LpVariable] = {}
+        self.sh: dict[tuple[int, int, int], pulp.LpVariable] = {}
+        self.ex: dict[tuple[int, int, int], pulp.LpVariable] = {}
+        self.lo: dict[tuple[int, int, int], pulp.LpVariable] = {}
+        self.bl: dict[tuple[int, int, int], pulp.LpVariable] = {}
+        self.z: dict[tuple[int, int], pulp.LpVariable] = {}
+        for k, tier in enumerate(pr.tiers):
+            if tier.kind == "guaranteed" and tier.service_level < 1:
+                for w, sn in enumerate(pr.scenario_names):
+                    self.z[k, w] = pulp.LpVariable(_n("missed", tier.name, sn), cat=pulp.LpBinary)
+                lp += (pulp.lpSum(pr.probabilities[w] * self.z[k, w] for w in range(W))
+                       <= 1 - tier.service_level + 1e-9, _n("service_level", tier.name))
+        usable_rec = [[o for o, ro in enumerate(pr.recourse) if ro.model in cl.ratios and
+                       (ro.kind == "on_demand" or pr.tiers[cl.tier].spot)] for cl in pr.classes]
+        for w, sn in enumerate(pr.scenario_names):
+            prob = pr.probabilities[w]
+            for p in range(T):
+                pool: dict[int, list[tuple[pulp.LpVariable, float]]] = {}
+                rpool: dict[int, list[pulp.LpVariable]] = {}
+                for c, cl in enumerate(pr.classes):
+                    tier = pr.tiers[cl.tier]
+                    d = float(pr.demand[w, c, p])
+                    served: list[tuple[pulp.LpVariable, float]] = []
+                    for m, ratio in cl.ratios.items():
+                        v = pulp.LpVariable(_n("use", cl.name, m, lab[p], sn), 0)
+                        self.a[w, c, mi[m], p] = v
+                        served.append((v, ratio))
+                        pool.setdefault(mi[m], []).append((v, cl.factor))
+                        if cl.site_gangs:
+                            g = [(gv, -float(cl.gang_size)) for (c2, _, m2, p2), gv in self.gang.items()
+                                 if c2 == c and m2 == mi[m] and p2 == p]
+                            lp += (pulp.LpAffineExpression([(v, 1.0), *g]) <= 0,
+                                   _n("gang_use", cl.name, m, lab[p], sn))
+                    for o in usable_rec[c]:
+                        ro = pr.recourse[o]
+                        v = pulp.LpVariable(_n(ro.kind, cl.name, ro.name, lab[p], sn), 0)
+                        self.r[w, c, o, p] = v
+                        served.append((v, cl.ratios[ro.model] * (1 - ro.interruption_rate)))
+                        rpool.setdefault(o, []).append(v)
+                        self.cost_terms.append((v, prob * ro.price_per_gpu_hour * hours))
+                    if tier.kind == "guaranteed":
+                        if tier.service_level < 1:
+                            v = pulp.LpVariable(_n("shortfall", cl.name, lab[p], sn), 0, d)
+                            self.sh[w, c, p] = v
+                            served.append((v, 1.0))
+                            self.cost_terms.append((v, prob * tier.penalty_per_gpu_hour * hours))
+                            lp += (pulp.LpAffineExpression([(v, 1.0), (self.z[cl.tier, w], -d)]) <= 0,
+                                   _n("chance_link", cl.name, lab[p], sn))
+                        if self.soft:
+                            v = pulp.LpVariable(_n("unmet_guaranteed", cl.name, lab[p], sn), 0, d)
+                            self.ex[w, c, p] = v
+                            served.append((v, 1.0))
+                            self.excess_terms.append((v, prob))
+                    else:
+                        v = pulp.LpVariable(_n("lost", cl.name, lab[p], sn), 0)
+                        self.lo[w, c, p] = v
+                        served.append((v, 1.0))
+                        self.cost_terms.append((v, prob * tier.penalty_per_gpu_hour * hours))
+                        if tier.max_deferral and p < T - 1:
+                            cap = float(pr.demand[w, c, max(0, p - tier.max_deferral + 1):p + 1].sum())
+                            v = pulp.LpVariable(_n("backlog", cl.name, lab[p], sn), 0, cap)
+                            self.bl[w, c, p] = v
+                            served.append((v, 1.0))
+                            self.cost_terms.append((v, prob * tier.deferral_penalty_per_gpu_hour * hours))
+                        if (w, c, p - 1) in self.bl:
+                            served.append((self.bl[w, c, p - 1], -1.0))
+                    lp += (pulp.LpAffineExpression(served) == d, _n("demand", cl.name, lab[p], sn))
+                for m, terms in pool.items():
+                    lp += (pulp.LpAffineExpression([*terms, (self.cap[pr.models[m], p], -1.0)]) <= 0,
+                           _n("pool", pr.models[m], lab[p], sn))
+                for o, vs in rpool.items():
+                    cap_o = pr.recourse[o].max_gpus
+                    if cap_o is not None:
+                        lp += (pulp.lpSum(vs) <= cap_o, _n("availability", pr.recourse[o].name, lab[p], sn))
+        self.shape = (W, C, M, R, T)
+        self.set_objective_cost()
+
+    # ----------------------------------------------------------------------------- objective
+    def set_objective_cost(self) -> None:
+        """Minimise expected total cost (the default objective)."""
+        self.lp.setObjective(pulp.LpAffineExpression(self.cost_terms))
+
+    def rank_excess_first(self, settings: SolverSettings) -> float:
+        """Ranked objective, first solve: minimise the expected unmet guaranteed demand.
+
+        Returns the optimum; the second solve keeps it as a constraint and minimises cost.
+        """
+        self.lp.setObjective(pulp.LpAffineExpression(self.excess_terms))
+        raw = self.solve(settings)
+        if raw.status not in ("optimal", "feasible"):
+            return float("inf")
+        best = raw.objective
+        self.lp += (pulp.LpAffineExpression(self.excess_terms) <= best * (1 + 1e-6) + 1e-6,
+                    "rank_unmet_guaranteed_fixed")
+        self.set_objective_cost()
+        return best
+
+    # --------------------------------------------------------------------------------- solve
+    def solve(self, settings: SolverSettings) -> RawSolution:
+        """Solve and read the values back into a :class:`RawSolution`."""
+        t0 = time.perf_counter()
+        solver = make_solver(settings)
+        self.lp.solve(solver)
+        runtime = time.perf_counter() - t0
+        st, sol = self.lp.status, self.lp.sol_status
+        if st == pulp.LpStatusOptimal and sol == pulp.LpSolutionOptimal:
+            status = "optimal"
+        elif st == pulp.LpStatusOptimal:
+            status = "feasible"
+        elif st == pulp.LpStatusInfeasible:
+            status = "infeasible"
+        else:
+            status = "no_solution"
+        W, C, M, R, T = self.shape
+        ok = status in ("optimal", "feasible")
+
+        def val(v: pulp.LpVariable) -> float:
+            x = v.varValue if ok else 0.0
+            return 0.0 if x is None or abs(x) < TOL else float(x)
+
+        def arr(d: dict[tuple[int, int, int], pulp.LpVariable]) -> Arr:
+            out = np.zeros((W, C, T))
+            for key, v in d.items():
+                out[key] = val(v)
+            return out
+
+        alloc = np.zeros((W, C, M, T))
+        for key4, v in self.a.items():
+            alloc[key4] = val(v)
+        rec = np.zeros((W, C, R, T))
+        for key4, v in self.r.items():
+            rec[key4] = val(v)
+        pr = self.p
+        return RawSolution(
+            status=status,
+            objective=float(pulp.value(self.lp.objective) or 0.0) if ok else float("nan"),
+            runtime_s=runtime,
+            variables=len(self.lp.variables()),
+            constraints=len(self.lp.constraints),
+            integers=sum(1 for v in self.lp.variables() if v.cat == pulp.LpInteger),
+            backend=type(solver).__name__,
+            buys={k: round(val(v)) * pr.purchases[k[0]].lot_size for k, v in self.buy.items() if round(val(v))},
+            commits={k: round(val(v)) for k, v in self.com.items() if round(val(v))},
+            gangs={k: round(val(v)) for k, v in self.gang.items() if round(val(v))},
+            alloc=alloc, rec=rec, short=arr(self.sh), excess=arr(self.ex), lost=arr(self.lo),
+            backlog=arr(self.bl),
+            missed={k: val(v) > 0.5 for k, v in self.z.items()},
+        )
