@@ -8,11 +8,13 @@ guaranteed workload could not be placed; 2 bad input (nothing written); 1 intern
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from capplan import __version__
 from capplan.errors import InputError, PlanValidationError
@@ -143,23 +145,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print the JSON Schema of the plan format")
     p.set_defaults(func=_cmd_schema)
 
-    for register in _extensions():
-        register(sub)
+    imp = sub.add_parser("import", help="turn a trace or a cluster export into a scenario file")
+    imp_sub = imp.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    for module in _extensions():
+        if hasattr(module, "add_parser"):
+            module.add_parser(sub)
+        if hasattr(module, "add_import_parser"):
+            module.add_import_parser(imp_sub)
     return parser
 
 
-def _extensions() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
-    """Sub-commands that live beside their feature (reserve, import, bench, ...)."""
+# Modules that contribute sub-commands: ``add_parser(subparsers)`` adds top-level commands,
+# ``add_import_parser(subparsers)`` adds a source to ``capplan import``.
+_EXTENSION_MODULES = ("capplan.explain_cli", "capplan.reserve.cli", "capplan.traces.cli", "capplan.bench.cli",
+                      "capplan.k8s.cli", "capplan.sweep")
+
+
+def _extensions() -> list[Any]:
     out = []
-    for mod in ("capplan.reserve.cli", "capplan.traces.cli", "capplan.bench.cli", "capplan.k8s.cli",
-                "capplan.explain_cli", "capplan.sweep"):
+    for mod in _EXTENSION_MODULES:
         try:
-            module = __import__(mod, fromlist=["add_parser"])
+            out.append(importlib.import_module(mod))
         except ModuleNotFoundError as exc:
             if exc.name and mod.startswith(exc.name):
-                continue
+                continue  # that feature is not present in this build
             raise
-        out.append(module.add_parser)
     return out
 
 

@@ -9,7 +9,11 @@ See ``docs/reservations.md`` for the formulation.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,10 +69,29 @@ class RawSolution:
 def make_solver(s: SolverSettings) -> pulp.LpSolver:
     """Return the PuLP solver for ``s``: HiGHS through highspy, or CBC as a fallback."""
     if s.backend == "highs" and pulp.HiGHS(msg=False).available():
-        return pulp.HiGHS(msg=False, timeLimit=s.time_limit, threads=s.threads, gapRel=s.gap,
-                          random_seed=0)
-    return pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, round(s.time_limit)), threads=s.threads,
-                             gapRel=s.gap)
+        return pulp.HiGHS(msg=False, timeLimit=s.time_limit, threads=s.threads, gapRel=s.gap, random_seed=0)
+    return pulp.PULP_CBC_CMD(
+        msg=False, timeLimit=max(1, round(s.time_limit)), threads=s.threads, gapRel=s.gap
+    )
+
+
+@contextlib.contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    """Silence C-level stdout (HiGHS prints a banner when its first model is created)."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no file descriptor 1 (embedded interpreters)
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
 
 
 def _n(*parts: object) -> str:
@@ -96,6 +119,11 @@ class ReservationModel:
         self._build()
 
     # ----------------------------------------------------------------------------------- build
+    def _var(
+        self, name: str, low: float | None = 0, up: float | None = None, cat: str = pulp.LpContinuous
+    ) -> pulp.LpVariable:
+        return self.lp.add_variable(name, low, up, cat=cat)
+
     def _build(self) -> None:
         pr = self.p
         T, S = pr.periods, len(pr.sites)
@@ -110,7 +138,7 @@ class ReservationModel:
             ub = None if po.supply_cap is None else po.supply_cap // po.lot_size
             for s in po.sites:
                 for q in range(T - po.lead_time):
-                    v = pulp.LpVariable(_n("buy_lots", po.name, pr.sites[s].name, lab[q]), 0, ub, pulp.LpInteger)
+                    v = self._var(_n("buy_lots", po.name, pr.sites[s].name, lab[q]), 0, ub, pulp.LpInteger)
                     self.buy[o, s, q] = v
                     arrive = q + po.lead_time
                     in_service = T - arrive
@@ -120,18 +148,22 @@ class ReservationModel:
         for o, po in enumerate(pr.purchases):
             if po.supply_cap is not None:
                 for q in range(T - po.lead_time):
-                    lp += (pulp.lpSum(po.lot_size * self.buy[o, s, q] for s in po.sites) <= po.supply_cap,
-                           _n("supply_cap", po.name, lab[q]))
+                    lp += (
+                        pulp.lpSum(po.lot_size * self.buy[o, s, q] for s in po.sites) <= po.supply_cap,
+                        _n("supply_cap", po.name, lab[q]),
+                    )
         # first stage: cloud commitments
         self.com: dict[tuple[int, int], pulp.LpVariable] = {}
         for k, co in enumerate(pr.commits):
             for q in co.starts:
-                v = pulp.LpVariable(_n(co.kind, co.name, lab[q]), 0, co.max_units, pulp.LpInteger)
+                v = self._var(_n(co.kind, co.name, lab[q]), 0, co.max_units, pulp.LpInteger)
                 self.com[k, q] = v
                 self.cost_terms.append((v, co.unit * co.price_per_gpu_hour * hours * min(co.duration, T - q)))
             if co.max_units is not None:
-                lp += (pulp.lpSum(self.com[k, q] for q in co.starts) <= co.max_units,
-                       _n("calendar_count", co.name))
+                lp += (
+                    pulp.lpSum(self.com[k, q] for q in co.starts) <= co.max_units,
+                    _n("calendar_count", co.name),
+                )
 
         def commit_active(k: int, p: int) -> list[tuple[pulp.LpVariable, float]]:
             co = pr.commits[k]
@@ -142,7 +174,10 @@ class ReservationModel:
                 for p in range(T):
                     terms = commit_active(k, p)
                     if terms:
-                        lp += (pulp.LpAffineExpression(terms) <= co.max_gpus, _n("reserved_max", co.name, lab[p]))
+                        lp += (
+                            pulp.LpAffineExpression(terms) <= co.max_gpus,
+                            _n("reserved_max", co.name, lab[p]),
+                        )
 
         # own capacity per site, model, period (expressions) and site limits
         own: dict[tuple[int, str, int], list[tuple[pulp.LpVariable, float]]] = {}
@@ -154,25 +189,43 @@ class ReservationModel:
         for s, site in enumerate(pr.sites):
             for p in range(T):
                 inst = [i for i in pr.installed if i.site == s and i.start <= p < i.end]
-                arrived = [(o, q, v) for (o, s2, q), v in self.buy.items()
-                           if s2 == s and q + pr.purchases[o].lead_time <= p]
+                arrived = [
+                    (o, q, v)
+                    for (o, s2, q), v in self.buy.items()
+                    if s2 == s and q + pr.purchases[o].lead_time <= p
+                ]
                 if site.power_w is not None:
                     used = sum(i.count * i.power_w for i in inst)
-                    lp += (pulp.LpAffineExpression([(v, pr.purchases[o].lot_size * pr.purchases[o].power_w)
-                                                    for o, q, v in arrived]) <= site.power_w - used,
-                           _n("power", site.name, lab[p]))
+                    lp += (
+                        pulp.LpAffineExpression(
+                            [(v, pr.purchases[o].lot_size * pr.purchases[o].power_w) for o, q, v in arrived]
+                        )
+                        <= site.power_w - used,
+                        _n("power", site.name, lab[p]),
+                    )
                 if site.rack_units is not None:
                     used = sum(i.count * i.rack_units_per_gpu for i in inst)
-                    lp += (pulp.LpAffineExpression(
-                        [(v, pr.purchases[o].lot_size * pr.purchases[o].rack_units_per_gpu)
-                         for o, q, v in arrived]) <= site.rack_units - used,
-                           _n("rack_space", site.name, lab[p]))
+                    lp += (
+                        pulp.LpAffineExpression(
+                            [
+                                (v, pr.purchases[o].lot_size * pr.purchases[o].rack_units_per_gpu)
+                                for o, q, v in arrived
+                            ]
+                        )
+                        <= site.rack_units - used,
+                        _n("rack_space", site.name, lab[p]),
+                    )
                 if site.max_installs is not None:
-                    new = [(v, float(pr.purchases[o].lot_size)) for o, q, v in arrived
-                           if q + pr.purchases[o].lead_time == p]
+                    new = [
+                        (v, float(pr.purchases[o].lot_size))
+                        for o, q, v in arrived
+                        if q + pr.purchases[o].lead_time == p
+                    ]
                     if new:
-                        lp += (pulp.LpAffineExpression(new) <= site.max_installs,
-                               _n("installs", site.name, lab[p]))
+                        lp += (
+                            pulp.LpAffineExpression(new) <= site.max_installs,
+                            _n("installs", site.name, lab[p]),
+                        )
 
         # committed capacity per model and period (a defined variable keeps scenario rows short)
         self.cap: dict[tuple[str, int], pulp.LpVariable] = {}
@@ -182,11 +235,13 @@ class ReservationModel:
                 cloud.setdefault((co.model, p), []).extend(commit_active(k, p))
         for m in pr.models:
             for p in range(T):
-                v = pulp.LpVariable(_n("capacity", m, lab[p]), 0)
+                v = self._var(_n("capacity", m, lab[p]), 0)
                 self.cap[m, p] = v
                 terms = [t for s in range(S) for t in own.get((s, m, p), [])] + cloud.get((m, p), [])
-                lp += (pulp.LpAffineExpression([*terms, (v, -1.0)]) == -sum(base[s, m, p] for s in range(S)),
-                       _n("capacity_def", m, lab[p]))
+                lp += (
+                    pulp.LpAffineExpression([*terms, (v, -1.0)]) == -sum(base[s, m, p] for s in range(S)),
+                    _n("capacity_def", m, lab[p]),
+                )
 
         # whole-gang blocks per class (topology: site), location (sites + cloud), model, period
         self.gang: dict[tuple[int, int, int, int], pulp.LpVariable] = {}
@@ -197,13 +252,19 @@ class ReservationModel:
             for m in cl.ratios:
                 for p in range(T):
                     for loc in range(S + 1):
-                        self.gang[c, loc, mi[m], p] = pulp.LpVariable(
-                            _n("gangs", cl.name, locs[loc], m, lab[p]), 0, None, pulp.LpInteger)
+                        self.gang[c, loc, mi[m], p] = self._var(
+                            _n("gangs", cl.name, locs[loc], m, lab[p]), 0, None, pulp.LpInteger
+                        )
+        by_loc: dict[tuple[int, int, int], list[tuple[pulp.LpVariable, float]]] = {}
+        self._gang_of: dict[tuple[int, int, int], list[tuple[pulp.LpVariable, float]]] = {}
+        for (c, loc, m_i, p), v in self.gang.items():
+            g = float(pr.classes[c].gang_size)
+            by_loc.setdefault((loc, m_i, p), []).append((v, g))
+            self._gang_of.setdefault((c, m_i, p), []).append((v, -g))
         for m in pr.models:
             for p in range(T):
                 for loc in range(S + 1):
-                    terms = [(v, float(pr.classes[c].gang_size)) for (c, l2, m2, p2), v in self.gang.items()
-                             if l2 == loc and m2 == mi[m] and p2 == p]
+                    terms = by_loc.get((loc, mi[m], p), [])
                     if not terms:
                         continue
                     if loc < S:
@@ -212,7 +273,10 @@ class ReservationModel:
                     else:
                         cap_terms = [(v, -w) for v, w in cloud.get((m, p), [])]
                         rhs = 0.0
-                    lp += (pulp.LpAffineExpression(terms + cap_terms) <= rhs, _n("gang_fit", locs[loc], m, lab[p]))
+                    lp += (
+                        pulp.LpAffineExpression(terms + cap_terms) <= rhs,
+                        _n("gang_fit", locs[loc], m, lab[p]),
+                    )
 
         # second stage
         W, C, R, M = len(pr.scenario_names), len(pr.classes), len(pr.recourse), len(pr.models)
@@ -226,11 +290,20 @@ class ReservationModel:
         for k, tier in enumerate(pr.tiers):
             if tier.kind == "guaranteed" and tier.service_level < 1:
                 for w, sn in enumerate(pr.scenario_names):
-                    self.z[k, w] = pulp.LpVariable(_n("missed", tier.name, sn), cat=pulp.LpBinary)
-                lp += (pulp.lpSum(pr.probabilities[w] * self.z[k, w] for w in range(W))
-                       <= 1 - tier.service_level + 1e-9, _n("service_level", tier.name))
-        usable_rec = [[o for o, ro in enumerate(pr.recourse) if ro.model in cl.ratios and
-                       (ro.kind == "on_demand" or pr.tiers[cl.tier].spot)] for cl in pr.classes]
+                    self.z[k, w] = self._var(_n("missed", tier.name, sn), 0, 1, pulp.LpInteger)
+                lp += (
+                    pulp.lpSum(pr.probabilities[w] * self.z[k, w] for w in range(W))
+                    <= 1 - tier.service_level + 1e-9,
+                    _n("service_level", tier.name),
+                )
+        usable_rec = [
+            [
+                o
+                for o, ro in enumerate(pr.recourse)
+                if ro.model in cl.ratios and (ro.kind == "on_demand" or pr.tiers[cl.tier].spot)
+            ]
+            for cl in pr.classes
+        ]
         for w, sn in enumerate(pr.scenario_names):
             prob = pr.probabilities[w]
             for p in range(T):
@@ -241,52 +314,57 @@ class ReservationModel:
                     d = float(pr.demand[w, c, p])
                     served: list[tuple[pulp.LpVariable, float]] = []
                     for m, ratio in cl.ratios.items():
-                        v = pulp.LpVariable(_n("use", cl.name, m, lab[p], sn), 0)
+                        v = self._var(_n("use", cl.name, m, lab[p], sn), 0)
                         self.a[w, c, mi[m], p] = v
                         served.append((v, ratio))
                         pool.setdefault(mi[m], []).append((v, cl.factor))
                         if cl.site_gangs:
-                            g = [(gv, -float(cl.gang_size)) for (c2, _, m2, p2), gv in self.gang.items()
-                                 if c2 == c and m2 == mi[m] and p2 == p]
-                            lp += (pulp.LpAffineExpression([(v, 1.0), *g]) <= 0,
-                                   _n("gang_use", cl.name, m, lab[p], sn))
+                            blocks = self._gang_of[c, mi[m], p]
+                            lp += (
+                                pulp.LpAffineExpression([(v, 1.0), *blocks]) <= 0,
+                                _n("gang_use", cl.name, m, lab[p], sn),
+                            )
                     for o in usable_rec[c]:
                         ro = pr.recourse[o]
-                        v = pulp.LpVariable(_n(ro.kind, cl.name, ro.name, lab[p], sn), 0)
+                        v = self._var(_n(ro.kind, cl.name, ro.name, lab[p], sn), 0)
                         self.r[w, c, o, p] = v
                         served.append((v, cl.ratios[ro.model] * (1 - ro.interruption_rate)))
                         rpool.setdefault(o, []).append(v)
                         self.cost_terms.append((v, prob * ro.price_per_gpu_hour * hours))
                     if tier.kind == "guaranteed":
                         if tier.service_level < 1:
-                            v = pulp.LpVariable(_n("shortfall", cl.name, lab[p], sn), 0, d)
+                            v = self._var(_n("shortfall", cl.name, lab[p], sn), 0, d)
                             self.sh[w, c, p] = v
                             served.append((v, 1.0))
                             self.cost_terms.append((v, prob * tier.penalty_per_gpu_hour * hours))
-                            lp += (pulp.LpAffineExpression([(v, 1.0), (self.z[cl.tier, w], -d)]) <= 0,
-                                   _n("chance_link", cl.name, lab[p], sn))
+                            lp += (
+                                pulp.LpAffineExpression([(v, 1.0), (self.z[cl.tier, w], -d)]) <= 0,
+                                _n("chance_link", cl.name, lab[p], sn),
+                            )
                         if self.soft:
-                            v = pulp.LpVariable(_n("unmet_guaranteed", cl.name, lab[p], sn), 0, d)
+                            v = self._var(_n("unmet_guaranteed", cl.name, lab[p], sn), 0, d)
                             self.ex[w, c, p] = v
                             served.append((v, 1.0))
                             self.excess_terms.append((v, prob))
                     else:
-                        v = pulp.LpVariable(_n("lost", cl.name, lab[p], sn), 0)
+                        v = self._var(_n("lost", cl.name, lab[p], sn), 0)
                         self.lo[w, c, p] = v
                         served.append((v, 1.0))
                         self.cost_terms.append((v, prob * tier.penalty_per_gpu_hour * hours))
                         if tier.max_deferral and p < T - 1:
-                            cap = float(pr.demand[w, c, max(0, p - tier.max_deferral + 1):p + 1].sum())
-                            v = pulp.LpVariable(_n("backlog", cl.name, lab[p], sn), 0, cap)
+                            cap = float(pr.demand[w, c, max(0, p - tier.max_deferral + 1) : p + 1].sum())
+                            v = self._var(_n("backlog", cl.name, lab[p], sn), 0, cap)
                             self.bl[w, c, p] = v
                             served.append((v, 1.0))
                             self.cost_terms.append((v, prob * tier.deferral_penalty_per_gpu_hour * hours))
                         if (w, c, p - 1) in self.bl:
                             served.append((self.bl[w, c, p - 1], -1.0))
                     lp += (pulp.LpAffineExpression(served) == d, _n("demand", cl.name, lab[p], sn))
-                for m, terms in pool.items():
-                    lp += (pulp.LpAffineExpression([*terms, (self.cap[pr.models[m], p], -1.0)]) <= 0,
-                           _n("pool", pr.models[m], lab[p], sn))
+                for m_i, terms in pool.items():
+                    lp += (
+                        pulp.LpAffineExpression([*terms, (self.cap[pr.models[m_i], p], -1.0)]) <= 0,
+                        _n("pool", pr.models[m_i], lab[p], sn),
+                    )
                 for o, vs in rpool.items():
                     cap_o = pr.recourse[o].max_gpus
                     if cap_o is not None:
@@ -309,8 +387,10 @@ class ReservationModel:
         if raw.status not in ("optimal", "feasible"):
             return float("inf")
         best = raw.objective
-        self.lp += (pulp.LpAffineExpression(self.excess_terms) <= best * (1 + 1e-6) + 1e-6,
-                    "rank_unmet_guaranteed_fixed")
+        self.lp += (
+            pulp.LpAffineExpression(self.excess_terms) <= best * (1 + 1e-6) + 1e-6,
+            "rank_unmet_guaranteed_fixed",
+        )
         self.set_objective_cost()
         return best
 
@@ -319,7 +399,8 @@ class ReservationModel:
         """Solve and read the values back into a :class:`RawSolution`."""
         t0 = time.perf_counter()
         solver = make_solver(settings)
-        self.lp.solve(solver)
+        with _quiet_stdout():
+            self.lp.solve(solver)
         runtime = time.perf_counter() - t0
         st, sol = self.lp.status, self.lp.sol_status
         if st == pulp.LpStatusOptimal and sol == pulp.LpSolutionOptimal:
@@ -355,13 +436,19 @@ class ReservationModel:
             objective=float(pulp.value(self.lp.objective) or 0.0) if ok else float("nan"),
             runtime_s=runtime,
             variables=len(self.lp.variables()),
-            constraints=len(self.lp.constraints),
+            constraints=self.lp.numConstraints(),
             integers=sum(1 for v in self.lp.variables() if v.cat == pulp.LpInteger),
             backend=type(solver).__name__,
-            buys={k: round(val(v)) * pr.purchases[k[0]].lot_size for k, v in self.buy.items() if round(val(v))},
+            buys={
+                k: round(val(v)) * pr.purchases[k[0]].lot_size for k, v in self.buy.items() if round(val(v))
+            },
             commits={k: round(val(v)) for k, v in self.com.items() if round(val(v))},
             gangs={k: round(val(v)) for k, v in self.gang.items() if round(val(v))},
-            alloc=alloc, rec=rec, short=arr(self.sh), excess=arr(self.ex), lost=arr(self.lo),
+            alloc=alloc,
+            rec=rec,
+            short=arr(self.sh),
+            excess=arr(self.ex),
+            lost=arr(self.lo),
             backlog=arr(self.bl),
             missed={k: val(v) > 0.5 for k, v in self.z.items()},
         )

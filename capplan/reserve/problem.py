@@ -8,6 +8,7 @@ GPU from the catalog TDP). Every error is an :class:`InputError` naming the fiel
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -152,8 +153,11 @@ class Problem:
 
     def base_count(self, site: int, model: str, period: int) -> int:
         """GPUs of ``model`` in service at ``site`` in ``period`` from fleet and in-flight orders."""
-        return sum(i.count for i in self.installed
-                   if i.site == site and i.model == model and i.start <= period < i.end)
+        return sum(
+            i.count
+            for i in self.installed
+            if i.site == site and i.model == model and i.start <= period < i.end
+        )
 
 
 def period_labels(start: str, periods: int, kind: str) -> list[str]:
@@ -171,8 +175,9 @@ def period_labels(start: str, periods: int, kind: str) -> list[str]:
             return out
         d = dt.date.fromisoformat(start)
     except ValueError:
-        raise InputError("horizon.start", f"{start!r} is not a date; write YYYY-MM (months) "
-                                          "or YYYY-MM-DD (weeks)") from None
+        raise InputError(
+            "horizon.start", f"{start!r} is not a date; write YYYY-MM (months) or YYYY-MM-DD (weeks)"
+        ) from None
     return [(d + dt.timedelta(weeks=k)).isoformat() for k in range(periods)]
 
 
@@ -191,10 +196,18 @@ class _Resolver:
             raise InputError(path, f"period index {ref} is outside the horizon 0..{t - 1}")
         if ref in self.labels:
             return self.labels.index(ref)
+        try:
+            dt.date.fromisoformat(ref + "-01" if self.pf.horizon.period == "month" else ref)
+        except ValueError:
+            fmt = "YYYY-MM" if self.pf.horizon.period == "month" else "YYYY-MM-DD"
+            raise InputError(path, f"{ref!r} is not a period label ({fmt}) or a 0-based index") from None
         if allow_end and ref > self.labels[-1]:
             return t
-        raise InputError(path, f"period {ref!r} is not in the horizon {self.labels[0]}..{self.labels[-1]}"
-                               f"{suggest(ref, self.labels)}")
+        raise InputError(
+            path,
+            f"period {ref!r} is not in the horizon {self.labels[0]}..{self.labels[-1]}"
+            f"{suggest(ref, self.labels)}",
+        )
 
     def model(self, name: str, path: str) -> str:
         canon = self.catalog.get(name, path).name
@@ -223,8 +236,11 @@ class _Resolver:
         else:
             vals = [float(v) for v in value]
             if len(vals) != t:
-                raise InputError(path, f"has {len(vals)} values but the horizon has {t} periods; "
-                                       "give one value per period or a single number")
+                raise InputError(
+                    path,
+                    f"has {len(vals)} values but the horizon has {t} periods; "
+                    "give one value per period or a single number",
+                )
         for i, v in enumerate(vals):
             if not np.isfinite(v) or v < 0:
                 raise InputError(f"{path}[{i}]", f"demand must be a finite number >= 0, got {v}")
@@ -249,11 +265,14 @@ def _window(r: _Resolver, win: tuple[PeriodRef, PeriodRef] | None, path: str) ->
     return a, b
 
 
-def _scenarios(r: _Resolver, class_names: list[str]) -> tuple[list[str], list[float], list[list[list[float]]]]:
+def _scenarios(
+    r: _Resolver, class_names: list[str]
+) -> tuple[list[str], list[float], list[list[list[float]]]]:
     pf = r.pf
     if (pf.scenarios is None) == (pf.demand_quantiles is None):
-        raise InputError("scenarios", "give demand either as `scenarios:` or as `demand_quantiles:` "
-                                      "(exactly one of them)")
+        raise InputError(
+            "scenarios", "give demand either as `scenarios:` or as `demand_quantiles:` (exactly one of them)"
+        )
     names: list[str] = []
     probs: list[float] = []
     demand: list[list[list[float]]] = []
@@ -264,11 +283,14 @@ def _scenarios(r: _Resolver, class_names: list[str]) -> tuple[list[str], list[fl
         for i, sc in enumerate(pf.scenarios):
             for cname in sc.demand:
                 if cname not in class_names:
-                    raise InputError(f"scenarios[{i}].demand.{cname}",
-                                     f"unknown class{suggest(cname, class_names)}")
+                    raise InputError(
+                        f"scenarios[{i}].demand.{cname}", f"unknown class{suggest(cname, class_names)}"
+                    )
             names.append(sc.name)
             probs.append(sc.probability)
-            demand.append([r.series(sc.demand.get(c, 0.0), f"scenarios[{i}].demand.{c}") for c in class_names])
+            demand.append(
+                [r.series(sc.demand.get(c, 0.0), f"scenarios[{i}].demand.{c}") for c in class_names]
+            )
         total = sum(probs)
         if abs(total - 1.0) > 1e-6:
             raise InputError("scenarios", f"probabilities sum to {total:.6g}; they must sum to 1")
@@ -289,21 +311,23 @@ def _scenarios(r: _Resolver, class_names: list[str]) -> tuple[list[str], list[fl
             raise InputError(path, f"uses quantiles {ks} but other classes use {levels}; use the same set")
     assert levels is not None
     qv = [float(k[1:]) / 100 for k in levels]
-    cuts = [0.0] + [(a + b) / 2 for a, b in zip(qv, qv[1:], strict=False)] + [1.0]
+    cuts = [0.0] + [(a + b) / 2 for a, b in itertools.pairwise(qv)] + [1.0]
     for j, k in enumerate(levels):
         names.append(k)
         probs.append(cuts[j + 1] - cuts[j])
         rows = []
         for c in class_names:
-            qs = pf.demand_quantiles.get(c)
-            rows.append(r.series(qs[k], f"demand_quantiles.{c}.{k}") if qs else [0.0] * len(r.labels))
+            cq = pf.demand_quantiles.get(c)
+            rows.append(r.series(cq[k], f"demand_quantiles.{c}.{k}") if cq else [0.0] * len(r.labels))
         demand.append(rows)
     for ci, c in enumerate(class_names):
         for j in range(1, len(levels)):
             for p in range(len(r.labels)):
                 if demand[j][ci][p] < demand[j - 1][ci][p] - 1e-9:
-                    raise InputError(f"demand_quantiles.{c}.{levels[j]}[{p}]",
-                                     f"is below {levels[j - 1]}; quantiles must not decrease")
+                    raise InputError(
+                        f"demand_quantiles.{c}.{levels[j]}[{p}]",
+                        f"is below {levels[j - 1]}; quantiles must not decrease",
+                    )
     return names, probs, demand
 
 
@@ -326,22 +350,68 @@ def build_problem(pf: PlanningFile, catalog: Catalog | None = None) -> Problem:
     t = len(r.labels)
     hours = pf.horizon.hours_per_period or HOURS[pf.horizon.period]
     _unique([s.name for s in pf.sites], "sites", "site")
-    sites = tuple(SiteData(s.name, None if s.power_kw is None else s.power_kw * 1000, s.rack_units,
-                           s.max_installs_per_period, s.power_price_per_kwh * s.pue * hours / 1000)
-                  for s in pf.sites)
+    sites = tuple(
+        SiteData(
+            s.name,
+            None if s.power_kw is None else s.power_kw * 1000,
+            s.rack_units,
+            s.max_installs_per_period,
+            s.power_price_per_kwh * s.pue * hours / 1000,
+        )
+        for s in pf.sites
+    )
     installed: list[Installed] = []
     for i, f in enumerate(pf.fleet):
         path = f"fleet[{i}]"
         m = r.model(f.model, f"{path}.model")
         end = t if f.retire is None else r.period(f.retire, f"{path}.retire", allow_end=True)
-        installed.append(Installed("fleet", r.site(f.site, f"{path}.site"), m, f.count, 0, end,
-                                   r.power(m, f.power_w, f"{path}.power_w"), f.rack_units_per_gpu))
+        installed.append(
+            Installed(
+                "fleet",
+                r.site(f.site, f"{path}.site"),
+                m,
+                f.count,
+                0,
+                end,
+                r.power(m, f.power_w, f"{path}.power_w"),
+                f.rack_units_per_gpu,
+            )
+        )
     for i, o in enumerate(pf.in_flight):
         path = f"in_flight[{i}]"
         m = r.model(o.model, f"{path}.model")
-        installed.append(Installed("in_flight", r.site(o.site, f"{path}.site"), m, o.count,
-                                   r.period(o.arrival, f"{path}.arrival"), t,
-                                   r.power(m, o.power_w, f"{path}.power_w"), o.rack_units_per_gpu))
+        installed.append(
+            Installed(
+                "in_flight",
+                r.site(o.site, f"{path}.site"),
+                m,
+                o.count,
+                r.period(o.arrival, f"{path}.arrival"),
+                t,
+                r.power(m, o.power_w, f"{path}.power_w"),
+                o.rack_units_per_gpu,
+            )
+        )
+
+    for s, site in enumerate(sites):
+        for p in range(t):
+            inst = [i for i in installed if i.site == s and i.start <= p < i.end]
+            watts = sum(i.count * i.power_w for i in inst)
+            units = sum(i.count * i.rack_units_per_gpu for i in inst)
+            if site.power_w is not None and watts > site.power_w + 1e-6:
+                raise InputError(
+                    f"sites[{s}].power_kw",
+                    f"fleet and in-flight orders need {watts / 1000:g} kW "
+                    f"in {r.labels[p]} but {site.name} has "
+                    f"{site.power_w / 1000:g} kW; raise it or retire GPUs",
+                )
+            if site.rack_units is not None and units > site.rack_units + 1e-6:
+                raise InputError(
+                    f"sites[{s}].rack_units",
+                    f"fleet and in-flight orders need {units:g} rack "
+                    f"units in {r.labels[p]} but {site.name} has "
+                    f"{site.rack_units:g}",
+                )
 
     _unique([x.name for x in pf.tiers], "tiers", "tier")
     tiers: list[TierData] = []
@@ -349,21 +419,35 @@ def build_problem(pf: PlanningFile, catalog: Catalog | None = None) -> Problem:
         path = f"tiers[{i}]"
         needs_penalty = x.kind == "flexible" or x.service_level < 1
         if needs_penalty and x.penalty_per_gpu_hour is None:
-            raise InputError(f"{path}.penalty_per_gpu_hour",
-                             "required for flexible tiers and for guaranteed tiers with service_level < 1 "
-                             "(the cost of one GPU-hour of unmet demand)")
+            raise InputError(
+                f"{path}.penalty_per_gpu_hour",
+                "required for flexible tiers and for guaranteed tiers with service_level < 1 "
+                "(the cost of one GPU-hour of unmet demand)",
+            )
         if x.kind == "guaranteed":
             if x.spot:
-                raise InputError(f"{path}.spot", "spot capacity can be interrupted; a guaranteed tier "
-                                                 "cannot use it (remove `spot: true`)")
+                raise InputError(
+                    f"{path}.spot",
+                    "spot capacity can be interrupted; a guaranteed tier cannot use it (remove `spot: true`)",
+                )
             if x.max_deferral_periods:
                 raise InputError(f"{path}.max_deferral_periods", "only flexible tiers can defer demand")
         elif x.service_level != 1.0:
-            raise InputError(f"{path}.service_level", "only guaranteed tiers have a service level; "
-                                                      "flexible tiers use penalty_per_gpu_hour")
-        tiers.append(TierData(x.name, x.kind, x.service_level, x.penalty_per_gpu_hour or 0.0,
-                              x.max_deferral_periods, x.deferral_penalty_per_gpu_hour,
-                              x.kind == "flexible" if x.spot is None else x.spot))
+            raise InputError(
+                f"{path}.service_level",
+                "only guaranteed tiers have a service level; flexible tiers use penalty_per_gpu_hour",
+            )
+        tiers.append(
+            TierData(
+                x.name,
+                x.kind,
+                x.service_level,
+                x.penalty_per_gpu_hour or 0.0,
+                x.max_deferral_periods,
+                x.deferral_penalty_per_gpu_hour,
+                x.kind == "flexible" if x.spot is None else x.spot,
+            )
+        )
     tier_names = [x.name for x in pf.tiers]
 
     _unique([c.name for c in pf.classes], "classes", "class")
@@ -380,8 +464,11 @@ def build_problem(pf: PlanningFile, catalog: Catalog | None = None) -> Problem:
         factor = 1.0
         if c.topology == "node":
             if c.gang_size > pf.gpus_per_node:
-                raise InputError(f"{path}.gang_size", f"a gang of {c.gang_size} does not fit in a node of "
-                                                      f"{pf.gpus_per_node} GPUs; use topology: site")
+                raise InputError(
+                    f"{path}.gang_size",
+                    f"a gang of {c.gang_size} does not fit in a node of "
+                    f"{pf.gpus_per_node} GPUs; use topology: site",
+                )
             usable = (pf.gpus_per_node // c.gang_size) * c.gang_size
             factor = pf.gpus_per_node / usable
         classes.append(ClassData(c.name, tier_names.index(c.tier), ratios, c.gang_size, c.topology, factor))
@@ -400,44 +487,103 @@ def build_problem(pf: PlanningFile, catalog: Catalog | None = None) -> Problem:
         return name
 
     purchases: list[PurchaseData] = []
-    for i, o in enumerate(opt.purchases):
+    for i, pu in enumerate(opt.purchases):
         path = f"options.purchases[{i}]"
-        m = r.model(o.model, f"{path}.model")
-        idx = tuple(range(len(sites))) if o.sites is None else tuple(
-            r.site(s, f"{path}.sites[{j}]") for j, s in enumerate(o.sites))
+        m = r.model(pu.model, f"{path}.model")
+        idx = (
+            tuple(range(len(sites)))
+            if pu.sites is None
+            else tuple(r.site(s, f"{path}.sites[{j}]") for j, s in enumerate(pu.sites))
+        )
         if not idx:
             raise InputError(f"{path}.sites", "no site to install purchases at; add a site under `sites:`")
-        purchases.append(PurchaseData(opt_name(o.name, f"buy-{m}", path), m, idx, o.lead_time, o.unit_cost,
-                                      r.power(m, o.power_w, f"{path}.power_w"), o.rack_units_per_gpu,
-                                      o.lot_size, o.supply_cap, o.depreciation_periods))
+        purchases.append(
+            PurchaseData(
+                opt_name(pu.name, f"buy-{m}", path),
+                m,
+                idx,
+                pu.lead_time,
+                pu.unit_cost,
+                r.power(m, pu.power_w, f"{path}.power_w"),
+                pu.rack_units_per_gpu,
+                pu.lot_size,
+                pu.supply_cap,
+                pu.depreciation_periods,
+            )
+        )
     commits: list[CloudCommitData] = []
     for i, rv in enumerate(opt.reserved):
         path = f"options.reserved[{i}]"
         m = r.model(rv.model, f"{path}.model")
         a, b = _window(r, rv.start_window, path)
-        commits.append(CloudCommitData("reserved", opt_name(rv.name, f"reserved-{m}", path), m, rv.block_gpus,
-                                       rv.term_periods, rv.price_per_gpu_hour, tuple(range(a, b + 1)),
-                                       None, rv.max_gpus))
+        commits.append(
+            CloudCommitData(
+                "reserved",
+                opt_name(rv.name, f"reserved-{m}", path),
+                m,
+                rv.block_gpus,
+                rv.term_periods,
+                rv.price_per_gpu_hour,
+                tuple(range(a, b + 1)),
+                None,
+                rv.max_gpus,
+            )
+        )
     for i, cb in enumerate(opt.calendar_blocks):
         path = f"options.calendar_blocks[{i}]"
         m = r.model(cb.model, f"{path}.model")
         a, b = _window(r, cb.start_window, path)
-        commits.append(CloudCommitData("calendar", opt_name(cb.name, f"calendar-{m}", path), m,
-                                       cb.gpus_per_block, cb.duration_periods, cb.price_per_gpu_hour,
-                                       tuple(range(a, b + 1)), cb.max_blocks, None))
+        commits.append(
+            CloudCommitData(
+                "calendar",
+                opt_name(cb.name, f"calendar-{m}", path),
+                m,
+                cb.gpus_per_block,
+                cb.duration_periods,
+                cb.price_per_gpu_hour,
+                tuple(range(a, b + 1)),
+                cb.max_blocks,
+                None,
+            )
+        )
     recourse: list[RecourseData] = []
     for i, od in enumerate(opt.on_demand):
         path = f"options.on_demand[{i}]"
         m = r.model(od.model, f"{path}.model")
-        recourse.append(RecourseData("on_demand", opt_name(od.name, f"on-demand-{m}", path), m,
-                                     od.price_per_gpu_hour, od.max_gpus))
+        recourse.append(
+            RecourseData(
+                "on_demand", opt_name(od.name, f"on-demand-{m}", path), m, od.price_per_gpu_hour, od.max_gpus
+            )
+        )
     for i, sp in enumerate(opt.spot):
         path = f"options.spot[{i}]"
         m = r.model(sp.model, f"{path}.model")
-        recourse.append(RecourseData("spot", opt_name(sp.name, f"spot-{m}", path), m, sp.price_per_gpu_hour,
-                                     sp.max_gpus, sp.interruption_rate))
+        recourse.append(
+            RecourseData(
+                "spot",
+                opt_name(sp.name, f"spot-{m}", path),
+                m,
+                sp.price_per_gpu_hour,
+                sp.max_gpus,
+                sp.interruption_rate,
+            )
+        )
 
     names, probs, dem = _scenarios(r, class_names)
-    return Problem(pf.name, tuple(r.labels), hours, pf.gpus_per_node, tuple(r.models), sites,
-                   tuple(installed), tuple(purchases), tuple(commits), tuple(recourse), tuple(tiers),
-                   tuple(classes), tuple(names), tuple(probs), np.array(dem, dtype=np.float64))
+    return Problem(
+        pf.name,
+        tuple(r.labels),
+        hours,
+        pf.gpus_per_node,
+        tuple(r.models),
+        sites,
+        tuple(installed),
+        tuple(purchases),
+        tuple(commits),
+        tuple(recourse),
+        tuple(tiers),
+        tuple(classes),
+        tuple(names),
+        tuple(probs),
+        np.array(dem, dtype=np.float64),
+    )

@@ -1,0 +1,274 @@
+"""The ``cpsat`` strategy: greedy hint, lexicographic CP-SAT stages, decode, validate.
+
+:func:`plan_cpsat` is anytime: it starts from the greedy plan (the first valid plan, usually in
+milliseconds), improves it stage by stage within ``options.time_limit``, and returns the greedy
+plan instead whenever CP-SAT's result is not lexicographically at least as good or does not pass
+the independent validator. So the result is never worse than greedy and never invalid.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from capplan.cpsat.aggregate import break_node_symmetry, greedy_hint, sort_plan_nodes
+from capplan.cpsat.constraints import add_all
+from capplan.cpsat.decode import DecodeError, decode
+from capplan.cpsat.index import build_index
+from capplan.cpsat.model import PlacementModel
+from capplan.cpsat.objective import Stage, build_stages
+from capplan.greedy import plan_greedy
+from capplan.plan import Plan, Unplaced
+from capplan.planner import PlanOptions
+from capplan.problem import Problem
+from capplan.reasons import explain
+from capplan.state import ClusterState
+from capplan.summary import make_plan, placed_units, trivial_bound
+from capplan.validate import check_plan
+
+log = logging.getLogger(__name__)
+log.addHandler(logging.NullHandler())
+
+_WEIGHT = {"guaranteed": 1.0, "moves": 0.5, "shape": 0.5}  # share of the remaining time; priorities 2.0
+
+
+class _Progress(cp_model.CpSolverSolutionCallback):
+    """Forwards each improving solution of a stage to ``options.progress``."""
+
+    def __init__(self, stage: str, t0: float, fn: Any) -> None:
+        super().__init__()
+        self.stage, self.t0, self.fn = stage, t0, fn
+
+    def on_solution_callback(self) -> None:
+        self.fn({"stage": self.stage, "elapsed": round(time.perf_counter() - self.t0, 3),
+                 "objective": self.objective_value, "bound": self.best_objective_bound})
+
+
+@dataclass
+class StageResult:
+    """Outcome of one stage solve."""
+
+    name: str
+    status: str
+    value: int
+    bound: float
+    seconds: float
+
+
+@dataclass
+class Run:
+    """State of a lexicographic solve."""
+
+    solution: list[int] | None = None
+    results: list[StageResult] = field(default_factory=list)
+    priorities_done_s: float = 0.0  # seconds from the start until the last priority stage ended
+
+
+def _complete_hint(pm: PlacementModel, stages: list[Stage], options: PlanOptions,
+                   budget: float) -> tuple[list[int], list[int]] | None:
+    """Complete the (partial) greedy hint to a full solution; its values per stage. None if infeasible."""
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.max_time_in_seconds = max(0.05, budget)
+    prm.num_workers = 1
+    prm.random_seed = options.seed
+    prm.fix_variables_to_their_hinted_value = True
+    pm.m.clear_objective()
+    status = solver.solve(pm.m)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        log.info("cpsat: the greedy hint does not complete (%s)", solver.status_name(status))
+        return None
+    return list(solver.response_proto.solution), [int(solver.value(st.expr)) for st in stages]
+
+
+def _set_hint(pm: PlacementModel, solution: list[int]) -> None:
+    pm.m.clear_hints()
+    hint = pm.m.proto.solution_hint
+    hint.vars.extend(range(len(solution)))
+    hint.values.extend(solution)
+
+
+def _better(st: Stage, a: int, b: int) -> bool:
+    return a > b if st.maximize else a < b
+
+
+def _solve_stages(pm: PlacementModel, stages: list[Stage], options: PlanOptions, t0: float,
+                  deadline: float, greedy: tuple[list[int], list[int]] | None) -> Run:
+    """Solve the stages in order; the incumbent (greedy completed, then each stage's best) always
+    satisfies the stages fixed so far, so a stage that finds nothing keeps the incumbent's value."""
+    run = Run()
+    inc_vals: list[int] = []
+    if greedy is not None:
+        run.solution, inc_vals = greedy[0], greedy[1]
+    for k, st in enumerate(stages):
+        left = deadline - time.perf_counter()
+        if left <= 0.05:
+            break
+        # Hint the completed greedy solution while it meets the fixed stages and is better here.
+        g_ok = greedy is not None and all(
+            not _better(s, r.value, gv) for s, r, gv in zip(stages[:k], run.results, greedy[1], strict=False))
+        if greedy is not None and g_ok and _better(st, greedy[1][k], inc_vals[k]):
+            run.solution, inc_vals = greedy[0], greedy[1]
+        if run.solution is not None:
+            _set_hint(pm, run.solution)
+        weights = [_WEIGHT.get(s.name, 2.0) for s in stages[k:]]
+        budget = max(0.05, left * weights[0] / sum(weights))
+        if st.maximize:
+            pm.m.maximize(st.expr)
+        else:
+            pm.m.minimize(st.expr)
+        solver = cp_model.CpSolver()
+        prm = solver.parameters
+        prm.max_time_in_seconds = budget
+        prm.num_workers = max(1, options.workers)
+        prm.random_seed = options.seed
+        cb = _Progress(st.name, t0, options.progress) if options.progress else None
+        ts = time.perf_counter()
+        status = solver.solve(pm.m, cb)
+        name = solver.status_name(status).lower()
+        secs = round(time.perf_counter() - ts, 4)
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            run.solution = list(solver.response_proto.solution)
+            inc_vals = [int(solver.value(s.expr)) for s in stages]
+        elif run.solution is None:
+            log.info("cpsat stage %s: %s after %.2fs and no incumbent", st.name, name, secs)
+            run.results.append(StageResult(st.name, name, 0, solver.best_objective_bound, secs))
+            break
+        else:
+            name = "unknown"  # no better solution found in time: keep the incumbent's value
+        value = inc_vals[k]
+        bound = solver.best_objective_bound if status != cp_model.INFEASIBLE else float(value)
+        run.results.append(StageResult(st.name, name, value, bound, secs))
+        pm.m.add(st.expr >= value if st.maximize else st.expr <= value)
+        if st.priority is not None:
+            run.priorities_done_s = round(time.perf_counter() - t0, 3)
+    return run
+
+
+def _bounds(p: Problem, pm_stages: list[Stage], run: Run, got: dict[int, int]) -> tuple[dict[int, int], bool]:
+    """Per-priority bound (lexicographic) and whether every priority stage was proven optimal."""
+    trivial = trivial_bound(p)
+    out = dict(trivial)
+    by_name = {r.name: r for r in run.results}
+    g = by_name.get("guaranteed")
+    if any(s.name == "guaranteed" for s in pm_stages) and (g is None or g.status != "optimal"):
+        return out, False
+    for st in pm_stages:
+        if st.priority is None:
+            continue
+        r = by_name.get(st.name)
+        if r is None or r.status not in ("optimal", "feasible", "unknown") or abs(r.bound) == float("inf"):
+            return out, False
+        if r.status == "optimal":
+            out[st.priority] = got.get(st.priority, 0)
+            continue
+        total = int(r.bound + 1e-6) + st.constant
+        out[st.priority] = min(trivial.get(st.priority, 0), max(total // st.per_unit, got.get(st.priority, 0)))
+        return out, False
+    return out, True
+
+
+def _lex_key(p: Problem, plan: Plan) -> tuple[int, ...]:
+    placed = {(a.workload) for a in plan.assignments}
+    g = sum(1 for a in plan.assignments if p.workload(a.workload).sla == "guaranteed")
+    units = placed_units(p, plan.assignments)
+    reps = [sum(1 for a in plan.assignments if p.workload(a.workload).priority == q) for q in p.priorities]
+    _ = placed
+    return (g, *[x for q, n in zip(p.priorities, reps, strict=True) for x in (units[q], n)])
+
+
+def plan_cpsat(problem: Problem, options: PlanOptions) -> Plan:
+    """Plan ``problem`` with the exact CP-SAT model (see ``docs/placement-model.md``).
+
+    Parameters
+    ----------
+    problem
+        The placement problem.
+    options
+        ``time_limit`` (whole solve), ``seed``, ``workers``, ``allow_preemption``,
+        ``allow_migration`` and an optional ``progress`` callback.
+
+    Returns
+    -------
+    Plan
+        Status ``optimal`` when every priority stage was proven optimal, ``feasible`` otherwise,
+        ``infeasible`` when a guaranteed workload is left out; objective and CP-SAT bound per
+        priority; ``metrics.cpsat`` holds per-stage statistics.
+    """
+    t0 = time.perf_counter()
+    deadline = t0 + options.time_limit * 0.9
+    greedy = plan_greedy(problem, options)
+    if options.progress:
+        options.progress({"stage": "greedy", "elapsed": round(time.perf_counter() - t0, 3),
+                          "objective": list(greedy.objective), "bound": list(greedy.bound)})
+    pm = PlacementModel(build_index(problem, options))
+    add_all(pm)
+    groups = break_node_symmetry(pm)
+    stages = build_stages(pm)
+    for var, value in greedy_hint(pm, sort_plan_nodes(pm, greedy, groups)).items():
+        pm.m.add_hint(var, value)
+    completed = _complete_hint(pm, stages, options, (deadline - time.perf_counter()) / 4)
+    run = _solve_stages(pm, stages, options, t0, deadline, completed)
+    stats: dict[str, object] = {"stages": [r.__dict__ for r in run.results], "hint_complete": completed is not None,
+                                "priorities_done_s": run.priorities_done_s,
+                                "variables": len(pm.m.proto.variables),
+                                "constraints": len(pm.m.proto.constraints)}
+    plan = _from_solution(problem, pm, stages, run, options, t0, stats)
+    if plan is not None and _lex_key(problem, plan) >= _lex_key(problem, greedy):
+        return plan
+    stats["fallback"] = "greedy"
+    return greedy.model_copy(update={"strategy": "cpsat", "solve_seconds": round(time.perf_counter() - t0, 4),
+                                     "metrics": {**greedy.metrics, "cpsat": stats}})
+
+
+def _from_solution(p: Problem, pm: PlacementModel, stages: list[Stage], run: Run, options: PlanOptions,
+                   t0: float, stats: dict[str, object]) -> Plan | None:
+    sol = run.solution
+    if sol is None:
+        return None
+
+    def val(x: Any) -> int:
+        return x if isinstance(x, int) else sol[x.index]
+
+    try:
+        dec = decode(pm, val)
+    except DecodeError as exc:  # a modelling bug: report it and fall back to greedy
+        log.warning("cpsat: could not decode the solution (%s); using the greedy plan", exc)
+        stats["decode_error"] = str(exc)
+        return None
+    unplaced = _unplaced(p, dec.assignments, dec.evictions)
+    got = placed_units(p, dec.assignments)
+    bound, optimal = _bounds(p, stages, run, got)
+    plan = make_plan(p, "cpsat", dec.assignments, unplaced, bound=bound, seconds=time.perf_counter() - t0,
+                     seed=options.seed, evictions=dec.evictions, migrations=dec.migrations,
+                     proven_optimal=optimal, extra_metrics={"cpsat": stats})
+    violations = check_plan(p, plan)
+    if violations:
+        log.warning("cpsat: decoded plan violates %s; using the greedy plan", violations[:3])
+        stats["violations"] = violations[:5]
+        return None
+    return plan
+
+
+def _unplaced(p: Problem, assignments: list[Any], evictions: list[Any]) -> list[Unplaced]:
+    st = ClusterState(p)
+    for a in assignments:
+        w = p.workload(a.workload)
+        d = p.can_host(w, p.cluster.nodes[p.cluster.node_index[a.node]])
+        assert d is not None
+        st.place_assignment(w, d, a)
+    placed = {a.key for a in assignments}
+    evicted = {(e.workload, e.replica): e for e in evictions}
+    out: list[Unplaced] = []
+    for w in p.workloads:
+        ev = [r for r in range(w.replicas) if (w.name, r) in evicted]
+        if ev:
+            out.append(Unplaced(workload=w.name, replicas=tuple(ev), reason=evicted[(w.name, ev[0])].reason))
+        missing = [r for r in range(w.replicas) if (w.name, r) not in placed and (w.name, r) not in evicted]
+        if missing:
+            out.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=explain(st, w, len(missing))))
+    return out

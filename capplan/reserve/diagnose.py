@@ -1,0 +1,122 @@
+"""Explain an unmet guaranteed tier: where the shortfall lands and which constraints bind there.
+
+Works on the plan's decisions (orders, capacity per site) and the problem data, not on solver
+internals: a constraint is reported as binding when no further lot could have been added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from capplan.reserve.milp import RawSolution
+from capplan.reserve.problem import Problem
+from capplan.reserve.result import Order, Unmet
+
+EPS = 1e-4
+
+
+def explain(
+    pr: Problem, raw: RawSolution, orders: Sequence[Order], by_site: dict[tuple[int, str, int], int]
+) -> tuple[Unmet, ...]:
+    """One :class:`Unmet` per guaranteed class and period with unmet demand (worst scenario)."""
+    out: list[Unmet] = []
+    lab = pr.labels
+    for c, cl in enumerate(pr.classes):
+        tier = pr.tiers[cl.tier]
+        for p in range(pr.periods):
+            col = raw.excess[:, c, p]
+            if col.max() <= EPS:
+                continue
+            w = int(col.argmax())
+            sites, binding = _binding(pr, raw, orders, by_site, c, p, w)
+            out.append(
+                Unmet(
+                    tier.name,
+                    cl.name,
+                    lab[p],
+                    pr.scenario_names[w],
+                    round(float(col[w]), 6),
+                    tuple(sites),
+                    tuple(binding),
+                )
+            )
+    return tuple(out)
+
+
+def _binding(
+    pr: Problem,
+    raw: RawSolution,
+    orders: Sequence[Order],
+    by_site: dict[tuple[int, str, int], int],
+    c: int,
+    p: int,
+    w: int,
+) -> tuple[list[str], list[str]]:
+    cl = pr.classes[c]
+    lab = pr.labels
+    sites: list[str] = []
+    why: list[str] = []
+    opts = [po for po in pr.purchases if po.model in cl.ratios]
+    if not opts:
+        why.append(f"no purchase option for {', '.join(cl.ratios)}")
+    elif all(p < po.lead_time for po in opts):
+        lead = min(po.lead_time for po in opts)
+        why.append(f"lead time: the earliest purchase ordered now arrives in {lab[lead]} ({lead} periods)")
+    for s, site in enumerate(pr.sites):
+        here = [po for po in opts if s in po.sites and p >= po.lead_time]
+        if not here:
+            continue
+        inst = [i for i in pr.installed if i.site == s and i.start <= p < i.end]
+        arrived = [o for o in orders if o.site == site.name and lab.index(o.arrival_period) <= p]
+        by_name = {po.name: po for po in pr.purchases}
+        if site.power_w is not None:
+            used = sum(i.count * i.power_w for i in inst) + sum(
+                o.count * by_name[o.option].power_w for o in arrived
+            )
+            if used + min(po.lot_size * po.power_w for po in here) > site.power_w + EPS:
+                why.append(f"power at {site.name}: {used / 1000:g} of {site.power_w / 1000:g} kW in {lab[p]}")
+                sites.append(site.name)
+        if site.rack_units is not None:
+            used = sum(i.count * i.rack_units_per_gpu for i in inst) + sum(
+                o.count * by_name[o.option].rack_units_per_gpu for o in arrived
+            )
+            if used + min(po.lot_size * po.rack_units_per_gpu for po in here) > site.rack_units + EPS:
+                why.append(f"rack space at {site.name}: {used:g} of {site.rack_units:g} units in {lab[p]}")
+                sites.append(site.name)
+        if site.max_installs is not None:
+            full = [
+                lab[a]
+                for a in range(p + 1)
+                if sum(o.count for o in orders if o.site == site.name and lab.index(o.arrival_period) == a)
+                + min(po.lot_size for po in here)
+                > site.max_installs
+            ]
+            if full and len(full) == len(range(min(po.lead_time for po in here), p + 1)):
+                why.append(f"install limit at {site.name} ({site.max_installs} GPUs per period)")
+                sites.append(site.name)
+    for po in opts:
+        if po.supply_cap is None or p < po.lead_time:
+            continue
+        bought = {
+            q: sum(o.count for o in orders if o.option == po.name and o.order_period == lab[q])
+            for q in range(p - po.lead_time + 1)
+        }
+        if all(n + po.lot_size > po.supply_cap for n in bought.values()):
+            why.append(
+                f"supply cap of {po.name}: {po.supply_cap} GPUs per period, used in every order "
+                f"period up to {lab[p - po.lead_time]}"
+            )
+    recs = [(o, ro) for o, ro in enumerate(pr.recourse) if ro.kind == "on_demand" and ro.model in cl.ratios]
+    if not recs:
+        why.append(f"no on-demand option for {', '.join(cl.ratios)}")
+    for o, ro in recs:
+        if ro.max_gpus is not None and raw.rec[w, :, o, p].sum() >= ro.max_gpus - EPS:
+            why.append(f"availability cap of {ro.name}: {ro.max_gpus:g} GPUs")
+    for co in pr.commits:
+        if co.model in cl.ratios and co.max_units is not None:
+            used = sum(u for (k, _q), u in raw.commits.items() if pr.commits[k].name == co.name)
+            if used >= co.max_units:
+                why.append(f"calendar blocks of {co.name}: all {co.max_units} booked")
+    if not why:
+        why.append("capacity shared with other guaranteed classes")
+    return sites, why

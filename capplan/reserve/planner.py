@@ -1,0 +1,285 @@
+"""Solve a reservation problem and turn the solver's numbers into a :class:`Plan`.
+
+The guaranteed tiers are hard constraints. When they cannot be met, the problem is solved again
+with a *ranked* objective (two solves, no big-M weights): first minimise the expected unmet
+guaranteed demand, then, with that optimum fixed as a constraint, minimise cost. The plan then
+says where the shortfall lands and which constraints bind there (:mod:`capplan.reserve.diagnose`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from capplan.errors import CapplanError
+from capplan.reserve.diagnose import explain
+from capplan.reserve.milp import TOL, RawSolution, ReservationModel, SolverSettings
+from capplan.reserve.problem import Problem
+from capplan.reserve.result import Commitment, Order, Plan, TierOutcome
+
+log = logging.getLogger(__name__)
+log.addHandler(logging.NullHandler())
+
+
+class SolveError(CapplanError):
+    """The solver found no solution (time limit without an incumbent); exit code 1."""
+
+
+def solve(problem: Problem, settings: SolverSettings | None = None) -> Plan:
+    """Plan orders and reservations for ``problem``.
+
+    Parameters
+    ----------
+    problem
+        From :func:`capplan.reserve.problem.build_problem`.
+    settings
+        Solver settings (time limit, threads, gap, backend).
+
+    Returns
+    -------
+    Plan
+        ``status`` is ``ok`` when every guaranteed tier is met, else ``guaranteed_unmet``.
+
+    Raises
+    ------
+    SolveError
+        When no solution was found within the time limit.
+    """
+    s = settings or SolverSettings()
+    raw = ReservationModel(problem).solve(s)
+    ranked: dict[str, Any] = {}
+    if raw.status in ("infeasible", "no_solution"):
+        hard_status, hard_time = raw.status, raw.runtime_s
+        soft = ReservationModel(problem, soft=True)
+        half = SolverSettings(max(1.0, s.time_limit / 2), s.threads, s.gap, s.backend)
+        best = soft.rank_excess_first(half)
+        if best == float("inf"):
+            raise SolveError(f"no solution found within {s.time_limit:g} s; raise --time-limit")
+        if hard_status == "no_solution" and best <= TOL:
+            raise SolveError(
+                f"no solution found within {s.time_limit:g} s although the guaranteed tiers "
+                "look feasible; raise --time-limit"
+            )
+        raw = soft.solve(half)
+        ranked = {
+            "hard_status": hard_status,
+            "hard_runtime_s": round(hard_time, 3),
+            "expected_unmet_guaranteed_gpus": round(best, 6),
+        }
+        if raw.status not in ("optimal", "feasible"):
+            raise SolveError(f"ranked re-solve found no solution within {s.time_limit:g} s")
+    if raw.status not in ("optimal", "feasible"):
+        raise SolveError(f"no solution found within {s.time_limit:g} s; raise --time-limit")
+    return build_plan(problem, raw, ranked)
+
+
+def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None = None) -> Plan:
+    """Assemble a :class:`Plan` from solver values; costs are recomputed from the decisions."""
+    pr = problem
+    lab, T, H = pr.labels, pr.periods, pr.hours
+    orders = tuple(
+        Order(
+            pr.purchases[o].name,
+            pr.purchases[o].model,
+            pr.sites[s].name,
+            n,
+            n // pr.purchases[o].lot_size,
+            lab[q],
+            lab[q + pr.purchases[o].lead_time],
+            pr.purchases[o].unit_cost,
+        )
+        for (o, s, q), n in sorted(raw.buys.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1]))
+    )
+    commitments = tuple(
+        Commitment(
+            pr.commits[k].kind,
+            pr.commits[k].name,
+            pr.commits[k].model,
+            u * pr.commits[k].unit,
+            u,
+            lab[q],
+            lab[min(T, q + pr.commits[k].duration) - 1],
+            min(pr.commits[k].duration, T - q),
+        )
+        for (k, q), u in sorted(raw.commits.items(), key=lambda kv: (kv[0][1], kv[0][0]))
+    )
+    locs = [*(x.name for x in pr.sites), "cloud"]
+    gang_blocks = tuple(
+        {
+            "class": pr.classes[c].name,
+            "location": locs[loc],
+            "model": pr.models[m],
+            "period": lab[p],
+            "gangs": n,
+            "gpus": n * pr.classes[c].gang_size,
+        }
+        for (c, loc, m, p), n in sorted(raw.gangs.items())
+    )
+
+    # capacity from the decisions
+    by_site = {
+        (s, m, p): pr.base_count(s, m, p) for s in range(len(pr.sites)) for m in pr.models for p in range(T)
+    }
+    for od in orders:
+        si = [x.name for x in pr.sites].index(od.site)
+        for p in range(lab.index(od.arrival_period), T):
+            by_site[si, od.model, p] += od.count
+    cloud = {(m, p): 0 for m in pr.models for p in range(T)}
+    for cm in commitments:
+        q = lab.index(cm.start_period)
+        for p in range(q, q + cm.periods):
+            cloud[cm.model, p] += cm.gpus
+    capacity = tuple(
+        {
+            "model": m,
+            "period": lab[p],
+            "own": sum(by_site[s, m, p] for s in range(len(pr.sites))),
+            "cloud": cloud[m, p],
+            "by_site": {x.name: by_site[s, m, p] for s, x in enumerate(pr.sites)},
+        }
+        for m in pr.models
+        for p in range(T)
+    )
+
+    # coverage rows
+    coverage: list[dict[str, Any]] = []
+    W = len(pr.scenario_names)
+    short = raw.short + raw.excess
+    for w, sn in enumerate(pr.scenario_names):
+        for c, cl in enumerate(pr.classes):
+            for p in range(T):
+                committed = {
+                    pr.models[m]: _r(raw.alloc[w, c, m, p])
+                    for m in range(len(pr.models))
+                    if raw.alloc[w, c, m, p] > TOL
+                }
+                rec = {
+                    pr.recourse[o].name: _r(raw.rec[w, c, o, p])
+                    for o in range(len(pr.recourse))
+                    if raw.rec[w, c, o, p] > TOL
+                }
+                prev = raw.backlog[w, c, p - 1] if p else 0.0
+                d = float(pr.demand[w, c, p])
+                served = d + prev - short[w, c, p] - raw.lost[w, c, p] - raw.backlog[w, c, p]
+                coverage.append(
+                    {
+                        "scenario": sn,
+                        "class": cl.name,
+                        "tier": pr.tiers[cl.tier].name,
+                        "period": lab[p],
+                        "demand": _r(d),
+                        "served": _r(served),
+                        "committed": committed,
+                        "recourse": rec,
+                        "shortfall": _r(short[w, c, p]),
+                        "lost": _r(raw.lost[w, c, p]),
+                        "backlog": _r(raw.backlog[w, c, p]),
+                    }
+                )
+
+    # costs, recomputed from the plan
+    prob = np.array(pr.probabilities)
+    energy = {x.name: x.energy_cost_per_w for x in pr.sites}
+    capex = sum(
+        od.count
+        * od.unit_cost
+        / po.depreciation_periods
+        * min(po.depreciation_periods, T - lab.index(od.arrival_period))
+        for od in orders
+        for po in pr.purchases
+        if po.name == od.option
+    )
+    power: float = sum(
+        i.count * i.power_w * pr.sites[i.site].energy_cost_per_w * (i.end - i.start) for i in pr.installed
+    )
+    power += sum(
+        od.count * po.power_w * energy[od.site] * (T - lab.index(od.arrival_period))
+        for od in orders
+        for po in pr.purchases
+        if po.name == od.option
+    )
+    commit_cost = {"reserved": 0.0, "calendar": 0.0}
+    for cm in commitments:
+        kd = next(co for co in pr.commits if co.name == cm.option)
+        commit_cost[cm.kind] += cm.gpus * kd.price_per_gpu_hour * H * cm.periods
+    rec_cost = {"on_demand": 0.0, "spot": 0.0}
+    for o, ro in enumerate(pr.recourse):
+        rec_cost[ro.kind] += float(prob @ raw.rec[:, :, o, :].sum(axis=(1, 2))) * ro.price_per_gpu_hour * H
+    pen = {"guaranteed": 0.0, "lost": 0.0, "deferral": 0.0}
+    for c, cl in enumerate(pr.classes):
+        t = pr.tiers[cl.tier]
+        pen["guaranteed"] += float(prob @ raw.short[:, c, :].sum(axis=1)) * t.penalty_per_gpu_hour * H
+        pen["lost"] += float(prob @ raw.lost[:, c, :].sum(axis=1)) * t.penalty_per_gpu_hour * H
+        pen["deferral"] += (
+            float(prob @ raw.backlog[:, c, :].sum(axis=1)) * t.deferral_penalty_per_gpu_hour * H
+        )
+    costs = {
+        "capex_depreciation": capex,
+        "power": power,
+        "cloud_reserved": commit_cost["reserved"],
+        "cloud_calendar": commit_cost["calendar"],
+        "cloud_on_demand": rec_cost["on_demand"],
+        "cloud_spot": rec_cost["spot"],
+        "penalty_guaranteed_shortfall": pen["guaranteed"],
+        "penalty_flexible_lost": pen["lost"],
+        "penalty_deferral": pen["deferral"],
+    }
+    costs = {k: round(v, 2) for k, v in costs.items()}
+    costs["total"] = round(sum(costs.values()), 2)
+
+    # tiers
+    tiers: list[TierOutcome] = []
+    for k, t in enumerate(pr.tiers):
+        cs = [c for c, cl in enumerate(pr.classes) if cl.tier == k]
+        miss = (short[:, cs, :] + raw.lost[:, cs, :]).sum(axis=(1, 2)) * H if cs else np.zeros(W)
+        p_short = float(prob[miss > 1e-4].sum())
+        worst = int(np.argmax(miss)) if W else 0
+        met = t.kind != "guaranteed" or (
+            p_short <= 1 - t.service_level + 1e-9 and float(raw.excess[:, cs, :].sum()) <= 1e-4
+        )
+        tiers.append(
+            TierOutcome(
+                t.name,
+                t.kind,
+                t.service_level,
+                round(p_short, 9),
+                _r(float(prob @ miss)),
+                _r(float(miss[worst])) if W else 0.0,
+                pr.scenario_names[worst] if W and miss[worst] > 1e-4 else None,
+                met,
+            )
+        )
+    unmet = explain(pr, raw, orders, by_site) if float(raw.excess.sum()) > 1e-4 else ()
+    status = "ok" if all(t.met for t in tiers) else "guaranteed_unmet"
+    solver = {
+        "backend": raw.backend,
+        "status": raw.status,
+        "runtime_s": round(raw.runtime_s, 3),
+        "objective": _r(raw.objective),
+        "variables": raw.variables,
+        "constraints": raw.constraints,
+        "integer_variables": raw.integers,
+        **(ranked or {}),
+    }
+    return Plan(
+        pr.name,
+        status,
+        lab,
+        pr.scenario_names,
+        pr.probabilities,
+        solver,
+        orders,
+        commitments,
+        gang_blocks,
+        capacity,
+        tuple(coverage),
+        costs,
+        tuple(tiers),
+        unmet,
+    )
+
+
+def _r(x: float) -> float:
+    return round(float(x), 6) + 0.0

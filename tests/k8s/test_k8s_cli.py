@@ -1,0 +1,120 @@
+"""CLI: import/export commands, topology objects, and bad input (exit 2, nothing written)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import DATA, LEVEL_ARGS, k8s_main
+
+
+@pytest.fixture
+def imported(tmp_path: Path) -> Path:
+    """The sample cluster imported to a scenario (with its .k8s.json metadata)."""
+    out = tmp_path / "cluster.yaml"
+    assert (
+        k8s_main(
+            [
+                "import",
+                "kubernetes",
+                "--nodes",
+                str(DATA / "nodes.json"),
+                "--pods",
+                str(DATA / "pods.json"),
+                *LEVEL_ARGS,
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    return out
+
+
+def test_kueue_and_volcano_objects(imported: Path, tmp_path: Path) -> None:
+    """Kueue Topology levels follow the level labels; Volcano HyperNodes nest racks under blocks."""
+    kq, vc = tmp_path / "kueue.yaml", tmp_path / "volcano.yaml"
+    assert k8s_main(["export", "kueue-topology", str(imported), "-o", str(kq)]) == 0
+    topo, flavor = list(yaml.safe_load_all(kq.read_text()))
+    assert [x["nodeLabel"] for x in topo["spec"]["levels"]] == [
+        "cloud.provider.com/topology-block",
+        "cloud.provider.com/topology-rack",
+        "kubernetes.io/hostname",
+    ]
+    assert flavor["kind"] == "ResourceFlavor" and flavor["spec"]["topologyName"] == topo["metadata"]["name"]
+    assert k8s_main(["export", "volcano-hypernodes", str(imported), "-o", str(vc)]) == 0
+    hns = {h["metadata"]["name"]: h for h in yaml.safe_load_all(vc.read_text())}
+    assert hns["block-1"]["spec"]["tier"] == 2 and hns["rack-1"]["spec"]["tier"] == 1
+    assert {m["selector"]["exactMatch"]["name"] for m in hns["rack-1"]["spec"]["members"]} == {
+        "h100-0",
+        "h100-1",
+    }
+    assert all(m["type"] == "HyperNode" for m in hns["block-1"]["spec"]["members"])
+
+
+def test_import_from_stdin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--nodes -` reads the nodes List from standard input."""
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO((DATA / "nodes.json").read_text()))
+    out = tmp_path / "c.yaml"
+    assert k8s_main(["import", "kubernetes", "--nodes", "-", "-o", str(out)]) == 0
+    assert "h100-0" in out.read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--level-label", "rack"], "--level-label"),
+        (["--level-label", "rack=cloud.provider.com/topology-rack"], "podset-required-topology"),
+    ],
+)
+def test_bad_import_writes_nothing(
+    tmp_path: Path, args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bad options or inputs exit 2, name the field and write no file."""
+    out = tmp_path / "c.yaml"
+    code = k8s_main(
+        [
+            "import",
+            "kubernetes",
+            "--nodes",
+            str(DATA / "nodes.json"),
+            "--pods",
+            str(DATA / "pods.json"),
+            *args,
+            "-o",
+            str(out),
+        ]
+    )
+    assert code == 2 and needle in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_nodes_file_not_a_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A nodes file that is not a List exits 2 and writes nothing."""
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"kind": "Node", "metadata": {"name": "n"}}))
+    assert k8s_main(["import", "kubernetes", "--nodes", str(bad), "-o", str(tmp_path / "c.yaml")]) == 2
+    assert "not a Kubernetes List" in capsys.readouterr().out and not (tmp_path / "c.yaml").exists()
+
+
+def test_export_needs_valid_plan(imported: Path, tmp_path: Path) -> None:
+    """mig-parted without a plan, or with a plan that violates the scenario, exits 2."""
+    assert k8s_main(["export", "mig-parted", str(imported), "-o", str(tmp_path / "m.yaml")]) == 2
+    bad = tmp_path / "plan.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "status": "optimal",
+                "strategy": "x",
+                "assignments": [
+                    {"workload": "inference/vllm-70b", "replica": 0, "node": "cpu-0", "gpus": [0]}
+                ],
+            }
+        )
+    )
+    assert k8s_main(["export", "bindings", str(imported), str(bad), "-o", str(tmp_path / "b.json")]) == 2
+    assert not (tmp_path / "m.yaml").exists() and not (tmp_path / "b.json").exists()

@@ -1,0 +1,96 @@
+"""The `reserve` sub-command: exit codes, written files, what-if deltas."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from capplan.errors import InputError
+from capplan.reserve.cli import add_parser, main, run
+from tests.reserve.conftest import planning
+
+FILES = {"plan.json", "report.md", "demand_vs_capacity.png", "cost_breakdown.png"}
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="capplan")
+    add_parser(parser.add_subparsers())
+    return parser.parse_args(["reserve", *argv])
+
+
+def _write(tmp_path: Path, d: dict[str, Any]) -> str:
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(d), encoding="utf-8")
+    return str(path)
+
+
+def test_ok_writes_all_files(tmp_path: Path) -> None:
+    """Exit 0 writes plan.json, report.md and both PNG plots; the function is set by add_parser."""
+    d = planning(
+        options={"purchases": [{"model": "H100-SXM5", "lead_time": 1, "unit_cost": 10}]},
+        scenarios=[{"name": "s", "probability": 1, "demand": {"train": [0, 8, 8, 8]}}],
+    )
+    args = _args(_write(tmp_path, d), "-o", str(tmp_path / "out"), "--time-limit", "20")
+    assert args.func is run
+    assert run(args) == 0
+    assert {p.name for p in (tmp_path / "out").iterdir()} == FILES
+    doc = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert doc["status"] == "ok" and doc["orders"][0]["arrival_period"] == "2027-02"
+    assert (tmp_path / "out" / "demand_vs_capacity.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_unmet_exits_3_and_names_cause(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 3 when a guaranteed tier cannot be met; stderr names the period and the lead time."""
+    d = planning(
+        options={"purchases": [{"model": "H100-SXM5", "lead_time": 2, "unit_cost": 10}]},
+        scenarios=[{"name": "s", "probability": 1, "demand": {"train": 8}}],
+    )
+    assert run(_args(_write(tmp_path, d), "-o", str(tmp_path / "out"))) == 3
+    err = capsys.readouterr().err
+    assert "2027-01" in err and "lead time" in err
+    assert json.loads((tmp_path / "out" / "plan.json").read_text())["unmet"][0]["period"] == "2027-01"
+
+
+def test_bad_input_raises_and_writes_nothing(tmp_path: Path) -> None:
+    """Bad input raises InputError (the main CLI maps it to exit 2) before anything is written."""
+    d = planning(sites=[{"name": "site-1", "power_kw": -3}])
+    with pytest.raises(InputError, match=r"sites\[0\]\.power_kw"):
+        run(_args(_write(tmp_path, d), "-o", str(tmp_path / "out")))
+    assert not (tmp_path / "out").exists()
+
+
+def test_standalone_main_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The module entry point prints `error: <path>: <msg>` and returns 2 for bad input."""
+    assert main(["reserve", str(tmp_path / "missing.yaml"), "-o", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_what_if_reports_delta(tmp_path: Path) -> None:
+    """--what-if lead_time=+1 makes on-demand cover one more period; the delta is reported in plan.json."""
+    d = planning(
+        options={
+            "purchases": [{"model": "H100-SXM5", "lead_time": 1, "unit_cost": 10}],
+            "on_demand": [{"model": "H100-SXM5", "price_per_gpu_hour": 5}],
+        },
+        scenarios=[{"name": "s", "probability": 1, "demand": {"train": 8}}],
+    )
+    out = tmp_path / "out"
+    assert run(_args(_write(tmp_path, d), "-o", str(out), "--what-if", "lead_time=+1", "price=-50%")) == 0
+    doc = json.loads((out / "plan.json").read_text())
+    # base: 8 on-demand in period 0 (40); +1 lead time: periods 0-1 (80), capex smaller by 8 x 10/36
+    lead = doc["what_if"][0]
+    assert lead["what_if"] == "lead_time=+1"
+    assert lead["cost_delta"]["cloud_on_demand"] == pytest.approx(40)
+    assert doc["what_if"][1]["cost_delta"]["total"] < 0
+    assert "What-if" in (out / "report.md").read_text()
+
+
+def test_what_if_syntax_error(tmp_path: Path) -> None:
+    """A malformed what-if is an InputError naming --what-if."""
+    with pytest.raises(InputError, match="what-if"):
+        run(_args(_write(tmp_path, planning()), "-o", str(tmp_path / "o"), "--what-if", "leadtime=+2"))

@@ -1,0 +1,86 @@
+"""Planner behaviour: unmet guaranteed tiers, determinism, JSON round trip, shipped examples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from capplan.reserve.check import check_plan
+from capplan.reserve.model import load_planning, parse_planning
+from capplan.reserve.planner import solve
+from capplan.reserve.problem import build_problem
+from capplan.reserve.result import Plan
+from tests.reserve.conftest import SETTINGS, planning, solved
+
+EXAMPLES = sorted(Path(__file__).parents[2].joinpath("models", "examples").glob("reserve-*.yaml"))
+
+
+def test_unmet_guaranteed_names_lead_time() -> None:
+    """Demand from period 0, lead time 2, no cloud: periods 0-1 are short because of the lead time."""
+    d = planning(
+        options={"purchases": [{"model": "H100-SXM5", "lead_time": 2, "unit_cost": 10}]},
+        scenarios=[{"name": "base", "probability": 1, "demand": {"train": 8}}],
+    )
+    _, plan = solved(d)
+    assert plan.status == "guaranteed_unmet" and not plan.guaranteed_met
+    assert [u.period for u in plan.unmet] == ["2027-01", "2027-02"]
+    assert all(u.shortfall_gpus == pytest.approx(8, abs=1e-3) for u in plan.unmet)
+    assert any("lead time" in b for b in plan.unmet[0].binding)
+    # ranked second solve: the shortfall is minimal (16 GPU-periods) and then the order is placed at once
+    assert plan.solver["expected_unmet_guaranteed_gpus"] == pytest.approx(16, abs=1e-3)
+    assert [o.order_period for o in plan.orders] == ["2027-01"]
+
+
+def test_unmet_guaranteed_names_site_power() -> None:
+    """A 5 kW site holds 7 H100 (700 W); demand 10 leaves 3 short, binding: power at site-1."""
+    d = planning(
+        periods=1,
+        sites=[{"name": "site-1", "power_kw": 5}],
+        options={"purchases": [{"model": "H100-SXM5", "lead_time": 0, "unit_cost": 10}]},
+        scenarios=[{"name": "base", "probability": 1, "demand": {"train": 10}}],
+    )
+    _, plan = solved(d)
+    (u,) = plan.unmet
+    assert u.sites == ("site-1",) and u.shortfall_gpus == pytest.approx(3, abs=1e-3)
+    assert any(b.startswith("power at site-1") for b in u.binding)
+
+
+def test_deterministic_output() -> None:
+    """Two solves of the same problem give the same plan (apart from the runtime)."""
+    path = EXAMPLES[0]
+    a = solve(build_problem(load_planning(path)), SETTINGS).to_dict()
+    b = solve(build_problem(load_planning(path)), SETTINGS).to_dict()
+    for x in (a, b):
+        x["solver"].pop("runtime_s")
+    assert a == b
+
+
+def test_plan_json_round_trip() -> None:
+    """Plan.from_json(plan.to_json()) reproduces the plan."""
+    _, plan = solved(
+        planning(
+            options={"on_demand": [{"model": "H100-SXM5", "price_per_gpu_hour": 1}]},
+            scenarios=[{"name": "s", "probability": 1, "demand": {"train": 3}}],
+        )
+    )
+    assert Plan.from_json(plan.to_json()) == plan
+
+
+def test_quantiles_become_weighted_scenarios() -> None:
+    """p10/p50/p90 become scenarios with probabilities 0.3/0.4/0.3 (cuts at midpoints)."""
+    d = planning(scenarios=None, demand_quantiles={"train": {"p50": 5, "p10": 1, "p90": 9}})
+    d.pop("scenarios")
+    pr = build_problem(parse_planning(d))
+    assert pr.scenario_names == ("p10", "p50", "p90")
+    assert pr.probabilities == pytest.approx((0.3, 0.4, 0.3))
+    assert pr.demand[2, 0, 0] == 9
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_shipped_examples_solve_and_check(path: Path) -> None:
+    """Every shipped example solves and passes the independent checker."""
+    pr = build_problem(load_planning(path))
+    plan = solve(pr, SETTINGS)
+    assert check_plan(pr, plan) == []
+    assert plan.solver["status"] == "optimal"
