@@ -22,7 +22,7 @@ import numpy as np
 from capplan.reserve.check import check_plan
 from capplan.reserve.milp import SolverSettings
 from capplan.reserve.model import parse_planning
-from capplan.reserve.planner import solve
+from capplan.reserve.planner import SolveError, solve
 from capplan.reserve.problem import build_problem
 
 MODELS = ["A100-80GB", "H100-SXM5", "H100-NVL", "H200", "B200", "MI300X"]
@@ -148,7 +148,22 @@ def run(n: int, settings: SolverSettings) -> dict[str, Any]:
     """Solve the instance with ``n`` scenarios; return timing and size figures."""
     t0 = time.perf_counter()
     pr = build_problem(parse_planning(instance(n)))
-    plan = solve(pr, settings)
+    try:
+        plan = solve(pr, settings)
+    except SolveError as exc:
+        return {
+            "scenarios": n,
+            "total_s": round(time.perf_counter() - t0, 1),
+            "solve_s": "-",
+            "status": str(exc),
+            "plan": "-",
+            "vars": "-",
+            "cons": "-",
+            "ints": "-",
+            "cost": float("nan"),
+            "orders": 0,
+            "check": "-",
+        }
     total = time.perf_counter() - t0
     bad = check_plan(pr, plan)
     sv = plan.solver

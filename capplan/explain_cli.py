@@ -24,9 +24,16 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--time-limit", "must be positive (seconds)")
     problem = load_scenario(args.scenario, args.catalog)
     if args.workload not in problem.workload_index:
-        raise InputError("WORKLOAD", f"unknown workload {args.workload!r}{suggest(args.workload, problem.workload_index)}")
-    opts = PlanOptions(time_limit=args.time_limit, seed=args.seed, workers=args.workers,
-                       allow_preemption=args.allow_preemption, allow_migration=args.allow_migration)
+        raise InputError(
+            "WORKLOAD", f"unknown workload {args.workload!r}{suggest(args.workload, problem.workload_index)}"
+        )
+    opts = PlanOptions(
+        time_limit=args.time_limit,
+        seed=args.seed,
+        workers=args.workers,
+        allow_preemption=args.allow_preemption,
+        allow_migration=args.allow_migration,
+    )
     ex = explain_workload(problem, args.workload, opts)
     if args.json:
         print(json.dumps(asdict(ex), indent=1))
@@ -43,13 +50,23 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("explain", help="explain why one workload is not (fully) placed")
     p.add_argument("scenario", help="scenario file (YAML or JSON)")
     p.add_argument("workload", help="workload name")
-    p.add_argument("--time-limit", type=float, default=30.0, metavar="S",
-                   help="seconds for the plan and the re-solves together (default 30)")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds for the plan and the re-solves together (default 30)",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--workers", type=int, default=1, help="parallel solver workers (default 1)")
     p.add_argument("--allow-preemption", action="store_true", help="plan with preemption allowed")
     p.add_argument("--allow-migration", action="store_true", help="plan with migration allowed")
     p.add_argument("--json", action="store_true", help="print a JSON object")
-    p.add_argument("--catalog", action="append", default=[], metavar="FILE",
-                   help="extra GPU catalog file (YAML); may be repeated")
+    p.add_argument(
+        "--catalog",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="extra GPU catalog file (YAML); may be repeated",
+    )
     p.set_defaults(func=run)

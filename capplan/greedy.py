@@ -15,10 +15,16 @@ import numpy as np
 
 from capplan.plan import Assignment, Plan, Unplaced
 from capplan.planner import PlanOptions
-from capplan.problem import Demand, Problem, Workload
+from capplan.problem import Problem, Workload
 from capplan.reasons import explain
 from capplan.state import ClusterState, Placement
 from capplan.summary import make_plan
+
+
+def shape_key(w: Workload) -> tuple[object, ...]:
+    """Everything about a workload but its name and replica count that decides where it fits."""
+    return (w.kind, w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.cpu, w.memory_gib, w.gpu_models,
+            w.topology.required, w.topology.preferred, w.tenant, w.isolation)
 
 
 def workload_order(p: Problem) -> list[Workload]:
@@ -33,20 +39,11 @@ class GreedyPlacer:
     def __init__(self, p: Problem, st: ClusterState) -> None:
         self.p = p
         self.st = st
-        self._eligible: dict[str, tuple[np.ndarray, list[Demand | None]]] = {}
-
-    def eligible(self, w: Workload) -> tuple[np.ndarray, list[Demand | None]]:
-        """Indices of nodes that could host ``w`` and the demand on each node."""
-        if w.name not in self._eligible:
-            demands = [self.p.can_host(w, n) for n in self.st.nodes]
-            idx = np.array([i for i, d in enumerate(demands) if d is not None], dtype=np.int64)
-            self._eligible[w.name] = (idx, demands)
-        return self._eligible[w.name]
 
     def candidates(self, w: Workload, within: np.ndarray | None, prefer: set[str] | None = None) -> list[int]:
         """Eligible nodes with room for CPU, memory and GPUs, best fit first."""
         st = self.st
-        idx, demands = self.eligible(w)
+        idx, _ = st.eligible(w)
         if within is not None:
             idx = np.intersect1d(idx, within, assume_unique=True)
         if idx.size == 0:
@@ -54,6 +51,10 @@ class GreedyPlacer:
         ok = (st.free_cpu[idx] >= w.cpu_milli) & (st.free_mem[idx] >= w.memory_mib)
         if w.gpus is not None:
             ok &= st.free_whole[idx] >= w.gpus
+        elif w.gpu_fraction is not None:
+            ok &= st.frac_room[idx] >= round(w.gpu_fraction * 1000)
+        elif w.mig is not None:
+            ok &= st.mig_free[idx] > 0
         idx = idx[ok]
         if idx.size == 0:
             return []
@@ -73,10 +74,8 @@ class GreedyPlacer:
     def place_one(self, w: Workload, within: np.ndarray | None = None,
                   prefer: set[str] | None = None) -> Placement | None:
         """Place one replica of ``w`` (optionally inside ``within`` nodes); None if it does not fit."""
-        _, demands = self.eligible(w)
         for i in self.candidates(w, within, prefer):
-            d = demands[i]
-            assert d is not None
+            d = self.st.demand_at(w, i)
             r = self.st.fit(w, d, i)
             if isinstance(r, Placement):
                 self.st.apply(w, d, r)
@@ -85,11 +84,8 @@ class GreedyPlacer:
 
     def undo(self, w: Workload, placed: list[Placement]) -> None:
         """Remove placements of ``w`` (in reverse order)."""
-        _, demands = self.eligible(w)
         for pl in reversed(placed):
-            d = demands[pl.node]
-            assert d is not None
-            self.st.apply(w, d, pl, -1)
+            self.st.apply(w, self.st.demand_at(w, pl.node), pl, -1)
 
     def place_group(self, w: Workload, n: int, within: np.ndarray | None, all_or_nothing: bool,
                     prefer: set[str] | None = None) -> list[Placement]:
@@ -152,7 +148,7 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
         st.place_assignment(w, d, a)
         assignments.append(a)
         running_of.setdefault(w.name, []).append(a)
-    unplaced: list[Unplaced] = []
+    missing_of: list[tuple[Workload, list[int]]] = []
     for w in workload_order(p):
         running = running_of.get(w.name, [])
         free_ids = [r for r in range(w.replicas) if r not in {a.replica for a in running}]
@@ -176,5 +172,14 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
             assignments.append(st.assignment(w, r, pl))
         missing = free_ids[len(placed):]
         if missing:
-            unplaced.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=explain(st, w, len(missing))))
+            missing_of.append((w, missing))
+    # Greedy never removes a placement, so the final occupancy explains every failure; workloads of
+    # the same shape share one diagnosis.
+    reasons: dict[tuple[object, ...], str] = {}
+    unplaced: list[Unplaced] = []
+    for w, missing in missing_of:
+        key = (shape_key(w), w.replicas, len(missing))
+        if key not in reasons:
+            reasons[key] = explain(st, w, len(missing))
+        unplaced.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=reasons[key]))
     return make_plan(p, "greedy", assignments, unplaced, seconds=time.perf_counter() - t0, seed=options.seed)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, model_validator
 
 from capplan._base import MILLI, UNITS_PER_GPU, Frozen, cores_to_milli, gib_to_mib
 from capplan.catalog import Catalog, GpuModel, MigProfile
@@ -141,12 +141,12 @@ class Workload(Frozen):
         """Training workloads are gangs: all replicas are placed or none."""
         return self.kind == "training"
 
-    @property
+    @cached_property
     def cpu_milli(self) -> int:
         """Host CPU per replica in milli-cores."""
         return cores_to_milli(self.cpu)
 
-    @property
+    @cached_property
     def memory_mib(self) -> int:
         """Host memory per replica in MiB."""
         return gib_to_mib(self.memory_gib)
@@ -183,7 +183,6 @@ class Problem(Frozen):
     workloads: tuple[Workload, ...] = ()
     running: tuple[Assignment, ...] = ()
     catalog: Catalog
-    _demands: dict[tuple[str, str | None], Demand | None] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _check(self) -> Problem:
@@ -216,12 +215,34 @@ class Problem(Frozen):
         """The catalog model of ``node``'s GPUs (None for CPU-only nodes)."""
         return self.catalog.get(node.gpu_model) if node.gpu_model else None
 
+    @cached_property
+    def demand_cache(self) -> dict[tuple[str, str | None], Demand | None]:
+        """Memo of :meth:`model_demand` (a plain dict: fast lookups on hot paths)."""
+        return {}
+
     def demand(self, w: Workload, model: GpuModel | None) -> Demand | None:
         """Resolve ``w``'s per-replica GPU demand on ``model``; None if that model cannot host it."""
-        key = (w.name, model.name if model else None)
-        if key not in self._demands:
-            self._demands[key] = _resolve(w, model)
-        return self._demands[key]
+        return _resolve(w, model)
+
+    def model_demand(self, w: Workload, model_name: str | None) -> Demand | None:
+        """``w``'s demand on nodes of GPU model ``model_name`` (None: CPU-only node), or None if not allowed.
+
+        Node size is not considered here; :meth:`can_host` adds the per-node GPU count check.
+        """
+        key = (w.name, model_name)
+        cache = self.demand_cache
+        if key in cache:
+            return cache[key]
+        if w.gpus is None and w.mig is None and w.gpu_fraction is None:
+            d: Demand | None = _resolve(w, None)
+        elif model_name is None:
+            d = None
+        else:
+            model = self.catalog.get(model_name)
+            allowed = w.gpu_models is None or model.name in self.allowed_models(w)
+            d = _resolve(w, model) if allowed else None
+        cache[key] = d
+        return d
 
     def demand_units(self, w: Workload) -> int:
         """Nominal demand units of one replica (on the first allowed model that can host it; for ordering)."""
@@ -240,14 +261,7 @@ class Problem(Frozen):
 
     def can_host(self, w: Workload, node: Node) -> Demand | None:
         """The demand ``w`` would have on ``node``, or None when the node is never eligible."""
-        if w.gpus is None and w.mig is None and w.gpu_fraction is None:
-            return _resolve(w, None)
-        if node.gpu_model is None or node.gpus == 0:
-            return None
-        model = self.catalog.get(node.gpu_model)
-        if w.gpu_models is not None and model.name not in self.allowed_models(w):
-            return None
-        d = self.demand(w, model)
+        d = self.model_demand(w, node.gpu_model if node.gpus else None)
         if d is not None and d.kind == "whole" and d.gpus > node.gpus:
             return None
         return d

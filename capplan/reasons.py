@@ -15,46 +15,48 @@ from capplan.state import ClusterState, Placement
 from capplan.summary import describe_demand
 
 
-def _ever_fits(p: Problem, w: Workload) -> str | None:
+def _ever_fits(st: ClusterState, w: Workload) -> str | None:
     """Reason no node could host one replica even when empty, or None."""
-    hosts = [n for n in p.cluster.nodes if p.can_host(w, n) is not None]
+    p = st.p
+    idx, _ = st.eligible(w)
     what = describe_demand(p, w)
-    if not hosts:
+    if idx.size == 0:
         models = sorted({n.gpu_model for n in p.cluster.nodes if n.gpu_model})
         if w.gpus is not None and any(n.gpu_model for n in p.cluster.nodes):
             biggest = max(n.gpus for n in p.cluster.nodes)
             if w.gpus > biggest:
                 return f"needs {what} on one node; the largest node has {biggest} GPUs"
         return f"needs {what}; no node offers it (cluster GPU models: {', '.join(models) or 'none'})"
-    if all(n.cpu_milli < w.cpu_milli for n in hosts):
-        return f"needs {w.cpu:g} cores per replica; the largest eligible node has " \
-               f"{max(n.cpu_milli for n in hosts) / MILLI:g}"
-    if all(n.memory_mib < w.memory_mib for n in hosts):
-        return f"needs {w.memory_gib:g} GiB host memory per replica; the largest eligible node has " \
-               f"{max(n.memory_mib for n in hosts) / MIB_PER_GIB:g} GiB"
+    if int(st.cap_cpu[idx].max()) < w.cpu_milli:
+        return f"needs {w.cpu:g} cores per replica; the largest eligible node has {st.cap_cpu[idx].max() / MILLI:g}"
+    if int(st.cap_mem[idx].max()) < w.memory_mib:
+        return (f"needs {w.memory_gib:g} GiB host memory per replica; the largest eligible node has "
+                f"{st.cap_mem[idx].max() / MIB_PER_GIB:g} GiB")
     return None
 
 
 def node_failures(st: ClusterState, w: Workload) -> Counter[str]:
     """How many nodes reject one more replica of ``w``, by constraint family."""
-    out: Counter[str] = Counter()
-    for i, n in enumerate(st.nodes):
-        d = st.p.can_host(w, n)
-        if d is None:
-            out["model"] += 1
-            continue
-        r = st.fit(w, d, i)
+    idx, _ = st.eligible(w)
+    out: Counter[str] = Counter({"model": len(st.nodes) - idx.size})
+    cpu_ok = st.free_cpu[idx] >= w.cpu_milli
+    mem_ok = st.free_mem[idx] >= w.memory_mib
+    out["cpu"] = int((~cpu_ok).sum())
+    out["memory"] = int((cpu_ok & ~mem_ok).sum())
+    for i in idx[cpu_ok & mem_ok]:
+        r = st.fit(w, st.demand_at(w, int(i)), int(i))
         out["fits" if isinstance(r, Placement) else r] += 1
-    return out
+    return +out
 
 
 def _room_in_domain(st: ClusterState, w: Workload, nodes: list[int]) -> int:
     """How many replicas of ``w`` fit together in ``nodes`` (placed tentatively, then removed)."""
     done = []
+    eligible = set(st.eligible(w)[0].tolist())
     for i in nodes:
-        d = st.p.can_host(w, st.nodes[i])
-        if d is None:
+        if i not in eligible:
             continue
+        d = st.demand_at(w, i)
         while len(done) < w.replicas:
             r = st.fit(w, d, i)
             if not isinstance(r, Placement):
@@ -76,7 +78,7 @@ _FAMILY_TEXT = {
 def explain(st: ClusterState, w: Workload, missing: int) -> str:
     """A specific, actionable reason why ``missing`` replicas of ``w`` were not placed."""
     p = st.p
-    base = _ever_fits(p, w)
+    base = _ever_fits(st, w)
     if base:
         return base
     what = describe_demand(p, w)
@@ -99,7 +101,7 @@ def explain(st: ClusterState, w: Workload, missing: int) -> str:
             room = max(_room_in_domain(st, w, [i]) for i in range(len(st.nodes)))
             return f"needs {w.replicas} x {what} on one node; the best node has room for {room}"
         return f"ran out of room after placing the others ({missing} of {w.replicas} left)"
-    family = max((f for f in fails if f != "model"), key=lambda f: fails[f], default="model")
+    family = max((f for f in fails if f not in ("model", "fits")), key=lambda f: fails[f], default="model")
     eligible = len(st.nodes) - fails["model"]
     detail = _FAMILY_TEXT.get(family, family)
     return f"needs {what}; {detail} on {fails[family]} of {eligible} eligible nodes"

@@ -68,6 +68,18 @@ class ClusterState:
             [(lvl, dom) for lvl, dom in zip(cl.levels[:-1], n.path, strict=True) if (lvl, dom) in budgets]
             for n in cl.nodes]
         self.tdp = [m.tdp_w if m and m.tdp_w is not None else 0 for m in self.models]
+        self.frac_room = np.zeros(len(cl.nodes), dtype=np.int64)
+        self.mig_free = np.zeros(len(cl.nodes), dtype=np.int64)
+        for i in range(len(cl.nodes)):
+            self._refresh(i)
+        self.model_of: list[str | None] = [n.gpu_model if n.gpus else None for n in cl.nodes]
+        by_model: dict[str | None, list[int]] = {}
+        for i, m in enumerate(self.model_of):
+            by_model.setdefault(m, []).append(i)
+        self.model_nodes = {m: np.array(idx, dtype=np.int64) for m, idx in by_model.items()}
+        self.cap_cpu = self.free_cpu.copy()
+        self.cap_mem = self.free_mem.copy()
+        self._eligible: dict[str, tuple[np.ndarray, dict[str | None, Demand]]] = {}
         self.domain_nodes: dict[tuple[str, str], np.ndarray] = {}
         for lvl in cl.levels[:-1]:
             groups: dict[str, list[int]] = {}
@@ -76,7 +88,40 @@ class ClusterState:
             for dom, idx in groups.items():
                 self.domain_nodes[(lvl, dom)] = np.array(idx, dtype=np.int64)
 
+    def _refresh(self, i: int) -> None:
+        """Recompute node ``i``'s best free share and most free MIG slices (for vectorised filters)."""
+        model = self.models[i]
+        frac = 0
+        mig = 0
+        for s in self.gpus[i]:
+            if self._mode_ok(s, "shared"):
+                frac = max(frac, MILLI - s.frac_used)
+            if model is not None and model.supports_mig and self._mode_ok(s, "mig"):
+                mig = max(mig, model.memory_slices - bin(s.mig_mask).count("1"))
+        self.frac_room[i] = frac
+        self.mig_free[i] = mig
+
     # ----------------------------------------------------------------- queries
+    def eligible(self, w: Workload) -> tuple[np.ndarray, dict[str | None, Demand]]:
+        """Sorted indices of nodes that could ever host ``w``, and its demand per GPU model."""
+        hit = self._eligible.get(w.name)
+        if hit is None:
+            per_model: dict[str | None, Demand] = {}
+            parts = []
+            for m, idx in self.model_nodes.items():
+                d = self.p.model_demand(w, m)
+                if d is None:
+                    continue
+                per_model[m] = d
+                parts.append(idx[self.gpu_count[idx] >= d.gpus] if d.kind == "whole" else idx)
+            nodes = np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+            hit = self._eligible[w.name] = (nodes, per_model)
+        return hit
+
+    def demand_at(self, w: Workload, i: int) -> Demand:
+        """``w``'s demand on node ``i`` (which must be eligible)."""
+        return self.eligible(w)[1][self.model_of[i]]
+
     def _gpu_ok_for_tenant(self, g: GpuState, w: Workload) -> bool:
         others = g.users - g.tenants[w.tenant]
         if others == 0:
@@ -187,7 +232,6 @@ class ClusterState:
         self.free_mem[i] -= sign * w.memory_mib
         self.node_tenants[i][w.tenant] += sign
         self.node_isolated[i] += sign * (w.isolation == "node")
-        model = self.models[i]
         for gi in pl.gpus:
             s = self.gpus[i][gi]
             was_free = s.users == 0
@@ -215,7 +259,8 @@ class ClusterState:
                     self.free_whole[i] += delta
                 for k in self.node_power[i]:
                     self.power_free[k] += delta * self.tdp[i]
-        _ = model
+        if pl.gpus:
+            self._refresh(i)
 
     def place_assignment(self, w: Workload, d: Demand, a: Assignment) -> Placement:
         """Apply an existing assignment (running state) to the occupancy."""

@@ -26,13 +26,21 @@ def placed_units(p: Problem, assignments: Iterable[Assignment]) -> dict[int, int
 
 def eligible_units(p: Problem, w: Workload) -> int:
     """Most demand units ``w`` can contribute: replicas times the largest per-node value (0 if unhostable)."""
-    per_model: dict[str | None, int] = {}
-    for n in p.cluster.nodes:
-        if n.gpu_model not in per_model:
-            d = p.can_host(w, n)
-            per_model[n.gpu_model] = d.units if d is not None else -1
-    best = max(per_model.values(), default=-1)
+    best = -1
+    for model, gpus in _node_types(p):
+        d = p.model_demand(w, model)
+        if d is not None and (d.kind != "whole" or d.gpus <= gpus):
+            best = max(best, d.units)
     return w.replicas * best if best >= 0 else 0
+
+
+def _node_types(p: Problem) -> list[tuple[str | None, int]]:
+    """Distinct (GPU model, most GPUs on one node of that model) pairs of the cluster."""
+    most: dict[str | None, int] = {}
+    for n in p.cluster.nodes:
+        m = n.gpu_model if n.gpus else None
+        most[m] = max(most.get(m, 0), n.gpus)
+    return list(most.items())
 
 
 def trivial_bound(p: Problem) -> dict[int, int]:

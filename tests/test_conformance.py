@@ -20,24 +20,56 @@ from capplan.validate import check_plan
 
 _load_builtin()
 NAMES = sorted(STRATEGIES)
-EXAMPLES = sorted(p for p in (Path(__file__).parent.parent / "models" / "examples").glob("*.yaml")
-                  if "reserve" not in p.name)
+EXAMPLES = sorted(
+    p
+    for p in (Path(__file__).parent.parent / "models" / "examples").glob("*.yaml")
+    if "reserve" not in p.name
+)
 OPTS = PlanOptions(time_limit=10, seed=3, workers=1)
 
 
 def _cluster(nodes: int, gpus: int = 8) -> dict[str, Any]:
-    return {"levels": ["rack", "node"], "racks": [
-        {"name": f"r{r}", "nodes": [{"name_prefix": f"r{r}n", "count": nodes // 2, "gpu": "H100-SXM5-80GB",
-                                     "gpus": gpus, "cpu": 128, "memory_gib": 1024}]} for r in (1, 2)]}
+    return {
+        "levels": ["rack", "node"],
+        "racks": [
+            {
+                "name": f"r{r}",
+                "nodes": [
+                    {
+                        "name_prefix": f"r{r}n",
+                        "count": nodes // 2,
+                        "gpu": "H100-SXM5-80GB",
+                        "gpus": gpus,
+                        "cpu": 128,
+                        "memory_gib": 1024,
+                    }
+                ],
+            }
+            for r in (1, 2)
+        ],
+    }
 
 
 def _mixed(nodes: int = 4, scale: int = 1) -> Problem:
-    return problem_from_data({"cluster": _cluster(nodes), "workloads": [
-        {"name": "gang", "kind": "training", "replicas": 2, "gpus": 8, "topology": {"required": "rack"},
-         "priority": 10, "cpu": 8},
-        {"name": "mig", "replicas": 6 * scale, "mig": "2g.20gb", "priority": 5, "cpu": 1},
-        {"name": "share", "replicas": 5 * scale, "gpu_fraction": 0.4, "priority": 5, "cpu": 1},
-        {"name": "cpu", "replicas": 3, "cpu": 4, "priority": 1}]})
+    return problem_from_data(
+        {
+            "cluster": _cluster(nodes),
+            "workloads": [
+                {
+                    "name": "gang",
+                    "kind": "training",
+                    "replicas": 2,
+                    "gpus": 8,
+                    "topology": {"required": "rack"},
+                    "priority": 10,
+                    "cpu": 8,
+                },
+                {"name": "mig", "replicas": 6 * scale, "mig": "2g.20gb", "priority": 5, "cpu": 1},
+                {"name": "share", "replicas": 5 * scale, "gpu_fraction": 0.4, "priority": 5, "cpu": 1},
+                {"name": "cpu", "replicas": 3, "cpu": 4, "priority": 1},
+            ],
+        }
+    )
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
@@ -71,9 +103,22 @@ def test_empty_problem(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_infeasible_guaranteed_workload(name: str) -> None:
     """A guaranteed gang that cannot fit gives status infeasible and a reason naming the shortfall."""
-    p = problem_from_data({"cluster": _cluster(2), "workloads": [
-        {"name": "huge", "kind": "training", "replicas": 3, "gpus": 8, "sla": "guaranteed", "priority": 9},
-        {"name": "small", "replicas": 2, "gpus": 1, "priority": 1}]})
+    p = problem_from_data(
+        {
+            "cluster": _cluster(2),
+            "workloads": [
+                {
+                    "name": "huge",
+                    "kind": "training",
+                    "replicas": 3,
+                    "gpus": 8,
+                    "sla": "guaranteed",
+                    "priority": 9,
+                },
+                {"name": "small", "replicas": 2, "gpus": 1, "priority": 1},
+            ],
+        }
+    )
     plan = solve(p, name, OPTS)
     assert plan.status == "infeasible"
     un = {u.workload: u for u in plan.unplaced}

@@ -8,6 +8,7 @@ those variables so CP-SAT starts from a known feasible point.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -34,7 +35,9 @@ def greedy_hint(pm: PlacementModel, plan: Plan) -> dict[Any, int]:
     for a in plan.assignments:
         if a.key not in running:
             per_node[ni_of[a.node]].append(a)
-    counts: Counter[tuple[str, int]] = Counter((a.workload, ni_of[a.node]) for al in per_node.values() for a in al)
+    counts: Counter[tuple[str, int]] = Counter(
+        (a.workload, ni_of[a.node]) for al in per_node.values() for a in al
+    )
     for key, v in pm.c.items():
         hint[v] = counts.get(key, 0)
     for i, al in per_node.items():
@@ -139,7 +142,7 @@ def break_node_symmetry(pm: PlacementModel) -> list[list[int]]:
     """Order interchangeable nodes by non-increasing weighted load; returns the groups."""
     groups = identical_node_groups(pm)
     for g in groups:
-        for a, b in zip(g, g[1:], strict=False):
+        for a, b in itertools.pairwise(g):
             pm.m.add(_load_key(pm, a) >= _load_key(pm, b))
     return groups
 

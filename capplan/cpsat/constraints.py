@@ -6,6 +6,7 @@ family. :func:`add_all` adds them all; explanations re-solve with a family relax
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -37,8 +38,11 @@ def add_counts(pm: PlacementModel) -> None:
 
 def new_whole_gpus(pm: PlacementModel, i: int) -> Any:
     """GPUs the new whole-GPU replicas on node ``i`` take."""
-    return _sum(pm.demand(pm.p.workload(wn), n).gpus * v for (wn, n), v in pm.c.items()
-                if n == i and pm.demand(pm.p.workload(wn), n).kind == "whole")
+    return _sum(
+        pm.demand(pm.p.workload(wn), n).gpus * v
+        for (wn, n), v in pm.c.items()
+        if n == i and pm.demand(pm.p.workload(wn), n).kind == "whole"
+    )
 
 
 def add_gpu_exclusivity(pm: PlacementModel) -> None:
@@ -73,8 +77,11 @@ def add_mig_geometry(pm: PlacementModel) -> None:
         profiles = pm.ix.mig_profiles[ni.model.name]
         for pool in pm.pools(i):
             for j, prof in enumerate(profiles):
-                need = _sum(v for (wn, n, pl), v in pm.cm.items() if n == i and pl == pool
-                            and pm.demand(pm.p.workload(wn), i).profile == prof)
+                need = _sum(
+                    v
+                    for (wn, n, pl), v in pm.cm.items()
+                    if n == i and pl == pool and pm.demand(pm.p.workload(wn), i).profile == prof
+                )
                 have = _sum(k.layout[j] * k.var for k in classes if k.pool == pool and k.layout[j])
                 pm.m.add(need <= have)
         for o in ni.occ:
@@ -82,8 +89,11 @@ def add_mig_geometry(pm: PlacementModel) -> None:
             if opts is None:
                 continue
             for j, prof in enumerate(profiles):
-                need = _sum(v for (wn, n, g), v in pm.co.items() if n == i and g == o.gpu
-                            and pm.demand(pm.p.workload(wn), i).profile == prof)
+                need = _sum(
+                    v
+                    for (wn, n, g), v in pm.co.items()
+                    if n == i and g == o.gpu and pm.demand(pm.p.workload(wn), i).profile == prof
+                )
                 pm.m.add(need <= _sum(x.layout[j] * x.var for x in opts if x.layout[j]))
             dropped = _sum(x.var for x in opts if x.drop)
             for r in o.optional:
@@ -107,7 +117,7 @@ def add_fraction_memory(pm: PlacementModel) -> None:
                 pm.m.add(v <= MILLI * s.used)
             _gpu_tenancy(pm, [(pm.p.workload(wn), v, MILLI) for wn, v in s.f.items()], runs)
         fresh = [s for s in slots if s.kind == "fresh"]
-        for a, b in zip(fresh, fresh[1:], strict=False):  # symmetry: fresh slots are interchangeable
+        for a, b in itertools.pairwise(fresh):  # symmetry: fresh slots are interchangeable
             pm.m.add(a.used >= b.used)
 
 
@@ -129,7 +139,9 @@ def add_node_capacity(pm: PlacementModel) -> None:
 def _presence(pm: PlacementModel, items: list[tuple[Workload, Any, int]], runs: list[Run], iso: str) -> None:
     """If any user with isolation ``iso`` is present, all users share its tenant."""
     tenants = sorted({w.tenant for w, _, _ in items} | {r.w.tenant for r in runs})
-    if len(tenants) < 2 or not any(w.isolation == iso for w, _, _ in items) | any(r.w.isolation == iso for r in runs):
+    if len(tenants) < 2 or not any(w.isolation == iso for w, _, _ in items) | any(
+        r.w.isolation == iso for r in runs
+    ):
         return
     pres = {t: pm.m.new_bool_var(f"tenant[{t}]") for t in tenants}
     isolated = pm.m.new_bool_var("isolated")
@@ -157,8 +169,11 @@ def add_isolation(pm: PlacementModel) -> None:
         _presence(pm, per_node.get(ni.index, []), ni.runs, "node")
         for o in ni.occ:
             if o.kind == "mig":
-                items = [(pm.p.workload(wn), v, MILLI) for (wn, n, g), v in pm.co.items()
-                         if n == ni.index and g == o.gpu]
+                items = [
+                    (pm.p.workload(wn), v, MILLI)
+                    for (wn, n, g), v in pm.co.items()
+                    if n == ni.index and g == o.gpu
+                ]
                 _gpu_tenancy(pm, items, o.pinned + o.optional)
 
 
@@ -169,7 +184,9 @@ def add_required_topology(pm: PlacementModel) -> None:
         lvl = w.topology.required
         if not lvl:
             continue
-        nodes = sorted({n for (wn, n) in pm.c if wn == w.name} | {r.node for r in pm.ix.running_of.get(w.name, [])})
+        nodes = sorted(
+            {n for (wn, n) in pm.c if wn == w.name} | {r.node for r in pm.ix.running_of.get(w.name, [])}
+        )
         doms = sorted({cl.domain_of(cl.nodes[n], lvl) for n in nodes})
         sel = {d: pm.m.new_bool_var(f"dom[{w.name},{d}]") for d in doms}
         pm.m.add_at_most_one(sel.values())
@@ -186,8 +203,13 @@ def busy_gpus(pm: PlacementModel, i: int) -> Any:
     if i not in pm.busy:
         ni = pm.ix.nodes[i]
         whole_runs = _sum(len(r.a.gpus) * pm.run_keep(r) for r in ni.runs if r.demand.kind == "whole")
-        pm.busy[i] = (new_whole_gpus(pm, i) + whole_runs + _sum(k.var for k in pm.mig.get(i, []))
-                      + _sum(s.used for s in pm.slots.get(i, []) if s.kind != "occ") + len(ni.occ))
+        pm.busy[i] = (
+            new_whole_gpus(pm, i)
+            + whole_runs
+            + _sum(k.var for k in pm.mig.get(i, []))
+            + _sum(s.used for s in pm.slots.get(i, []) if s.kind != "occ")
+            + len(ni.occ)
+        )
     return pm.busy[i]
 
 
@@ -216,8 +238,11 @@ def add_power(pm: PlacementModel) -> None:
         if d.power_w is None:
             continue
         lvl = cl.levels.index(d.level)
-        draw = _sum((ni.model.tdp_w or 0) * busy_gpus(pm, ni.index) for ni in pm.ix.nodes
-                    if ni.model is not None and ni.node.path[lvl] == d.name)
+        draw = _sum(
+            (ni.model.tdp_w or 0) * busy_gpus(pm, ni.index)
+            for ni in pm.ix.nodes
+            if ni.model is not None and ni.node.path[lvl] == d.name
+        )
         pm.m.add(draw <= d.power_w)
 
 
@@ -227,8 +252,13 @@ def add_eviction_rules(pm: PlacementModel) -> None:
         ev = pm.ev.get(r.a.key, 0)
         if isinstance(ev, int):
             continue
-        higher = _sum(v for (wn, n), v in pm.c.items() if n == r.node and pm.ix.movable(pm.p.workload(wn)) == 0
-                      and pm.p.workload(wn).priority > r.w.priority)
+        higher = _sum(
+            v
+            for (wn, n), v in pm.c.items()
+            if n == r.node
+            and pm.ix.movable(pm.p.workload(wn)) == 0
+            and pm.p.workload(wn).priority > r.w.priority
+        )
         pm.m.add(higher >= ev)
 
 
@@ -246,9 +276,16 @@ def placed_count(pm: PlacementModel, w: Workload) -> Any:
 
 
 FAMILIES: dict[str, Callable[[PlacementModel], None]] = {
-    "counts": add_counts, "gpu": add_gpu_exclusivity, "mig": add_mig_geometry, "fraction": add_fraction_memory,
-    "node": add_node_capacity, "isolation": add_isolation, "topology": add_required_topology,
-    "power": add_power, "eviction": add_eviction_rules, "cuts": add_capacity_cuts,
+    "counts": add_counts,
+    "gpu": add_gpu_exclusivity,
+    "mig": add_mig_geometry,
+    "fraction": add_fraction_memory,
+    "node": add_node_capacity,
+    "isolation": add_isolation,
+    "topology": add_required_topology,
+    "power": add_power,
+    "eviction": add_eviction_rules,
+    "cuts": add_capacity_cuts,
 }
 
 

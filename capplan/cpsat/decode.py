@@ -18,7 +18,7 @@ from capplan._base import MILLI
 from capplan.cpsat.index import NodeInfo
 from capplan.cpsat.layouts import realize
 from capplan.cpsat.model import PlacementModel
-from capplan.plan import Assignment, Eviction, MigSlot, Migration
+from capplan.plan import Assignment, Eviction, Migration, MigSlot
 
 Value = Callable[[Any], int]
 
@@ -58,26 +58,43 @@ def decode(pm: PlacementModel, val: Value) -> Decoded:
         if len(mine) > len(ids):
             raise DecodeError(f"{w.name}: {len(mine)} placements for {len(ids)} replicas")
         for rid, s in zip(ids, mine, strict=False):
-            out.assignments.append(Assignment(workload=w.name, replica=rid, node=s.node, gpus=s.gpus, mig=s.mig,
-                                              fraction=s.fraction))
+            out.assignments.append(
+                Assignment(
+                    workload=w.name, replica=rid, node=s.node, gpus=s.gpus, mig=s.mig, fraction=s.fraction
+                )
+            )
         by_id = {a.replica: a for a in out.assignments if a.workload == w.name}
         for r in runs:
             if r.a.key in pm.keep and not val(pm.keep[r.a.key]) and r.a.replica in by_id:
                 to = by_id[r.a.replica].node
-                out.migrations.append(Migration(
-                    workload=w.name, replica=r.a.replica, from_node=r.a.node, to_node=to,
-                    reason=f"moved to make room for higher-priority work (migration cost {w.migration_cost})"))
+                out.migrations.append(
+                    Migration(
+                        workload=w.name,
+                        replica=r.a.replica,
+                        from_node=r.a.node,
+                        to_node=to,
+                        reason=f"moved to make room for higher-priority work "
+                        f"(migration cost {w.migration_cost})",
+                    )
+                )
             elif r.a.key in pm.keep and not val(pm.keep[r.a.key]):
-                out.evictions.append(Eviction(workload=w.name, replica=r.a.replica, node=r.a.node,
-                                              reason=_eviction_reason(pm, val, r.node, w.priority)))
+                out.evictions.append(
+                    Eviction(
+                        workload=w.name,
+                        replica=r.a.replica,
+                        node=r.a.node,
+                        reason=_eviction_reason(pm, val, r.node, w.priority),
+                    )
+                )
             else:
                 out.assignments.append(r.a)
     return out
 
 
 def _eviction_reason(pm: PlacementModel, val: Value, i: int, prio: int) -> str:
-    names = sorted({wn for (wn, n), v in pm.c.items() if n == i and val(v)
-                    and pm.p.workload(wn).priority > prio})
+    names = sorted(
+        {wn for (wn, n), v in pm.c.items() if n == i and val(v) and pm.p.workload(wn).priority > prio}
+    )
     return f"preempted for higher-priority {', '.join(names)} on {pm.p.cluster.nodes[i].name}"
 
 
@@ -117,8 +134,14 @@ def _take(pool: list[int], what: str) -> int:
     return pool.pop(0)
 
 
-def _decode_mig(pm: PlacementModel, ni: NodeInfo, val: Value, spots: dict[str, list[_Spot]],
-                mig_any: list[int], unfixed: list[int]) -> None:
+def _decode_mig(
+    pm: PlacementModel,
+    ni: NodeInfo,
+    val: Value,
+    spots: dict[str, list[_Spot]],
+    mig_any: list[int],
+    unfixed: list[int],
+) -> None:
     i = ni.index
     if i not in pm.mig or ni.model is None:
         return
@@ -129,7 +152,11 @@ def _decode_mig(pm: PlacementModel, ni: NodeInfo, val: Value, spots: dict[str, l
     gpus: list[tuple[int, frozenset[MigSlot] | None, tuple[MigSlot, ...], list[int], str | None]] = []
     for k in pm.mig[i]:
         for _ in range(val(k.var)):
-            g = (mig_any.pop(0) if mig_any else _take(unfixed, "MIG")) if k.src is None else _take(layouts[k.src], "MIG")
+            g = (
+                (mig_any.pop(0) if mig_any else _take(unfixed, "MIG"))
+                if k.src is None
+                else _take(layouts[k.src], "MIG")
+            )
             gpus.append((g, k.src, (), list(k.layout), k.pool))
     for o in ni.occ:
         for opt in pm.occ_opts.get((i, o.gpu), []):
@@ -171,8 +198,9 @@ def _decode_mig(pm: PlacementModel, ni: NodeInfo, val: Value, spots: dict[str, l
             spots[wn].append(_Spot(ni.node.name, (g,), slot))
 
 
-def _decode_slots(pm: PlacementModel, ni: NodeInfo, val: Value, spots: dict[str, list[_Spot]],
-                  unfixed: list[int]) -> None:
+def _decode_slots(
+    pm: PlacementModel, ni: NodeInfo, val: Value, spots: dict[str, list[_Spot]], unfixed: list[int]
+) -> None:
     for s in pm.slots.get(ni.index, []):
         if not any(val(v) for v in s.f.values()):
             continue

@@ -60,8 +60,14 @@ def _solver(options: PlanOptions, limit: float) -> cp_model.CpSolver:
     return s
 
 
-def _alone(p: Problem, w: Workload, options: PlanOptions, skip: frozenset[str], limit: float,
-           relax_gang: bool = False) -> int:
+def _alone(
+    p: Problem,
+    w: Workload,
+    options: PlanOptions,
+    skip: frozenset[str],
+    limit: float,
+    relax_gang: bool = False,
+) -> int:
     """Most replicas of ``w`` alone on the empty cluster with families ``skip`` relaxed (-1: unknown)."""
     q = p.replace(workloads=(w,), running=())
     pm = PlacementModel(build_index(q, options))
@@ -94,8 +100,10 @@ def _structural(p: Problem, w: Workload, options: PlanOptions, limit: float) -> 
         msg = "; ".join(_TEXT[f].format(lvl=lvl, what=w.mig or what) for f in blockers)
         msg = f"needs {w.replicas} x {what}; {msg} (at most {max(room, 0)} fit even on the empty cluster)"
     else:
-        msg = (f"needs {w.replicas} x {what} at once; at most {max(room, 0)} fit even on the empty cluster "
-               "(several constraints together)")
+        msg = (
+            f"needs {w.replicas} x {what} at once; at most {max(room, 0)} fit even on the empty cluster "
+            "(several constraints together)"
+        )
     return Explanation(w.name, w.replicas, 0, blockers, msg)
 
 
@@ -131,29 +139,45 @@ def _competition(p: Problem, w: Workload, plan: Plan, options: PlanOptions, limi
     placed = count.get(w.name, 0)
     what = describe_demand(p, w)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Explanation(w.name, w.replicas, placed, (), f"needs {w.replicas} x {what}; no arrangement "
-                           f"with it placed was found within {limit:g} s")
-    give = tuple((n, int(s.value(dn)), int(s.value(du))) for n, (dn, du) in gaps.items()
-                 if s.value(dn) or s.value(du))
+        return Explanation(
+            w.name,
+            w.replicas,
+            placed,
+            (),
+            f"needs {w.replicas} x {what}; no arrangement with it placed was found within {limit:g} s",
+        )
+    give = tuple(
+        (n, int(s.value(dn)), int(s.value(du))) for n, (dn, du) in gaps.items() if s.value(dn) or s.value(du)
+    )
     running = {a.workload for a in p.running}
     parts = []
     for n, k, u in give:
         v = p.workload(n)
-        tags = [f"priority {v.priority}"] + (["preemptible"] if v.preemptible else []) + (
-            ["running"] if n in running else [])
+        tags = (
+            [f"priority {v.priority}"]
+            + (["preemptible"] if v.preemptible else [])
+            + (["running"] if n in running else [])
+        )
         if k:
             verb = "preempted" if v.preemptible else "left out"
             parts.append(f"{k} replica{'s' if k > 1 else ''} of {n} ({', '.join(tags)}) were {verb}")
         else:
-            parts.append(f"{n} ({', '.join(tags)}) moved to GPUs where it counts "
-                         f"{units_to_gpus(u):g} GPUs of demand less")
+            parts.append(
+                f"{n} ({', '.join(tags)}) moved to GPUs where it counts "
+                f"{units_to_gpus(u):g} GPUs of demand less"
+            )
     if not parts:
-        msg = (f"needs {w.replicas} x {what}; it fits without displacing anything, so the plan was not "
-               "optimal here (raise --time-limit)")
+        msg = (
+            f"needs {w.replicas} x {what}; it fits without displacing anything, so the plan was not "
+            "optimal here (raise --time-limit)"
+        )
     else:
         higher = [n for n, _, _ in give if p.workload(n).priority >= w.priority]
-        why = ("; the planner keeps them because they have equal or higher priority" if higher
-               else "; enable --allow-preemption / --allow-migration for running ones")
+        why = (
+            "; the planner keeps them because they have equal or higher priority"
+            if higher
+            else "; enable --allow-preemption / --allow-migration for running ones"
+        )
         msg = f"needs {w.replicas} x {what}; would fit if " + " and ".join(parts) + why
     return Explanation(w.name, w.replicas, placed, ("capacity",), msg, tuple((n, k) for n, k, _ in give))
 
@@ -168,8 +192,9 @@ def placed_units_by_workload(p: Problem, plan: Plan) -> dict[str, int]:
     return out
 
 
-def explain_workload(p: Problem, name: str, options: PlanOptions | None = None,
-                     plan: Plan | None = None) -> Explanation:
+def explain_workload(
+    p: Problem, name: str, options: PlanOptions | None = None, plan: Plan | None = None
+) -> Explanation:
     """Explain why workload ``name`` is not fully placed (or say that it is).
 
     Parameters

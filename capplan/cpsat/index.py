@@ -106,8 +106,14 @@ def build_index(p: Problem, opts: PlanOptions) -> Index:
         i = p.cluster.node_index[a.node]
         d = p.can_host(w, p.cluster.nodes[i])
         assert d is not None  # the problem checks ensure running replicas fit
-        r = Run(a=a, w=w, node=i, demand=d, can_evict=opts.allow_preemption and w.preemptible,
-                can_move=opts.allow_migration and w.migratable)
+        r = Run(
+            a=a,
+            w=w,
+            node=i,
+            demand=d,
+            can_evict=opts.allow_preemption and w.preemptible,
+            can_move=opts.allow_migration and w.migratable,
+        )
         runs.append(r)
         running_of[w.name].append(r)
         nodes[i].runs.append(r)
@@ -118,13 +124,25 @@ def build_index(p: Problem, opts: PlanOptions) -> Index:
         for g in range(n.gpus):
             fixed = n.mode_of(g)
             us = users.get((ni.index, g), [])
-            kind = None if not us else "whole" if us[0].demand.kind == "whole" else (
-                "mig" if us[0].demand.kind == "mig" else "shared")
+            kind = (
+                None
+                if not us
+                else "whole"
+                if us[0].demand.kind == "whole"
+                else ("mig" if us[0].demand.kind == "mig" else "shared")
+            )
             if kind in ("mig", "shared"):
                 layout = frozenset(fixed.layout) if fixed is not None and fixed.layout is not None else None
-                ni.occ.append(OccGpu(node=ni.index, gpu=g, kind=kind, fixed_layout=layout,
-                                     pinned=[r for r in us if not r.optional],
-                                     optional=[r for r in us if r.optional]))
+                ni.occ.append(
+                    OccGpu(
+                        node=ni.index,
+                        gpu=g,
+                        kind=kind,
+                        fixed_layout=layout,
+                        pinned=[r for r in us if not r.optional],
+                        optional=[r for r in us if r.optional],
+                    )
+                )
             elif kind == "whole":
                 continue  # freed only when its (optional) replica leaves; see released_gpus
             elif fixed is None:
@@ -146,10 +164,13 @@ def build_index(p: Problem, opts: PlanOptions) -> Index:
     for r in runs:
         if r.demand.profile is not None:
             mig_profiles[nodes[r.node].node.gpu_model or ""].add(r.demand.profile.name)
-    ordered = {m: tuple(pr for pr in p.catalog.get(m).profiles if pr.name in names)
-               for m, names in mig_profiles.items()}
-    return Index(p=p, opts=opts, nodes=nodes, runs=runs, cands=cands, running_of=dict(running_of),
-                 mig_profiles=ordered)
+    ordered = {
+        m: tuple(pr for pr in p.catalog.get(m).profiles if pr.name in names)
+        for m, names in mig_profiles.items()
+    }
+    return Index(
+        p=p, opts=opts, nodes=nodes, runs=runs, cands=cands, running_of=dict(running_of), mig_profiles=ordered
+    )
 
 
 def _candidates(p: Problem, w: Workload) -> dict[int, Demand]:

@@ -22,16 +22,27 @@ def _mask(p: MigProfile, start: int) -> int:
     return ((1 << p.memory_slices) - 1) << start
 
 
-def _placements(model: GpuModel, profiles: Sequence[MigProfile],
-                allowed: frozenset[MigSlot] | None) -> list[tuple[int, int]]:
+def _placements(
+    model: GpuModel, profiles: Sequence[MigProfile], allowed: frozenset[MigSlot] | None
+) -> list[tuple[int, int]]:
     """(profile position, start) pairs that may be used, larger instances first."""
-    out = [(i, s) for i, p in enumerate(profiles) for s in p.starts
-           if allowed is None or MigSlot(profile=p.name, start=s) in allowed]
+    out = [
+        (i, s)
+        for i, p in enumerate(profiles)
+        for s in p.starts
+        if allowed is None or MigSlot(profile=p.name, start=s) in allowed
+    ]
     return sorted(out, key=lambda x: (-profiles[x[0]].memory_slices, x[1], x[0]))
 
 
-def _ok_to_add(model: GpuModel, profiles: Sequence[MigProfile], counts: list[int], base_counts: dict[str, int],
-               compute: int, i: int) -> bool:
+def _ok_to_add(
+    model: GpuModel,
+    profiles: Sequence[MigProfile],
+    counts: list[int],
+    base_counts: dict[str, int],
+    compute: int,
+    i: int,
+) -> bool:
     p = profiles[i]
     if counts[i] + 1 + base_counts.get(p.name, 0) > p.max_count:
         return False
@@ -44,8 +55,12 @@ def _ok_to_add(model: GpuModel, profiles: Sequence[MigProfile], counts: list[int
     return True
 
 
-def enumerate_multisets(model: GpuModel, profiles: tuple[MigProfile, ...], base: tuple[MigSlot, ...] = (),
-                        allowed: frozenset[MigSlot] | None = None) -> list[Multiset]:
+def enumerate_multisets(
+    model: GpuModel,
+    profiles: tuple[MigProfile, ...],
+    base: tuple[MigSlot, ...] = (),
+    allowed: frozenset[MigSlot] | None = None,
+) -> list[Multiset]:
     """Maximal multisets of new instances (of ``profiles``) a GPU can add on top of ``base``.
 
     Parameters
@@ -63,8 +78,12 @@ def enumerate_multisets(model: GpuModel, profiles: tuple[MigProfile, ...], base:
 
 
 @lru_cache(maxsize=4096)
-def _enumerate_cached(model: GpuModel, profiles: tuple[MigProfile, ...], base: tuple[MigSlot, ...],
-                      allowed: frozenset[MigSlot] | None) -> tuple[Multiset, ...]:
+def _enumerate_cached(
+    model: GpuModel,
+    profiles: tuple[MigProfile, ...],
+    base: tuple[MigSlot, ...],
+    allowed: frozenset[MigSlot] | None,
+) -> tuple[Multiset, ...]:
     by_name = {p.name: p for p in model.profiles}
     base_mask = 0
     base_compute = 0
@@ -75,7 +94,9 @@ def _enumerate_cached(model: GpuModel, profiles: tuple[MigProfile, ...], base: t
     base_counts: dict[str, int] = {}
     for s in base:
         base_counts[s.profile] = base_counts.get(s.profile, 0) + 1
-    places = [(i, s) for i, s in _placements(model, profiles, allowed) if not base_mask & _mask(profiles[i], s)]
+    places = [
+        (i, s) for i, s in _placements(model, profiles, allowed) if not base_mask & _mask(profiles[i], s)
+    ]
     found: set[Multiset] = set()
     counts = [0] * len(profiles)
 
@@ -100,15 +121,22 @@ def _enumerate_cached(model: GpuModel, profiles: tuple[MigProfile, ...], base: t
 def _maximal(sets: set[Multiset]) -> list[Multiset]:
     def dominated(a: Multiset) -> bool:
         return any(b != a and all(x <= y for x, y in zip(a, b, strict=True)) for b in sets)
+
     return [a for a in sets if any(a) and not dominated(a)]
 
 
-def realize(model: GpuModel, want: dict[str, int], base: tuple[MigSlot, ...] = (),
-            allowed: frozenset[MigSlot] | None = None) -> list[MigSlot] | None:
+def realize(
+    model: GpuModel,
+    want: dict[str, int],
+    base: tuple[MigSlot, ...] = (),
+    allowed: frozenset[MigSlot] | None = None,
+) -> list[MigSlot] | None:
     """Concrete starts for ``want`` (profile name -> count) on a GPU holding ``base``; None if impossible."""
     by_name = {p.name: p for p in model.profiles}
-    items = sorted((by_name[n] for n, c in want.items() for _ in range(c)),
-                   key=lambda p: (-p.memory_slices, -p.compute_slices, p.name))
+    items = sorted(
+        (by_name[n] for n, c in want.items() for _ in range(c)),
+        key=lambda p: (-p.memory_slices, -p.compute_slices, p.name),
+    )
     mask = 0
     for s in base:
         mask |= _mask(by_name[s.profile], s.start)

@@ -98,8 +98,15 @@ class PlacementModel:
 
     def pools(self, n: int) -> list[str]:
         """Tenant pools on node ``n``: ANY plus each tenant with an isolated slice/share workload."""
-        iso = sorted({w.tenant for w in self.p.workloads if w.isolation == "tenant" and n in self.ix.cands[w.name]
-                      and self.demand(w, n).kind in ("mig", "fraction")})
+        iso = sorted(
+            {
+                w.tenant
+                for w in self.p.workloads
+                if w.isolation == "tenant"
+                and n in self.ix.cands[w.name]
+                and self.demand(w, n).kind in ("mig", "fraction")
+            }
+        )
         return [ANY, *iso]
 
     def pools_of(self, w: Workload, n: int) -> list[str]:
@@ -180,15 +187,20 @@ class PlacementModel:
                 continue
             opts: list[OccOption] = []
             for drop in (False, True) if o.optional else (False,):
-                base = tuple(r.a.mig for r in (o.pinned if drop else o.pinned + o.optional) if r.a.mig is not None)
+                base = tuple(
+                    r.a.mig for r in (o.pinned if drop else o.pinned + o.optional) if r.a.mig is not None
+                )
                 lays = enumerate_multisets(ni.model, profiles, base, o.fixed_layout) or [(0,) * len(profiles)]
                 for lay in lays:
-                    opts.append(OccOption(drop, lay, self.m.new_bool_var(f"occ[{ni.node.name},{o.gpu},{drop},{lay}]")))
+                    opts.append(
+                        OccOption(drop, lay, self.m.new_bool_var(f"occ[{ni.node.name},{o.gpu},{drop},{lay}]"))
+                    )
             self.m.add_exactly_one(x.var for x in opts)
             self.occ_opts[(i, o.gpu)] = opts
             for w in ws:
-                self.co[(w.name, i, o.gpu)] = self.m.new_int_var(0, self.ub[(w.name, i)],
-                                                                  f"co[{w.name},{ni.node.name},{o.gpu}]")
+                self.co[(w.name, i, o.gpu)] = self.m.new_int_var(
+                    0, self.ub[(w.name, i)], f"co[{w.name},{ni.node.name},{o.gpu}]"
+                )
         for w in ws:
             pools = self.pools_of(w, i)
             occ_parts = [self.co[(w.name, i, o.gpu)] for o in ni.occ if (w.name, i, o.gpu) in self.co]

@@ -66,7 +66,8 @@ def build_stages(pm: PlacementModel) -> list[Stage]:
     out.extend(_priority_stage(pm, q) for q in pm.p.priorities)
     if pm.keep:
         moves = sum((v for v in pm.ev.values()), 0) + sum(
-            (pm.p.workload(k[0]).migration_cost * v for k, v in pm.mv.items()), 0)
+            (pm.p.workload(k[0]).migration_cost * v for k, v in pm.mv.items()), 0
+        )
         out.append(Stage("moves", moves, False))
     out.append(Stage("shape", _shape(pm), False))
     return out

@@ -44,8 +44,14 @@ class _Progress(cp_model.CpSolverSolutionCallback):
         self.stage, self.t0, self.fn = stage, t0, fn
 
     def on_solution_callback(self) -> None:
-        self.fn({"stage": self.stage, "elapsed": round(time.perf_counter() - self.t0, 3),
-                 "objective": self.objective_value, "bound": self.best_objective_bound})
+        self.fn(
+            {
+                "stage": self.stage,
+                "elapsed": round(time.perf_counter() - self.t0, 3),
+                "objective": self.objective_value,
+                "bound": self.best_objective_bound,
+            }
+        )
 
 
 @dataclass
@@ -68,8 +74,9 @@ class Run:
     priorities_done_s: float = 0.0  # seconds from the start until the last priority stage ended
 
 
-def _complete_hint(pm: PlacementModel, stages: list[Stage], options: PlanOptions,
-                   budget: float) -> tuple[list[int], list[int]] | None:
+def _complete_hint(
+    pm: PlacementModel, stages: list[Stage], options: PlanOptions, budget: float
+) -> tuple[list[int], list[int]] | None:
     """Complete the (partial) greedy hint to a full solution; its values per stage. None if infeasible."""
     solver = cp_model.CpSolver()
     prm = solver.parameters
@@ -77,7 +84,7 @@ def _complete_hint(pm: PlacementModel, stages: list[Stage], options: PlanOptions
     prm.num_workers = 1
     prm.random_seed = options.seed
     prm.fix_variables_to_their_hinted_value = True
-    pm.m.clear_objective()
+    pm.m.clear_objective()  # type: ignore[no-untyped-call]
     status = solver.solve(pm.m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         log.info("cpsat: the greedy hint does not complete (%s)", solver.status_name(status))
@@ -86,7 +93,7 @@ def _complete_hint(pm: PlacementModel, stages: list[Stage], options: PlanOptions
 
 
 def _set_hint(pm: PlacementModel, solution: list[int]) -> None:
-    pm.m.clear_hints()
+    pm.m.clear_hints()  # type: ignore[no-untyped-call]
     hint = pm.m.proto.solution_hint
     hint.vars.extend(range(len(solution)))
     hint.values.extend(solution)
@@ -96,8 +103,14 @@ def _better(st: Stage, a: int, b: int) -> bool:
     return a > b if st.maximize else a < b
 
 
-def _solve_stages(pm: PlacementModel, stages: list[Stage], options: PlanOptions, t0: float,
-                  deadline: float, greedy: tuple[list[int], list[int]] | None) -> Run:
+def _solve_stages(
+    pm: PlacementModel,
+    stages: list[Stage],
+    options: PlanOptions,
+    t0: float,
+    deadline: float,
+    greedy: tuple[list[int], list[int]] | None,
+) -> Run:
     """Solve the stages in order; the incumbent (greedy completed, then each stage's best) always
     satisfies the stages fixed so far, so a stage that finds nothing keeps the incumbent's value."""
     run = Run()
@@ -110,7 +123,8 @@ def _solve_stages(pm: PlacementModel, stages: list[Stage], options: PlanOptions,
             break
         # Hint the completed greedy solution while it meets the fixed stages and is better here.
         g_ok = greedy is not None and all(
-            not _better(s, r.value, gv) for s, r, gv in zip(stages[:k], run.results, greedy[1], strict=False))
+            not _better(s, r.value, gv) for s, r, gv in zip(stages[:k], run.results, greedy[1], strict=False)
+        )
         if greedy is not None and g_ok and _better(st, greedy[1][k], inc_vals[k]):
             run.solution, inc_vals = greedy[0], greedy[1]
         if run.solution is not None:
@@ -167,7 +181,9 @@ def _bounds(p: Problem, pm_stages: list[Stage], run: Run, got: dict[int, int]) -
             out[st.priority] = got.get(st.priority, 0)
             continue
         total = int(r.bound + 1e-6) + st.constant
-        out[st.priority] = min(trivial.get(st.priority, 0), max(total // st.per_unit, got.get(st.priority, 0)))
+        out[st.priority] = min(
+            trivial.get(st.priority, 0), max(total // st.per_unit, got.get(st.priority, 0))
+        )
         return out, False
     return out, True
 
@@ -203,8 +219,14 @@ def plan_cpsat(problem: Problem, options: PlanOptions) -> Plan:
     deadline = t0 + options.time_limit * 0.9
     greedy = plan_greedy(problem, options)
     if options.progress:
-        options.progress({"stage": "greedy", "elapsed": round(time.perf_counter() - t0, 3),
-                          "objective": list(greedy.objective), "bound": list(greedy.bound)})
+        options.progress(
+            {
+                "stage": "greedy",
+                "elapsed": round(time.perf_counter() - t0, 3),
+                "objective": list(greedy.objective),
+                "bound": list(greedy.bound),
+            }
+        )
     pm = PlacementModel(build_index(problem, options))
     add_all(pm)
     groups = break_node_symmetry(pm)
@@ -213,20 +235,35 @@ def plan_cpsat(problem: Problem, options: PlanOptions) -> Plan:
         pm.m.add_hint(var, value)
     completed = _complete_hint(pm, stages, options, (deadline - time.perf_counter()) / 4)
     run = _solve_stages(pm, stages, options, t0, deadline, completed)
-    stats: dict[str, object] = {"stages": [r.__dict__ for r in run.results], "hint_complete": completed is not None,
-                                "priorities_done_s": run.priorities_done_s,
-                                "variables": len(pm.m.proto.variables),
-                                "constraints": len(pm.m.proto.constraints)}
+    stats: dict[str, object] = {
+        "stages": [r.__dict__ for r in run.results],
+        "hint_complete": completed is not None,
+        "priorities_done_s": run.priorities_done_s,
+        "variables": len(pm.m.proto.variables),
+        "constraints": len(pm.m.proto.constraints),
+    }
     plan = _from_solution(problem, pm, stages, run, options, t0, stats)
     if plan is not None and _lex_key(problem, plan) >= _lex_key(problem, greedy):
         return plan
     stats["fallback"] = "greedy"
-    return greedy.model_copy(update={"strategy": "cpsat", "solve_seconds": round(time.perf_counter() - t0, 4),
-                                     "metrics": {**greedy.metrics, "cpsat": stats}})
+    return greedy.model_copy(
+        update={
+            "strategy": "cpsat",
+            "solve_seconds": round(time.perf_counter() - t0, 4),
+            "metrics": {**greedy.metrics, "cpsat": stats},
+        }
+    )
 
 
-def _from_solution(p: Problem, pm: PlacementModel, stages: list[Stage], run: Run, options: PlanOptions,
-                   t0: float, stats: dict[str, object]) -> Plan | None:
+def _from_solution(
+    p: Problem,
+    pm: PlacementModel,
+    stages: list[Stage],
+    run: Run,
+    options: PlanOptions,
+    t0: float,
+    stats: dict[str, object],
+) -> Plan | None:
     sol = run.solution
     if sol is None:
         return None
@@ -243,9 +280,19 @@ def _from_solution(p: Problem, pm: PlacementModel, stages: list[Stage], run: Run
     unplaced = _unplaced(p, dec.assignments, dec.evictions)
     got = placed_units(p, dec.assignments)
     bound, optimal = _bounds(p, stages, run, got)
-    plan = make_plan(p, "cpsat", dec.assignments, unplaced, bound=bound, seconds=time.perf_counter() - t0,
-                     seed=options.seed, evictions=dec.evictions, migrations=dec.migrations,
-                     proven_optimal=optimal, extra_metrics={"cpsat": stats})
+    plan = make_plan(
+        p,
+        "cpsat",
+        dec.assignments,
+        unplaced,
+        bound=bound,
+        seconds=time.perf_counter() - t0,
+        seed=options.seed,
+        evictions=dec.evictions,
+        migrations=dec.migrations,
+        proven_optimal=optimal,
+        extra_metrics={"cpsat": stats},
+    )
     violations = check_plan(p, plan)
     if violations:
         log.warning("cpsat: decoded plan violates %s; using the greedy plan", violations[:3])
@@ -270,5 +317,7 @@ def _unplaced(p: Problem, assignments: list[Any], evictions: list[Any]) -> list[
             out.append(Unplaced(workload=w.name, replicas=tuple(ev), reason=evicted[(w.name, ev[0])].reason))
         missing = [r for r in range(w.replicas) if (w.name, r) not in placed and (w.name, r) not in evicted]
         if missing:
-            out.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=explain(st, w, len(missing))))
+            out.append(
+                Unplaced(workload=w.name, replicas=tuple(missing), reason=explain(st, w, len(missing)))
+            )
     return out

@@ -33,16 +33,30 @@ def _candidates(p: Problem, wname: str, replica: int) -> list[Assignment]:
         if d.kind == "none":
             out.append(Assignment(workload=wname, replica=replica, node=n.name))
         elif d.kind == "whole":
-            out.extend(Assignment(workload=wname, replica=replica, node=n.name, gpus=c)
-                       for c in combinations(range(n.gpus), d.gpus))
+            out.extend(
+                Assignment(workload=wname, replica=replica, node=n.name, gpus=c)
+                for c in combinations(range(n.gpus), d.gpus)
+            )
         elif d.kind == "mig":
             assert d.profile is not None
-            out.extend(Assignment(workload=wname, replica=replica, node=n.name, gpus=(g,),
-                                  mig=MigSlot(profile=d.profile.name, start=s))
-                       for g in range(n.gpus) for s in d.profile.starts)
+            out.extend(
+                Assignment(
+                    workload=wname,
+                    replica=replica,
+                    node=n.name,
+                    gpus=(g,),
+                    mig=MigSlot(profile=d.profile.name, start=s),
+                )
+                for g in range(n.gpus)
+                for s in d.profile.starts
+            )
         else:
-            out.extend(Assignment(workload=wname, replica=replica, node=n.name, gpus=(g,),
-                                  fraction=d.fraction_milli / MILLI) for g in range(n.gpus))
+            out.extend(
+                Assignment(
+                    workload=wname, replica=replica, node=n.name, gpus=(g,), fraction=d.fraction_milli / MILLI
+                )
+                for g in range(n.gpus)
+            )
     return out
 
 
@@ -101,7 +115,9 @@ def random_tiny(seed: int) -> Problem:
         if rnd.random() < 0.5:
             nodes.append(node(f"a{i}", "A30-24GB", gpus=rnd.choice([1, 2]), cpu=rnd.choice([6, 12]), mem=64))
         else:
-            nodes.append(node(f"h{i}", "H100-SXM5-80GB", gpus=rnd.choice([1, 2]), cpu=rnd.choice([6, 12]), mem=64))
+            nodes.append(
+                node(f"h{i}", "H100-SXM5-80GB", gpus=rnd.choice([1, 2]), cpu=rnd.choice([6, 12]), mem=64)
+            )
     ws: list[dict[str, Any]] = []
     left = 5
     for j in range(rnd.choice([2, 3])):
@@ -110,8 +126,13 @@ def random_tiny(seed: int) -> Problem:
         kind = rnd.choice(["whole", "mig", "frac", "cpu"])
         reps = rnd.randint(1, min(3, left))
         left -= reps
-        w: dict[str, Any] = {"name": f"w{j}", "replicas": reps, "priority": rnd.choice([1, 2, 3]),
-                             "cpu": rnd.choice([1, 2, 4]), "tenant": rnd.choice(["x", "y"])}
+        w: dict[str, Any] = {
+            "name": f"w{j}",
+            "replicas": reps,
+            "priority": rnd.choice([1, 2, 3]),
+            "cpu": rnd.choice([1, 2, 4]),
+            "tenant": rnd.choice(["x", "y"]),
+        }
         if kind == "whole":
             w["gpus"] = rnd.choice([1, 1, 2])
             if reps > 1 and rnd.random() < 0.5:

@@ -1,8 +1,9 @@
-"""Incremental planning: running replicas stay, preemption evicts only for higher priority, migration moves."""
+"""Incremental planning: running replicas stay, preemption only for higher priority, migration moves."""
 
 from __future__ import annotations
 
 from capplan.planner import PlanOptions, solve
+from capplan.problem import Problem
 from capplan.validate import check_plan
 
 from .conftest import ONE_WORKER, node, scenario
@@ -11,12 +12,23 @@ PREEMPT = PlanOptions(time_limit=30, workers=1, allow_preemption=True)
 MIGRATE = PlanOptions(time_limit=30, workers=1, allow_migration=True)
 
 
-def _busy_node(preemptible: bool = True, prio_low: int = 1, prio_high: int = 100) -> object:
+def _busy_node(preemptible: bool = True, prio_low: int = 1, prio_high: int = 100) -> Problem:
     """One 8-GPU node fully used by eight 1-GPU replicas; a 4-GPU job waits."""
-    return scenario([node("n1")], [
-        {"name": "eval", "replicas": 8, "gpus": 1, "priority": prio_low, "preemptible": preemptible, "cpu": 1},
-        {"name": "urgent", "replicas": 1, "gpus": 4, "priority": prio_high, "cpu": 1}],
-        running=[{"workload": "eval", "replica": r, "node": "n1", "gpus": [r]} for r in range(8)])
+    return scenario(
+        [node("n1")],
+        [
+            {
+                "name": "eval",
+                "replicas": 8,
+                "gpus": 1,
+                "priority": prio_low,
+                "preemptible": preemptible,
+                "cpu": 1,
+            },
+            {"name": "urgent", "replicas": 1, "gpus": 4, "priority": prio_high, "cpu": 1},
+        ],
+        running=[{"workload": "eval", "replica": r, "node": "n1", "gpus": [r]} for r in range(8)],
+    )
 
 
 def test_running_replicas_stay_by_default() -> None:
@@ -56,11 +68,25 @@ def test_non_preemptible_never_evicted() -> None:
 
 def test_migration_makes_room_for_a_gang() -> None:
     """A migratable 1-GPU replica moves off a node so an 8-GPU replica fits; the move is listed."""
-    p = scenario([node("n1"), node("n2")], [
-        {"name": "svc", "replicas": 2, "gpus": 1, "priority": 5, "migratable": True, "migration_cost": 3, "cpu": 1},
-        {"name": "big", "replicas": 1, "gpus": 8, "priority": 50, "cpu": 1}],
-        running=[{"workload": "svc", "replica": 0, "node": "n1", "gpus": [0]},
-                 {"workload": "svc", "replica": 1, "node": "n2", "gpus": [0]}])
+    p = scenario(
+        [node("n1"), node("n2")],
+        [
+            {
+                "name": "svc",
+                "replicas": 2,
+                "gpus": 1,
+                "priority": 5,
+                "migratable": True,
+                "migration_cost": 3,
+                "cpu": 1,
+            },
+            {"name": "big", "replicas": 1, "gpus": 8, "priority": 50, "cpu": 1},
+        ],
+        running=[
+            {"workload": "svc", "replica": 0, "node": "n1", "gpus": [0]},
+            {"workload": "svc", "replica": 1, "node": "n2", "gpus": [0]},
+        ],
+    )
     assert not any(a.workload == "big" for a in solve(p, "cpsat", ONE_WORKER).assignments)
     plan = solve(p, "cpsat", MIGRATE)
     assert check_plan(p, plan) == []
@@ -71,11 +97,22 @@ def test_migration_makes_room_for_a_gang() -> None:
 
 def test_new_slices_fill_around_running_mig_instances() -> None:
     """Running MIG instances stay at their starts and new slices use the remaining room of the GPU."""
-    p = scenario([node("n1", gpus=1)], [
-        {"name": "old", "replicas": 1, "mig": "3g.40gb", "priority": 5, "cpu": 1},
-        {"name": "new", "replicas": 3, "mig": "1g.10gb", "priority": 5, "cpu": 1}],
-        running=[{"workload": "old", "replica": 0, "node": "n1", "gpus": [0], "mig": {"profile": "3g.40gb",
-                                                                                     "start": 4}}])
+    p = scenario(
+        [node("n1", gpus=1)],
+        [
+            {"name": "old", "replicas": 1, "mig": "3g.40gb", "priority": 5, "cpu": 1},
+            {"name": "new", "replicas": 3, "mig": "1g.10gb", "priority": 5, "cpu": 1},
+        ],
+        running=[
+            {
+                "workload": "old",
+                "replica": 0,
+                "node": "n1",
+                "gpus": [0],
+                "mig": {"profile": "3g.40gb", "start": 4},
+            }
+        ],
+    )
     plan = solve(p, "cpsat", ONE_WORKER)
     assert p.running[0] in plan.assignments
     assert sum(1 for a in plan.assignments if a.workload == "new") == 3
@@ -83,10 +120,16 @@ def test_new_slices_fill_around_running_mig_instances() -> None:
 
 def test_preempting_shares_on_a_shared_gpu() -> None:
     """Preemptible notebook shares are evicted from a GPU only as far as a higher-priority share needs."""
-    p = scenario([node("n1", gpus=1)], [
-        {"name": "nb", "replicas": 4, "gpu_fraction": 0.25, "priority": 1, "preemptible": True, "cpu": 1},
-        {"name": "api", "replicas": 1, "gpu_fraction": 0.5, "priority": 10, "cpu": 1}],
-        running=[{"workload": "nb", "replica": r, "node": "n1", "gpus": [0], "fraction": 0.25} for r in range(4)])
+    p = scenario(
+        [node("n1", gpus=1)],
+        [
+            {"name": "nb", "replicas": 4, "gpu_fraction": 0.25, "priority": 1, "preemptible": True, "cpu": 1},
+            {"name": "api", "replicas": 1, "gpu_fraction": 0.5, "priority": 10, "cpu": 1},
+        ],
+        running=[
+            {"workload": "nb", "replica": r, "node": "n1", "gpus": [0], "fraction": 0.25} for r in range(4)
+        ],
+    )
     plan = solve(p, "cpsat", PREEMPT)
     assert len(plan.evictions) == 2
     assert any(a.workload == "api" for a in plan.assignments)

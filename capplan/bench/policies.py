@@ -1,0 +1,272 @@
+"""Online placement policies: each scores every node for an arriving pod (higher is better).
+
+A policy is any object with ``score(state, pod) -> ndarray`` (one float per node; the simulator
+reads only feasible nodes and breaks ties uniformly at random). Optional methods:
+``gpus(state, pod, node) -> tuple[int, ...]`` picks the GPUs on the chosen node (default: the
+tightest-fitting GPU for a share, the lowest-numbered free GPUs otherwise) and
+``observe(state, node)`` is called after the node's occupancy changed (for caches).
+
+The baselines follow the public descriptions and the FGD authors' simulator
+(hkust-adsl/kubernetes-scheduler-simulator), including its integer score truncation, which
+decides how often ties (and so random tie-breaks) happen. ``capplan`` plugs in the online
+heuristic of :mod:`capplan.online` when that module is present (see docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from capplan.bench.frag import FragModel, TypicalPods
+from capplan.bench.sim import MILLI, FloatArr, Fleet, Pod, PodTable, SimState, best_fit_gpus
+from capplan.errors import InputError
+
+MAX_SPEC_CPU = 128_000  # normalisers of the authors' simulator (milli-CPU, milli-GPU)
+MAX_SPEC_GPU = 8_000
+
+
+class Policy(Protocol):
+    """Scores nodes for a pod; see the module docstring for the optional methods."""
+
+    def score(self, state: SimState, pod: Pod) -> FloatArr:
+        """One score per node, higher is better."""
+        ...
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What a policy may know up front: the fleet, the pods, their typical shapes and a seed."""
+
+    fleet: Fleet
+    pods: PodTable
+    typical: TypicalPods
+    seed: int
+
+
+def _f(x: np.ndarray) -> FloatArr:
+    return np.asarray(x, dtype=np.float64)
+
+
+class RandomPolicy:
+    """Uniformly random feasible node; a random fitting GPU for shares."""
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        self.rng = np.random.default_rng(ctx.seed + 7919)
+
+    def score(self, state: SimState, pod: Pod) -> FloatArr:
+        """All nodes equal: the tie-break picks at random."""
+        return np.zeros(len(state.cpu_left))
+
+    def gpus(self, state: SimState, pod: Pod, node: int) -> tuple[int, ...]:
+        """A random GPU with room for a share; lowest-numbered free GPUs otherwise."""
+        if pod.shares:
+            fit = np.flatnonzero(state.gpu_left[node] >= pod.milli)
+            return (int(fit[self.rng.integers(len(fit))]),)
+        return best_fit_gpus(state, pod, node)
+
+
+class FirstFitPolicy:
+    """The first feasible node in fleet order."""
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        self.order = -np.arange(len(ctx.fleet.cpu), dtype=np.float64)
+
+    def score(self, state: SimState, pod: Pod) -> FloatArr:
+        """Earlier nodes score higher."""
+        return self.order
+
+
+def _k8s_shares(state: SimState, pod: Pod) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(requested after placement, capacity) per resource: CPU, memory and GPU (GPU nodes only)."""
+    f = state.fleet
+    gpu_cap = f.gpus * MILLI
+    gpu_req = gpu_cap - state.gpu_left.sum(axis=1) + pod.num * pod.milli
+    return [(f.cpu - state.cpu_left + pod.cpu, f.cpu), (f.mem - state.mem_left + pod.mem, f.mem), (gpu_req, gpu_cap)]
+
+
+class AllocatedPolicy:
+    """Kubernetes NodeResourcesLeastAllocated (spread) or MostAllocated (bin pack), equal weights.
+
+    Per resource the integer score is ``(capacity - requested) * 100 // capacity`` (least) or
+    ``requested * 100 // capacity`` (most); resources a node lacks (GPU on CPU nodes) are skipped.
+    """
+
+    def __init__(self, ctx: PolicyContext, most: bool) -> None:
+        self.most = most
+
+    def score(self, state: SimState, pod: Pod) -> FloatArr:
+        """The weighted mean of the per-resource scores."""
+        total = np.zeros(len(state.cpu_left), dtype=np.int64)
+        weight = np.zeros_like(total)
+        for req, cap in _k8s_shares(state, pod):
+            has = cap > 0
+            safe = np.where(has, cap, 1)
+            part = req * 100 // safe if self.most else (safe - req) * 100 // safe
+            total += np.where(has, part, 0)
+            weight += has
+        return _f(total // np.maximum(weight, 1))
+
+
+class BestFitPolicy:
+    """Best fit: least (CPU, total GPU) left after placement, normalised by the largest node spec."""
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        pass
+
+    def score(self, state: SimState, pod: Pod) -> FloatArr:
+        """``trunc(100 * (1 - 0.5 cpu_free'/128 - 0.5 gpu_free'/8))``."""
+        cpu = (state.cpu_left - pod.cpu) / MAX_SPEC_CPU * 0.5
+        gpu = (state.gpu_left.sum(axis=1) - pod.num * pod.milli) / MAX_SPEC_GPU * 0.5
+        return np.trunc((1.0 - (cpu + gpu)) * 100)
+
+
+class DotProductPolicy:
+    """Tetris-style dot product of free (CPU, GPU) and request; the smallest product wins."""
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        pass
+
+    def score(self, state: SimState, pod: Pod) -> FloatArr:
+        """``trunc(100 * (1 - (free . request) / 2))`` with both vectors scaled by the max spec."""
+        dot = (state.cpu_left / MAX_SPEC_CPU) * (pod.cpu / MAX_SPEC_CPU) + \
+            (state.gpu_left.sum(axis=1) / MAX_SPEC_GPU) * (pod.num * pod.milli / MAX_SPEC_GPU)
+        return np.trunc(100 * (1 - dot / 2))
+
+
+class GpuPackingPolicy:
+    """GPU packing: prefer partly used GPUs, then free GPUs on used nodes, then empty nodes."""
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        pass
+
+    def score(self, state: SimState, pod: Pod) -> FloatArr:
+        """Three bands (upstream scores): [50,100] shared GPUs, [33,50] used node, [0,33] idle node."""
+        n = len(state.cpu_left)
+        if not pod.num:
+            return np.zeros(n)
+        left = state.gpu_left
+        full = (left == MILLI).sum(axis=1)
+        idle_node = full == state.fleet.gpus
+        out = np.maximum(33 - full, full).astype(np.float64)  # idle node
+        if pod.shares:
+            # The tightest GPU that fits; a fully free one means band 2 (one free GPU used).
+            tight = np.where(left >= pod.milli, left, 10 * MILLI).min(axis=1)
+            shared = np.maximum(100 - (tight * 100 // MILLI) // 10, 50)
+            used = np.where(tight == MILLI, np.maximum(50 - 1, 33), shared)
+        else:
+            used = np.full(n, float(max(50 - pod.num, 33)))
+        return np.where(idle_node, out, used).astype(np.float64)
+
+
+class GpuClusteringPolicy:
+    """GPU clustering: put pods of the same GPU shape together, fuller nodes first."""
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        pass
+
+    def score(self, state: SimState, pod: Pod) -> FloatArr:
+        """25 x used share + 75 (only this shape), 50 (mixed with it), 25 (no GPU pods) or 0."""
+        n = len(state.cpu_left)
+        if not pod.num:
+            return np.zeros(n)
+        from capplan.bench.sim import gpu_tag
+
+        tag = gpu_tag(pod.num, pod.milli)
+        base = 25 * (MAX_SPEC_GPU - state.gpu_left.sum(axis=1)) // MAX_SPEC_GPU
+        kinds = (state.tags > 0).sum(axis=1)
+        mine = state.tags[:, tag] > 0
+        band = np.where(mine, np.where(kinds == 1, 75, 50), np.where(kinds == 0, 25, 0))
+        return _f(base + band)
+
+
+def _sigmoid_score(delta: np.ndarray) -> FloatArr:
+    """Upstream's ``int64(sigmoid(delta / 1000) * 100)``."""
+    return np.trunc(100.0 / (1.0 + np.exp(-delta / 1000.0)))
+
+
+class FGDPolicy:
+    """Fragmentation gradient descent: the node (and GPU) whose fragmentation grows least.
+
+    Fragmentation is measured against the workload's typical pod shapes (:mod:`capplan.bench.frag`);
+    the score is upstream's truncated ``100 * sigmoid(decrease / 1000)``. For a share the GPU is
+    the first one reaching the node's best score.
+    """
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        self.typical = ctx.typical
+        self.model: FragModel | None = None
+        self.best_gpu: np.ndarray | None = None
+
+    def _model(self, state: SimState) -> FragModel:
+        if self.model is None:
+            self.model = FragModel(self.typical, state)
+        return self.model
+
+    def score(self, state: SimState, pod: Pod) -> FloatArr:
+        """Score every node by the (truncated, squashed) decrease of its fragmentation."""
+        model = self._model(state)
+        before = model.node_frag(state)
+        if pod.shares:
+            after = model.after_share(state, pod.cpu, pod.milli)
+            sc = np.where(state.gpu_left >= pod.milli, _sigmoid_score(before[:, None] - after), -1.0)
+            self.best_gpu = sc.argmax(axis=1)
+            return sc.max(axis=1)
+        return _sigmoid_score(before - model.after_whole(state, pod.cpu, pod.num))
+
+    def gpus(self, state: SimState, pod: Pod, node: int) -> tuple[int, ...]:
+        """The GPU chosen while scoring (shares); lowest-numbered free GPUs otherwise."""
+        if pod.shares and self.best_gpu is not None:
+            return (int(self.best_gpu[node]),)
+        return best_fit_gpus(state, pod, node)
+
+    def observe(self, state: SimState, node: int) -> None:
+        """Refresh the cached per-shape counts of the changed node."""
+        self._model(state).refresh(state, np.array([node]))
+
+
+def _capplan(ctx: PolicyContext) -> Policy:
+    try:
+        online = importlib.import_module("capplan.online")
+    except ModuleNotFoundError:
+        raise InputError("--policies", "policy 'capplan' needs capplan's online heuristic (capplan.online), "
+                                       "which is not in this build; leave it out") from None
+    factory = getattr(online, "bench_policy", None)
+    if callable(factory):
+        policy: Policy = factory(ctx)
+        return policy
+    raise InputError("--policies", "capplan.online has no bench_policy(context) -> Policy; see docs/benchmarks.md")
+
+
+POLICIES: dict[str, Callable[[PolicyContext], Policy]] = {
+    "random": RandomPolicy,
+    "firstfit": FirstFitPolicy,
+    "leastallocated": lambda c: AllocatedPolicy(c, most=False),
+    "mostallocated": lambda c: AllocatedPolicy(c, most=True),
+    "bestfit": BestFitPolicy,
+    "dotprod": DotProductPolicy,
+    "gpupacking": GpuPackingPolicy,
+    "gpuclustering": GpuClusteringPolicy,
+    "fgd": FGDPolicy,
+    "capplan": _capplan,
+}
+ALIASES = {"spread": "leastallocated", "binpack": "mostallocated", "dotproduct": "dotprod", "best-fit": "bestfit"}
+# Names used by the FGD authors' published results, for the reproduction plots.
+PUBLISHED_NAMES = {"random": "01-Random", "dotprod": "02-DotProd", "gpuclustering": "03-GpuClustering",
+                   "gpupacking": "04-GpuPacking", "bestfit": "05-BestFit", "fgd": "06-FGD"}
+
+
+def canonical(name: str) -> str:
+    """The registered name of a policy (aliases resolved), or InputError naming the choices."""
+    key = ALIASES.get(name.strip().lower(), name.strip().lower())
+    if key not in POLICIES:
+        raise InputError("--policies", f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
+    return key
+
+
+def make_policy(name: str, ctx: PolicyContext) -> Policy:
+    """A fresh policy instance for one run."""
+    return POLICIES[canonical(name)](ctx)
