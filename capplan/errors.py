@@ -16,8 +16,11 @@ class CapplanError(Exception):
     """Base class of all capplan errors."""
 
 
-class InputError(CapplanError, ValueError):
+class InputError(CapplanError):
     """Invalid user input (a scenario, plan, catalog or planning file).
+
+    It deliberately does not derive from ``ValueError``, so that it passes through pydantic
+    validators unchanged and keeps its field path.
 
     Parameters
     ----------

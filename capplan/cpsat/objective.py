@@ -35,6 +35,7 @@ class Stage:
     priority: int | None = None
     per_unit: int = 1  # expression value per demand unit (priority stages: R + 1)
     constant: int = 0  # contribution of pinned running replicas (not in ``expr``)
+    ceiling: int | None = None  # a-priori maximum of ``expr`` (every replica placed at its best)
 
 
 def _priority_stage(pm: PlacementModel, q: int) -> Stage:
@@ -54,7 +55,13 @@ def _priority_stage(pm: PlacementModel, q: int) -> Stage:
                 const += coef * k
             else:
                 terms.append(coef * k)
-    return Stage(f"priority {q}", sum(terms, 0), True, q, scale, const)
+    best = 0
+    for w in ws:
+        units = [pm.demand(w, n).units for (wn, n) in pm.c if wn == w.name]
+        units += [r.demand.units for r in pm.ix.running_of.get(w.name, [])]
+        if units:
+            best += w.replicas * (max(units) * scale + 1)
+    return Stage(f"priority {q}", sum(terms, 0), True, q, scale, const, ceiling=best - const)
 
 
 def build_stages(pm: PlacementModel) -> list[Stage]:
@@ -62,7 +69,8 @@ def build_stages(pm: PlacementModel) -> list[Stage]:
     out: list[Stage] = []
     guaranteed = [w for w in pm.p.workloads if w.sla == "guaranteed"]
     if guaranteed:
-        out.append(Stage("guaranteed", sum((placed_count(pm, w) for w in guaranteed), 0), True))
+        total = sum(w.replicas for w in guaranteed)
+        out.append(Stage("guaranteed", sum((placed_count(pm, w) for w in guaranteed), 0), True, ceiling=total))
     out.extend(_priority_stage(pm, q) for q in pm.p.priorities)
     if pm.keep:
         moves = sum((v for v in pm.ev.values()), 0) + sum(

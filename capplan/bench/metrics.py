@@ -1,0 +1,115 @@
+"""Benchmark metrics: allocation binned by arrived workload, fragmentation, gangs, priorities.
+
+Definitions (also in docs/benchmarks.md):
+
+* ``allocation_pct``: allocated GPU milli / cluster GPU milli x 100 (mean over a bin's records).
+* ``unallocated_gpus``: cluster GPUs minus allocated GPUs (fractions count), at the bin's end.
+* ``fragmentation_pct``: FGD fragmentation (:mod:`capplan.bench.frag`) / cluster GPU milli x 100.
+* ``stranded_pct`` (capplan's own fragmentation): idle GPU milli that *no* typical GPU shape can
+  use where it is (its GPU has too little free share, or its node lacks the CPU, the GPU model,
+  enough fitting GPUs, or the memory of the smallest GPU pod), / cluster GPU milli x 100.
+* gangs: pods asking for several GPUs or several members; placed share and rack/block spread.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from capplan.bench.frag import TypicalPods
+from capplan.bench.sim import MILLI, Fleet, PodTable, SimResult, SimState
+
+COLUMNS = ("policy", "seed", "arrived_pct", "allocation_pct", "unallocated_gpus", "fragmentation_pct", "seconds")
+
+
+@dataclass
+class RunRecord:
+    """One row of runs.csv: a (policy, seed, arrived_pct) bin."""
+
+    arrived_pct: int
+    allocation_pct: float
+    unallocated_gpus: float
+    fragmentation_pct: float | None = None
+    seconds: float = 0.0
+
+
+def bin_records(arrived: list[int], used: list[int], capacity_milli: int,
+                frag_at: dict[int, float] | None = None) -> list[RunRecord]:
+    """Bin per-pod records by arrived workload %, as the FGD authors' analysis does.
+
+    A record's bin is ``round(100 * arrived / capacity)`` (Python rounding); a bin's allocation is
+    the mean of its records' allocation (each rounded to 0.01 first); an empty bin borrows the
+    records of its neighbours (bin - 1 .. bin + 1). Unallocated GPUs are taken at the bin's last record.
+    """
+    gpus = capacity_milli / MILLI
+    bins = [round(a / capacity_milli * 100) for a in arrived]
+    alloc = [round(u / capacity_milli * 100, 2) for u in used]
+    by_bin: dict[int, list[int]] = defaultdict(list)
+    for k, b in enumerate(bins):
+        by_bin[b].append(k)
+    out = []
+    for b in range(0, 131):
+        ks = by_bin.get(b) or sorted(by_bin.get(b - 1, []) + by_bin.get(b + 1, []))
+        if not ks:
+            continue
+        mean = round(sum(alloc[k] for k in ks) / len(ks), 2)
+        last = ks[-1]
+        out.append(RunRecord(arrived_pct=b, allocation_pct=mean,
+                             unallocated_gpus=round(gpus - used[last] / MILLI, 3),
+                             fragmentation_pct=None if frag_at is None else frag_at.get(b)))
+    return out
+
+
+def stranded_milli(fleet: Fleet, pods: PodTable, state: SimState, typical: TypicalPods) -> int:
+    """Idle GPU milli that no typical GPU shape can use where it sits (capplan's fragmentation)."""
+    gpu_rows = pods.num > 0
+    min_mem = int(pods.mem[gpu_rows].min()) if gpu_rows.any() else 0
+    shapes = np.flatnonzero(typical.milli > 0)
+    left = state.gpu_left
+    usable = np.zeros(left.shape, dtype=bool)
+    for t in shapes:
+        fits = left >= typical.milli[t]
+        host = typical.access[:, t] & (state.cpu_left >= typical.cpu[t]) & (fits.sum(axis=1) >= typical.num[t])
+        usable |= fits & host[:, None]
+    usable &= (state.mem_left >= min_mem)[:, None]
+    return int(np.where(usable, 0, left).sum())
+
+
+def final_metrics(fleet: Fleet, pods: PodTable, state: SimState, res: SimResult,
+                  typical: TypicalPods) -> dict[str, Any]:
+    """End-of-run metrics: allocation, failures, gangs and their spread, per-priority placed GPUs."""
+    cap = fleet.total_milli
+    placed_by_prio: dict[int, float] = defaultdict(float)
+    failed = failed_gpu = 0
+    gangs = gangs_placed = 0
+    racks: list[int] = []
+    blocks: list[int] = []
+    for k, i in enumerate(res.order):
+        demand = pods.demand_milli(int(i))
+        is_gang = bool(pods.replicas[i] > 1 or pods.num[i] > 1)
+        gangs += is_gang
+        if res.nodes[k]:
+            placed_by_prio[int(pods.priority[i])] += demand / MILLI
+            if is_gang:
+                gangs_placed += 1
+                nodes = np.array(res.nodes[k])
+                racks.append(len(set(fleet.rack[nodes].tolist())))
+                blocks.append(len(set(fleet.block[nodes].tolist())))
+        else:
+            failed += 1
+            failed_gpu += demand
+    return {
+        "allocation_pct": round(100 * state.used_milli / cap, 3),
+        "unallocated_gpus": round((cap - state.used_milli) / MILLI, 3),
+        "stranded_pct": round(100 * stranded_milli(fleet, pods, state, typical) / cap, 3),
+        "failed_pods": failed,
+        "failed_gpus": round(failed_gpu / MILLI, 3),
+        "gangs_total": gangs,
+        "gangs_placed": gangs_placed,
+        "gang_racks_mean": round(float(np.mean(racks)), 3) if racks and fleet.rack.max() >= 0 else None,
+        "gang_blocks_mean": round(float(np.mean(blocks)), 3) if blocks and fleet.block.max() >= 0 else None,
+        "placed_gpus_by_priority": {str(q): round(v, 3) for q, v in sorted(placed_by_prio.items(), reverse=True)},
+    }

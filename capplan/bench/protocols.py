@@ -1,0 +1,174 @@
+"""The two benchmark protocols: online arrival (FGD paper) and batch planning (pods known up front).
+
+Online, as in the FGD authors' simulator: pods are sorted by name and shuffled with the seed;
+then pods drawn uniformly (with replacement) from the original list are appended while the
+requested GPU total stays within ``tune`` (1.3) times the cluster's GPU capacity (upstream
+compares the running total plus the drawn pod's *per-GPU* milli, and stops at the first draw
+that would exceed it). Pods arrive in that order and never leave. After every pod the arrived
+GPU demand and the allocated GPU milli are recorded; ``arrived_pct`` bins are the arrived
+demand as a whole percentage of capacity, and a bin's allocation is the mean over its records.
+
+Batch: the same pod list (same seed, same inflation) is handed to :func:`capplan.planner.solve`
+at once; the plan reports the placed GPUs and the planner's upper bound. Results of the two
+protocols are never ranked together.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import tracemalloc
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from capplan.bench.frag import TypicalPods, cluster_frag
+from capplan.bench.metrics import RunRecord, bin_records, final_metrics
+from capplan.bench.policies import PolicyContext, make_policy
+from capplan.bench.sim import MILLI, Fleet, IntArr, PodTable, SimState, simulate
+from capplan.errors import InputError
+
+if TYPE_CHECKING:
+    from capplan.traces.alibaba import TracePod
+
+TUNE = 1.3
+BINS = range(0, 131)
+
+
+def online_order(pods: PodTable, capacity_milli: int, seed: int, tune: float = TUNE) -> IntArr:
+    """Arrival order (row indices, repeats allowed): shuffled originals, then inflation draws.
+
+    Python's :mod:`random` with ``seed`` replaces Go's ``math/rand``: the procedure is the same,
+    the draws differ, which is why results are compared as means over ten seeds.
+    """
+    rng = random.Random(seed)
+    by_name = sorted(range(len(pods.names)), key=lambda i: pods.names[i])
+    order = by_name[:]
+    rng.shuffle(order)
+    total = sum(pods.demand_milli(i) for i in order)
+    target = tune * capacity_milli
+    while True:
+        i = by_name[rng.randrange(len(by_name))]
+        if total + int(pods.milli[i]) > target:
+            break
+        total += pods.demand_milli(i)
+        order.append(i)
+    return np.array(order, dtype=np.int64)
+
+
+@dataclass
+class OnlineRun:
+    """One online run: per-bin records and end-of-run metrics."""
+
+    policy: str
+    seed: int
+    rows: list[RunRecord] = field(default_factory=list)
+    final: dict[str, Any] = field(default_factory=dict)
+
+
+def run_online(fleet: Fleet, pods: PodTable, policy: str, seed: int, tune: float = TUNE,
+               frag_bins: bool = True) -> OnlineRun:
+    """Run ``policy`` online with ``seed`` and bin the results by arrived workload."""
+    typical = TypicalPods.from_pods(fleet, pods)
+    order = online_order(pods, fleet.total_milli, seed, tune)
+    ctx = PolicyContext(fleet=fleet, pods=pods, typical=typical, seed=seed)
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    state, res = simulate(fleet, pods, order, make_policy(policy, ctx), seed)
+    seconds = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    frag_at = _frag_by_bin(fleet, pods, order, res, typical) if frag_bins else {}
+    rows = bin_records(res.arrived_milli, res.used_milli, fleet.total_milli, frag_at)
+    final = final_metrics(fleet, pods, state, res, typical)
+    final.update(seconds=round(seconds, 3), peak_mib=round(peak / 2**20, 2), pods=len(order))
+    for r in rows:
+        r.seconds = final["seconds"]
+    return OnlineRun(policy=policy, seed=seed, rows=rows, final=final)
+
+
+def _frag_by_bin(fleet: Fleet, pods: PodTable, order: IntArr, res: Any, typical: TypicalPods) -> dict[int, float]:
+    """FGD fragmentation (% of capacity) at the last pod of every arrived-% bin, by replay."""
+    marks: dict[int, int] = {}
+    for k, a in enumerate(res.arrived_milli):
+        marks[round(a / fleet.total_milli * 100)] = k
+    wanted = {k: b for b, k in marks.items() if b in BINS}
+    state = SimState.empty(fleet)
+    out: dict[int, float] = {}
+    from capplan.bench.sim import pod_view
+
+    masks: dict[int, Any] = {}
+    for k, i in enumerate(order):
+        pod = pod_view(pods, fleet, int(i), masks)
+        for node, gpus in zip(res.nodes[k], res.gpus[k], strict=True):
+            state.apply(pod, node, gpus)
+        if k in wanted:
+            frag, _ = cluster_frag(typical, state)
+            out[wanted[k]] = 100.0 * frag / fleet.total_milli
+    return out
+
+
+@dataclass
+class BatchRun:
+    """One batch run: the plan's placed GPUs, bound, time and memory."""
+
+    policy: str
+    seed: int
+    placed_gpus: float
+    bound_gpus: float
+    capacity_gpus: float
+    demand_gpus: float
+    seconds: float
+    peak_mib: float
+    status: str
+    metrics: dict[str, Any]
+
+
+def run_batch(nodes_data: dict[str, Any], trace_pods: list[TracePod], strategy: str, seed: int,
+              capacity_milli: int, time_limit: float = 60.0, tune: float = TUNE) -> BatchRun:
+    """Plan the online protocol's pod list (same seed) all at once with capplan strategy ``strategy``."""
+    from capplan.catalog import load_catalog
+    from capplan.planner import PlanOptions, solve
+    from capplan.scenario import problem_from_data
+    from capplan.traces.alibaba import pod_workload
+
+    pods = PodTable.from_trace(trace_pods)
+    order = online_order(pods, capacity_milli, seed, tune)
+    seen: dict[str, int] = {}
+    workloads = []
+    for p in (trace_pods[int(i)] for i in order):
+        n = seen.get(p.name, 0)
+        seen[p.name] = n + 1
+        w = pod_workload(p)
+        w["name"] = p.name if n == 0 else f"{p.name}-tuned-{n}"
+        workloads.append(w)
+    data = dict(nodes_data, workloads=workloads)
+    problem = problem_from_data(data, load_catalog())
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    plan = solve(problem, strategy, PlanOptions(time_limit=time_limit, seed=seed))
+    seconds = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    demand = sum(pods.demand_milli(int(i)) for i in order) / MILLI
+    return BatchRun(policy=strategy, seed=seed, placed_gpus=float(sum(plan.objective)),
+                    bound_gpus=float(sum(plan.bound)), capacity_gpus=capacity_milli / MILLI, demand_gpus=demand,
+                    seconds=round(seconds, 3), peak_mib=round(peak / 2**20, 2), status=plan.status,
+                    metrics={k: v for k, v in plan.metrics.items() if isinstance(v, int | float | str)})
+
+
+def seeds_from(text: str) -> list[int]:
+    """Parse ``42-51`` (inclusive range) or ``1,2,5`` (or a mix) into a list of seeds."""
+    out: list[int] = []
+    for part in (x.strip() for x in text.split(",")):
+        if not part:
+            continue
+        a, sep, b = part.partition("-")
+        try:
+            out.extend(range(int(a), int(b) + 1) if sep else [int(a)])
+        except ValueError:
+            raise InputError("--seeds", f"{part!r} is not a seed or a range like 42-51") from None
+    if not out:
+        raise InputError("--seeds", "no seeds given; use e.g. 42-51")
+    return out

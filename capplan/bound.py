@@ -1,0 +1,270 @@
+"""A fast upper bound on the placed GPU demand per priority: a GPU-level cutting-stock relaxation.
+
+Every plan packs each GPU with replicas whose per-GPU demand fits in one GPU (``UNITS_PER_GPU``
+units): a whole GPU, shares summing to at most one GPU, or MIG instances using at most all
+compute slices. Dropping everything that ties GPUs together (nodes, topology, gangs, MIG
+geometry, GPU memory, isolation, power) but keeping the GPU models and the host CPU and memory
+of all nodes of a model in aggregate gives a relaxation whose optimum bounds every plan's
+objective: an LP over packing *patterns* of one GPU (Gilmore-Gomory), with interchangeable
+replicas and GPUs aggregated into counts. Patterns are generated on demand (column
+generation) and priced by an exact unbounded knapsack. If time runs out before no pattern
+improves, the Lagrangian (Farley) correction keeps the value a valid bound.
+
+Each priority is bounded on its own: its replicas alone on the whole fleet, which bounds that
+component of any plan's objective whatever the other priorities place.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import coo_matrix
+
+from capplan._base import UNITS_PER_GPU
+from capplan.problem import Problem, Workload
+
+_EPS = 1e-7
+_CPU_GRID, _MEM_GRID = 500, 1024  # rounding *down* keeps the relaxation valid and merges items
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Result of :func:`upper_bound`.
+
+    Attributes
+    ----------
+    per_priority
+        Upper bound on placed demand units per priority.
+    converged
+        True when column generation proved the LP optimum (otherwise the Farley bound is used).
+    seconds
+        Time spent.
+    """
+
+    per_priority: dict[int, int]
+    converged: bool
+    seconds: float
+
+
+@dataclass
+class _Items:
+    sizes: list[dict[int, int]]  # per item type: model id -> units per GPU slot
+    count: list[int]  # GPU slots
+    cpu: list[int]  # per slot
+    mem: list[int]
+
+
+def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int],
+           of: dict[str, int] | None = None) -> _Items:
+    """Item types of ``ws`` (filling ``of``: workload name -> item type index, when given)."""
+    groups: dict[tuple[tuple[tuple[int, int], ...], int, int], int] = defaultdict(int)
+    key_of: dict[str, tuple[tuple[tuple[int, int], ...], int, int]] = {}
+    for w in ws:
+        sizes: dict[int, int] = {}
+        slots = 1
+        for b, name in enumerate(models):
+            if w.gpu_models is not None and p.catalog.get(name).name not in p.allowed_models(w):
+                continue
+            d = p.demand(w, p.catalog.get(name))
+            if d is None or d.kind == "none" or (d.kind == "whole" and d.gpus > max_gpus[b]):
+                continue
+            slots = d.gpus if d.kind == "whole" else 1
+            sizes[b] = UNITS_PER_GPU if d.kind == "whole" else d.units
+        if not sizes:
+            continue
+        cpu = (w.cpu_milli // slots) // _CPU_GRID * _CPU_GRID
+        mem = (w.memory_mib // slots) // _MEM_GRID * _MEM_GRID
+        groups[(tuple(sorted(sizes.items())), cpu, mem)] += w.replicas * slots
+        key_of[w.name] = (tuple(sorted(sizes.items())), cpu, mem)
+    keys = sorted(groups)
+    if of is not None:
+        pos = {k: i for i, k in enumerate(keys)}
+        of.update({name: pos[k] for name, k in key_of.items()})
+    return _Items(sizes=[dict(k[0]) for k in keys], count=[groups[k] for k in keys],
+                  cpu=[k[1] for k in keys], mem=[k[2] for k in keys])
+
+
+def _knapsack(sizes: np.ndarray, values: np.ndarray, cap: int) -> tuple[float, dict[int, int]]:
+    """Exact unbounded knapsack: best value of a multiset of ``sizes`` within ``cap``."""
+    g = math.gcd(cap, *[int(s) for s in sizes])
+    sz = (sizes // g).astype(np.int64)
+    c = cap // g
+    dp = np.zeros(c + 1)
+    pick = np.full(c + 1, -1, dtype=np.int64)
+    for x in range(1, c + 1):
+        dp[x], pick[x] = dp[x - 1], -1
+        fit = sz <= x
+        if fit.any():
+            cand = np.where(fit, dp[np.maximum(x - sz, 0)] + values, -np.inf)
+            j = int(np.argmax(cand))
+            if cand[j] > dp[x] + 1e-12:
+                dp[x], pick[x] = cand[j], j
+    pattern: dict[int, int] = defaultdict(int)
+    x = c
+    while x > 0:
+        j = int(pick[x])
+        if j < 0:
+            x -= 1
+        else:
+            pattern[j] += 1
+            x -= int(sz[j])
+    return float(dp[c]), dict(pattern)
+
+
+def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: list[int],
+                 deadline: float) -> tuple[float, bool, dict[tuple[int, int], float]]:
+    """Column generation for one priority's items over GPU bin types.
+
+    Returns the upper bound in units, whether it converged, and the LP's placed GPU slots per
+    (item type, bin type) (a fractional assignment that heuristics can follow).
+    """
+    nb = len(n_bins)
+    # Distinct sizes per model (the rows that link items to patterns).
+    size_rows: list[dict[int, int]] = [dict() for _ in range(nb)]
+    for it in items.sizes:
+        for b, s in it.items():
+            size_rows[b].setdefault(s, len(size_rows[b]))
+    xs = [(i, b) for i, it in enumerate(items.sizes) for b in it if n_bins[b] > 0]
+    if not xs:
+        return 0.0, True, {}
+    patterns: list[tuple[int, dict[int, int]]] = []  # (model, size -> copies)
+    for b in range(nb):
+        for s in size_rows[b]:
+            if n_bins[b] > 0:
+                patterns.append((b, {s: UNITS_PER_GPU // s}))
+    n_items = len(items.count)
+    link0 = n_items
+    link_off = []
+    off = link0
+    for b in range(nb):
+        link_off.append(off)
+        off += len(size_rows[b])
+    bins0, cpu0, mem0 = off, off + nb, off + 2 * nb
+    n_rows = mem0 + nb
+    rhs = np.zeros(n_rows)
+    rhs[:n_items] = items.count
+    rhs[bins0:bins0 + nb] = n_bins
+    rhs[cpu0:cpu0 + nb] = cpu_cap
+    rhs[mem0:mem0 + nb] = mem_cap
+    rows, cols, vals = [], [], []
+    cost = []
+    for j, (i, b) in enumerate(xs):
+        s = items.sizes[i][b]
+        cost.append(-float(s))
+        rows += [i, link_off[b] + size_rows[b][s], cpu0 + b, mem0 + b]
+        cols += [j] * 4
+        vals += [1.0, 1.0, float(items.cpu[i]), float(items.mem[i])]
+    converged = False
+    value = float("inf")
+    while True:
+        prow, pcol, pval = list(rows), list(cols), list(vals)
+        nx = len(xs)
+        for k, (b, pat) in enumerate(patterns):
+            for s, a in pat.items():
+                prow.append(link_off[b] + size_rows[b][s])
+                pcol.append(nx + k)
+                pval.append(-float(a))
+            prow.append(bins0 + b)
+            pcol.append(nx + k)
+            pval.append(1.0)
+        a_ub = coo_matrix((pval, (prow, pcol)), shape=(n_rows, nx + len(patterns))).tocsr()
+        res = linprog(np.array(cost + [0.0] * len(patterns)), A_ub=a_ub, b_ub=rhs, bounds=(0, None),
+                      method="highs")
+        if res.status != 0:
+            return float("inf"), False, {}
+        primal = {xs[j]: float(v) for j, v in enumerate(res.x[:len(xs)]) if v > 1e-9}
+        duals = -np.asarray(res.ineqlin.marginals)
+        lp = -float(res.fun)
+        # Price one pattern per model; the Farley correction bounds the full LP at any iteration.
+        extra, added = 0.0, 0
+        for b in range(nb):
+            if n_bins[b] == 0 or not size_rows[b]:
+                continue
+            sizes = np.array(list(size_rows[b]), dtype=np.int64)
+            pi = np.array([duals[link_off[b] + r] for r in size_rows[b].values()])
+            best, pick = _knapsack(sizes, pi, UNITS_PER_GPU)
+            rc = best - duals[bins0 + b]
+            if rc > 1e-9:
+                extra += n_bins[b] * rc
+            if rc > 1e-6 * max(1.0, duals[bins0 + b]):
+                patterns.append((b, {int(sizes[j]): c for j, c in pick.items()}))
+                added += 1
+        value = min(value, lp + extra)
+        if added == 0:
+            converged = True
+            break
+        if time.perf_counter() > deadline:
+            break
+    return value, converged, primal
+
+
+@dataclass(frozen=True)
+class BinTypes:
+    """GPU bin types: nodes with the same GPU model, GPU count, CPU and memory are interchangeable."""
+
+    keys: list[tuple[str, int, int, int]]
+    nodes: list[list[int]]  # node indices per type
+
+    @classmethod
+    def of(cls, p: Problem) -> BinTypes:
+        """Group the GPU nodes of ``p`` by (model, GPUs, CPU, memory)."""
+        groups: dict[tuple[str, int, int, int], list[int]] = defaultdict(list)
+        for i, n in enumerate(p.cluster.nodes):
+            if n.gpu_model and n.gpus:
+                groups[(p.catalog.get(n.gpu_model).name, n.gpus, n.cpu_milli, n.memory_mib)].append(i)
+        keys = sorted(groups)
+        return cls(keys=keys, nodes=[groups[k] for k in keys])
+
+
+def _solve(p: Problem, ws: list[Workload], types: BinTypes, deadline: float,
+           of: dict[str, int] | None = None) -> tuple[_Items, float, bool, dict[tuple[int, int], float]]:
+    models = [k[0] for k in types.keys]
+    counts = [len(x) for x in types.nodes]
+    n_bins = [c * k[1] for c, k in zip(counts, types.keys, strict=True)]
+    cpu_cap = [c * k[2] for c, k in zip(counts, types.keys, strict=True)]
+    mem_cap = [c * k[3] for c, k in zip(counts, types.keys, strict=True)]
+    items = _items(p, ws, models, [k[1] for k in types.keys], of)
+    return (items, *_bound_items(items, n_bins, cpu_cap, mem_cap, deadline))
+
+
+def lp_assignment(p: Problem, ws: list[Workload], time_limit: float = 10.0) -> dict[str, dict[int, float]]:
+    """The relaxation's fractional assignment: workload name -> {bin type: share of its replicas}.
+
+    Bin types are those of :meth:`BinTypes.of`; heuristics use this to send each replica to
+    the kind of node the LP put it on (CPU-heavy replicas to CPU-rich nodes, ...).
+    """
+    types = BinTypes.of(p)
+    of: dict[str, int] = {}
+    items, _, _, primal = _solve(p, ws, types, time.perf_counter() + time_limit, of)
+    per_item: dict[int, dict[int, float]] = defaultdict(dict)
+    for (i, b), v in primal.items():
+        per_item[i][b] = v / items.count[i]
+    return {name: per_item.get(i, {}) for name, i in of.items()}
+
+
+def upper_bound(p: Problem, time_limit: float = 10.0) -> Bound:
+    """Per-priority upper bound on placed GPU demand units (see the module docstring).
+
+    Parameters
+    ----------
+    p
+        The problem.
+    time_limit
+        Seconds for column generation over all priorities; on time-out the bound stays valid.
+    """
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    types = BinTypes.of(p)
+    out: dict[int, int] = {}
+    converged = True
+    for q in p.priorities:
+        items, value, ok, _ = _solve(p, [w for w in p.workloads if w.priority == q], types, deadline)
+        converged &= ok
+        hostable = sum(c * max(it.values()) for c, it in zip(items.count, items.sizes, strict=True))
+        out[q] = min(hostable, math.floor(value * (1 + 1e-9) + 1e-6)) if value != float("inf") else hostable
+    return Bound(per_priority=out, converged=converged, seconds=time.perf_counter() - t0)

@@ -1,0 +1,43 @@
+"""Shared fixtures: small named instances built from scenario data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capplan.problem import Problem
+from capplan.scenario import problem_from_data
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "models" / "examples"
+SHARED = REPO.parent / "shared"
+
+
+def scenario(nodes: list[dict[str, Any]], workloads: list[dict[str, Any]], *, levels: list[str] | None = None,
+             running: list[dict[str, Any]] | None = None, racks: list[dict[str, Any]] | None = None) -> Problem:
+    """Build a problem from node and workload entries (flat cluster unless racks are given)."""
+    if racks is not None:
+        cluster: dict[str, Any] = {"name": "t", "levels": levels or ["rack", "node"], "racks": racks}
+    else:
+        cluster = {"name": "t", "levels": ["node"], "nodes": nodes}
+    return problem_from_data({"cluster": cluster, "workloads": workloads, "running": running or []})
+
+
+@pytest.fixture
+def small_h100_pod() -> Problem:
+    """Two racks of two 8xH100 nodes, a 16-GPU gang that needs one rack."""
+    racks = [{"name": f"r{r}", "nodes": [{"name_prefix": f"r{r}n", "count": 2, "gpu": "H100-SXM5-80GB", "gpus": 8,
+                                          "cpu": 224, "memory_gib": 2048}]} for r in (1, 2)]
+    return scenario([], [{"name": "gang", "kind": "training", "replicas": 2, "gpus": 8,
+                          "topology": {"required": "rack"}, "cpu": 64, "memory_gib": 512}], racks=racks)
+
+
+@pytest.fixture
+def fragmented_mig_node() -> Problem:
+    """One A100-80GB node whose GPU 0 is preset to MIG with a 3g slice free at start 4 only."""
+    node = {"name": "a1", "gpu": "A100-SXM4-80GB", "gpus": 2, "cpu": 64, "memory_gib": 512,
+            "gpu_modes": [{"gpus": [0], "mode": "mig", "layout": [{"profile": "3g.40gb", "start": 4},
+                                                                  {"profile": "1g.10gb", "start": 0}]}]}
+    return scenario([node], [{"name": "svc", "replicas": 3, "mig": "3g.40gb", "cpu": 1}])
