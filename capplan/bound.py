@@ -26,10 +26,10 @@ from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
 from capplan._base import UNITS_PER_GPU
-from capplan.problem import Problem, Workload
+from capplan.problem import Demand, Problem, Workload
 
 _EPS = 1e-7
-_CPU_GRID, _MEM_GRID = 500, 1024  # rounding *down* keeps the relaxation valid and merges items
+_CPU_GRID, _MEM_GRID = 1000, 8192  # rounding *down* keeps the relaxation valid and merges items
 
 
 @dataclass(frozen=True)
@@ -59,22 +59,36 @@ class _Items:
     mem: list[int]
 
 
+def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> tuple[dict[int, int], int]:
+    """Units per GPU slot of ``w`` on each bin type, and GPU slots per replica."""
+    sizes: dict[int, int] = {}
+    slots = 1
+    allowed = None if w.gpu_models is None else set(p.allowed_models(w))
+    per_model: dict[str, object] = {}
+    for b, name in enumerate(models):
+        if allowed is not None and name not in allowed:
+            continue
+        if name not in per_model:
+            per_model[name] = p.demand(w, p.catalog.get(name))
+        d = per_model[name]
+        if not isinstance(d, Demand) or d.kind == "none" or (d.kind == "whole" and d.gpus > max_gpus[b]):
+            continue
+        slots = d.gpus if d.kind == "whole" else 1
+        sizes[b] = UNITS_PER_GPU if d.kind == "whole" else d.units
+    return sizes, slots
+
+
 def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int],
            of: dict[str, int] | None = None) -> _Items:
     """Item types of ``ws`` (filling ``of``: workload name -> item type index, when given)."""
     groups: dict[tuple[tuple[tuple[int, int], ...], int, int], int] = defaultdict(int)
     key_of: dict[str, tuple[tuple[tuple[int, int], ...], int, int]] = {}
+    memo: dict[tuple[object, ...], tuple[dict[int, int], int]] = {}
     for w in ws:
-        sizes: dict[int, int] = {}
-        slots = 1
-        for b, name in enumerate(models):
-            if w.gpu_models is not None and p.catalog.get(name).name not in p.allowed_models(w):
-                continue
-            d = p.demand(w, p.catalog.get(name))
-            if d is None or d.kind == "none" or (d.kind == "whole" and d.gpus > max_gpus[b]):
-                continue
-            slots = d.gpus if d.kind == "whole" else 1
-            sizes[b] = UNITS_PER_GPU if d.kind == "whole" else d.units
+        shape = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.gpu_models)
+        if shape not in memo:
+            memo[shape] = _sizes(p, w, models, max_gpus)
+        sizes, slots = memo[shape]
         if not sizes:
             continue
         cpu = (w.cpu_milli // slots) // _CPU_GRID * _CPU_GRID
@@ -90,29 +104,33 @@ def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int
 
 
 def _knapsack(sizes: np.ndarray, values: np.ndarray, cap: int) -> tuple[float, dict[int, int]]:
-    """Exact unbounded knapsack: best value of a multiset of ``sizes`` within ``cap``."""
+    """Exact unbounded knapsack: best value of a multiset of ``sizes`` within ``cap``.
+
+    ``dp[x]`` is the best value with total size at most ``x``; each item is applied by doubling
+    (1, 2, 4, ... copies) so the work is vectorised over capacities.
+    """
     g = math.gcd(cap, *[int(s) for s in sizes])
     sz = (sizes // g).astype(np.int64)
     c = cap // g
     dp = np.zeros(c + 1)
-    pick = np.full(c + 1, -1, dtype=np.int64)
-    for x in range(1, c + 1):
-        dp[x], pick[x] = dp[x - 1], -1
-        fit = sz <= x
-        if fit.any():
-            cand = np.where(fit, dp[np.maximum(x - sz, 0)] + values, -np.inf)
-            j = int(np.argmax(cand))
-            if cand[j] > dp[x] + 1e-12:
-                dp[x], pick[x] = cand[j], j
+    for s, v in zip(sz.tolist(), values.tolist(), strict=True):
+        if v <= 0 or s > c:
+            continue
+        step, val = s, v
+        while step <= c:
+            cand = dp[:c + 1 - step] + val
+            np.maximum(dp[step:], cand, out=dp[step:])
+            step, val = step * 2, val * 2
     pattern: dict[int, int] = defaultdict(int)
     x = c
     while x > 0:
-        j = int(pick[x])
-        if j < 0:
-            x -= 1
+        for j, (s, v) in enumerate(zip(sz.tolist(), values.tolist(), strict=True)):
+            if v > 0 and s <= x and abs(dp[x] - (dp[x - s] + v)) <= 1e-9 * max(1.0, abs(dp[x])):
+                pattern[j] += 1
+                x -= s
+                break
         else:
-            pattern[j] += 1
-            x -= int(sz[j])
+            x -= 1
     return float(dp[c]), dict(pattern)
 
 

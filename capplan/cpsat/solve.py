@@ -16,6 +16,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from capplan.cpsat.aggregate import break_node_symmetry, greedy_hint, sort_plan_nodes
+from capplan.cpsat.bound import stage_bounds
 from capplan.cpsat.constraints import add_all
 from capplan.cpsat.decode import DecodeError, decode
 from capplan.cpsat.index import build_index
@@ -33,6 +34,7 @@ from capplan.validate import check_plan
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
 
+_PRESOLVE_MAX_VARS = 15_000
 _WEIGHT = {"guaranteed": 1.0, "moves": 0.5, "shape": 0.5}  # share of the remaining time; priorities 2.0
 
 
@@ -149,14 +151,19 @@ def _solve_stages(
         prm.max_time_in_seconds = budget
         prm.num_workers = max(1, options.workers)
         prm.random_seed = options.seed
+        # On large models presolve takes many seconds and may drop the hint; search directly.
+        prm.cp_model_presolve = len(pm.m.proto.variables) <= _PRESOLVE_MAX_VARS
         cb = _Progress(st.name, t0, options.progress) if options.progress else None
         ts = time.perf_counter()
         status = solver.solve(pm.m, cb)
         name = solver.status_name(status).lower()
         secs = round(time.perf_counter() - ts, 4)
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        if found and (run.solution is None or not _better(st, inc_vals[k], round(solver.objective_value))):
             run.solution = list(solver.response_proto.solution)
             inc_vals = [int(solver.value(s.expr)) for s in stages]
+        elif found:
+            name = "unknown"  # CP-SAT's best is worse than the hinted incumbent: keep the incumbent
         elif run.solution is None:
             log.info("cpsat stage %s: %s after %.2fs and no incumbent", st.name, name, secs)
             run.results.append(StageResult(st.name, name, 0, solver.best_objective_bound, secs))
@@ -172,27 +179,35 @@ def _solve_stages(
     return run
 
 
-def _bounds(p: Problem, pm_stages: list[Stage], run: Run, got: dict[int, int]) -> tuple[dict[int, int], bool]:
-    """Per-priority bound (lexicographic) and whether every priority stage was proven optimal."""
+def _bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, int]) -> tuple[dict[int, int], bool]:
+    """Per-priority bound (lexicographic) and whether every priority stage was proven optimal.
+
+    Proven stages are bounded by their value; the first unproven one by the smaller of CP-SAT's
+    bound and the LP capacity bound (:mod:`capplan.cpsat.bound`); later ones by the trivial bound.
+    """
+    p = pm.p
     trivial = trivial_bound(p)
     out = dict(trivial)
     by_name = {r.name: r for r in run.results}
     g = by_name.get("guaranteed")
-    if any(s.name == "guaranteed" for s in pm_stages) and (g is None or g.status != "optimal"):
+    if any(s.name == "guaranteed" for s in stages) and (g is None or g.status != "optimal"):
         return out, False
-    for st in pm_stages:
+    fixed: list[tuple[int | None, int]] = [(None, g.value)] if g is not None else []
+    for st in stages:
         if st.priority is None:
             continue
         r = by_name.get(st.name)
-        if r is None or r.status not in ("optimal", "feasible", "unknown") or abs(r.bound) == float("inf"):
-            return out, False
-        if r.status == "optimal":
+        if r is not None and r.status == "optimal":
             out[st.priority] = got.get(st.priority, 0)
+            fixed.append((st.priority, r.value + st.constant))
             continue
-        total = int(r.bound + 1e-6) + st.constant
-        out[st.priority] = min(
-            trivial.get(st.priority, 0), max(total // st.per_unit, got.get(st.priority, 0))
-        )
+        cands = [trivial.get(st.priority, 0) * st.per_unit + st.per_unit - 1]
+        if r is not None and abs(r.bound) != float("inf"):
+            cands.append(int(r.bound + 1e-6) + st.constant)
+        lp = stage_bounds(pm.ix, fixed, st.priority)
+        if lp is not None:
+            cands.append(int(lp))
+        out[st.priority] = max(min(cands) // st.per_unit, got.get(st.priority, 0))
         return out, False
     return out, True
 
@@ -288,7 +303,7 @@ def _from_solution(
         return None
     unplaced = _unplaced(p, dec.assignments, dec.evictions)
     got = placed_units(p, dec.assignments)
-    bound, optimal = _bounds(p, stages, run, got)
+    bound, optimal = _bounds(pm, stages, run, got)
     plan = make_plan(
         p,
         "cpsat",

@@ -96,6 +96,7 @@ class FleetState:
         for i, x in enumerate(nodes):
             for j, (level, dom) in enumerate(zip(cl.levels[:-1], x.path, strict=False)):
                 self.node_dom[i, j] = didx.get((level, dom), sentinel)
+        self.stamp = np.zeros(n, dtype=np.int64)  # bumped whenever a node changes (score caches)
         self.tenants: dict[str, int] = {}
         self.journal: list[tuple[int, tuple[np.ndarray, ...], np.ndarray]] | None = None
         for a in p.running:
@@ -161,6 +162,7 @@ class FleetState:
                 self.prof_count[i].copy())
 
     def _set_rows(self, i: int, r: tuple[np.ndarray, ...]) -> None:
+        self.stamp[i] += 1
         (self.cpu[i], self.mem[i], self.node_tenant[i], self.node_iso[i], self.free_whole[i]) = (
             r[0][0], r[1][0], r[2][0], r[3][0], r[4][0])
         self.mode[i], self.users[i], self.used[i], self.frac[i], self.gmem[i] = r[5], r[6], r[7], r[8], r[9]
@@ -172,6 +174,7 @@ class FleetState:
         if self.journal is not None:
             self.journal.append((i, self._rows(i), self.power_free.copy()))
         t = self.tenant_id(w.tenant)
+        self.stamp[i] += 1
         self.cpu[i] -= w.cpu_milli
         self.mem[i] -= w.memory_mib
         nt = self.node_tenant[i]

@@ -142,8 +142,9 @@ class FleetPlacer:
             return self.place_many(w, n, np.flatnonzero(dom == best_dom))
         return []
 
-    def place_workload(self, w: Workload, n: int, running_nodes: list[int]) -> list[Choice]:
-        """Place ``n`` more replicas of ``w`` by its gang and topology rules."""
+    def place_workload(self, w: Workload, n: int, running_nodes: list[int],
+                       target: np.ndarray | None = None) -> list[Choice]:
+        """Place ``n`` more replicas of ``w`` by its gang and topology rules (``target`` nodes first)."""
         cl = self.p.cluster
         lvl = w.topology.required
         if lvl:
@@ -156,6 +157,8 @@ class FleetPlacer:
             if not got:
                 got = self.place_gang(w, n)
         else:
-            got = self.place_many(w, n)
+            got = self.place_many(w, n, target) if target is not None else []
+            if len(got) < n:
+                got += self.place_many(w, n - len(got))
         self.st.commit()
         return got

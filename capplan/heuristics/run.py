@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Literal
 
+import numpy as np
+
 from capplan.heuristics.explain import explain_fleet
 from capplan.heuristics.fleet import FleetState
 from capplan.heuristics.placer import FleetPlacer, batch_order
@@ -24,7 +26,7 @@ def make_scorer(name: ScoreName, p: Problem, st: FleetState, workloads: list[Wor
 
 
 def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = None,
-          st: FleetState | None = None) -> tuple[list[Assignment], list[Unplaced], FleetPlacer]:
+          st: FleetState | None = None, targets: dict[str, np.ndarray] | None = None) -> tuple[list[Assignment], list[Unplaced], FleetPlacer]:
     """Place the workloads of ``p`` (running replicas stay) in ``order`` (default :func:`batch_order`).
 
     Returns
@@ -47,7 +49,8 @@ def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = N
         if not free_ids:
             continue
         nodes = [cl.node_index[a.node] for a in running.get(w.name, [])]
-        got = placer.place_workload(w, len(free_ids), nodes)
+        target = targets.get(w.name) if targets else None
+        got = placer.place_workload(w, len(free_ids), nodes, target)
         assignments.extend(st.assignment(w, r, c) for r, c in zip(free_ids, got, strict=False))
         missing = free_ids[len(got):]
         if missing:

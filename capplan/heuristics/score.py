@@ -49,7 +49,7 @@ class ShapeMix:
     prob: np.ndarray
 
     @classmethod
-    def of(cls, p: Problem, st: FleetState, workloads: list[Workload] | None = None, top: int = 24) -> ShapeMix:
+    def of(cls, p: Problem, st: FleetState, workloads: list[Workload] | None = None, top: int = 16) -> ShapeMix:
         """The ``top`` most frequent GPU shapes of ``workloads`` (default: all), weighted by replicas.
 
         Shapes are grouped by (whole GPUs, share, allowed models); CPU and memory are the
@@ -153,10 +153,20 @@ class Fgd:
 
     def __init__(self, mix: ShapeMix) -> None:
         self.mix = mix
+        self._frag = np.zeros(0)
+        self._stamp = np.zeros(0, dtype=np.int64)
 
     def _before(self, st: FleetState, idx: np.ndarray) -> np.ndarray:
-        free = UNITS_PER_GPU - st.used[idx]
-        return fragmentation(self.mix, free, st.cpu[idx], st.mem[idx], st.model_id[idx])
+        """Current fragmentation of nodes ``idx``, recomputed only for nodes changed since last time."""
+        if self._frag.size != st.n:
+            self._frag = np.zeros(st.n)
+            self._stamp = np.full(st.n, -1, dtype=np.int64)
+        stale = idx[self._stamp[idx] != st.stamp[idx]]
+        if stale.size:
+            free = UNITS_PER_GPU - st.used[stale]
+            self._frag[stale] = fragmentation(self.mix, free, st.cpu[stale], st.mem[stale], st.model_id[stale])
+            self._stamp[stale] = st.stamp[stale]
+        return np.asarray(self._frag[idx])
 
     def whole(self, st: FleetState, w: Workload, idx: np.ndarray, k: int) -> np.ndarray:
         """Fragmentation growth when ``k`` fully free GPUs of each node are taken."""
@@ -190,5 +200,4 @@ class Fgd:
                   ((st.mem[idx] - w.memory_mib)[:, None] >= mix.mem) & mix.allowed.T[st.model_id[idx]]
         fits = nodefit[:, None, :] & (small_after < total_after) & (full_after >= mix.k)
         frag_after = np.where(fits, small_after, total_after) @ mix.prob
-        before = fragmentation(mix, free, st.cpu[idx], st.mem[idx], st.model_id[idx])
-        return np.asarray(frag_after - before[:, None])
+        return np.asarray(frag_after - self._before(st, idx)[:, None])

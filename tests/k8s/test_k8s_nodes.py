@@ -7,7 +7,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from conftest import LEVELS
+from .conftest import LEVELS
 
 from capplan.catalog import load_catalog
 from capplan.errors import InputError

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import LEVELS
+from .conftest import LEVELS
 
 from capplan.catalog import load_catalog
 from capplan.errors import InputError

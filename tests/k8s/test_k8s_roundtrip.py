@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import DATA, LEVEL_ARGS, LEVELS, k8s_main
+from .conftest import DATA, LEVEL_ARGS, LEVELS, k8s_main
 
 from capplan.catalog import load_catalog
 from capplan.k8s.importer import import_kubernetes

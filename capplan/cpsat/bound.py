@@ -1,0 +1,124 @@
+"""An LP upper bound per priority stage: a capacity relaxation solved with HiGHS (via SciPy).
+
+CP-SAT's own bound on large models can stay at the trivial value for a long time. This
+relaxation keeps only what bounds the demand: replica counts, node CPU and memory, demand units
+per node (each busy GPU carries at most 7000 units), GPUs per node, power budgets (TDP per busy
+GPU) and the values already fixed for the earlier stages. Every plan the full model allows is a
+point of this LP, so its optimum is a valid upper bound for the stage.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import coo_matrix
+
+from capplan._base import UNITS_PER_GPU
+from capplan.cpsat.index import Index
+
+
+class _Lp:
+    def __init__(self) -> None:
+        self.ub: list[float] = []
+        self.rows: list[tuple[dict[int, float], float]] = []  # sum coef * x <= rhs
+
+    def var(self, ub: float) -> int:
+        self.ub.append(ub)
+        return len(self.ub) - 1
+
+    def le(self, terms: dict[int, float], rhs: float) -> None:
+        if terms:
+            self.rows.append((terms, rhs))
+
+
+def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | None) -> float | None:
+    """LP bound of the stage ``target`` (a priority, or None for guaranteed) given fixed stages.
+
+    Parameters
+    ----------
+    ix
+        The prepared problem.
+    fixed
+        ``(priority or None for guaranteed, value)`` of the stages fixed so far, values as in
+        :mod:`capplan.cpsat.objective` (running pinned replicas included).
+    target
+        The stage to bound.
+
+    Returns
+    -------
+    float or None
+        The bound in the stage's units (including pinned running replicas), or None if the LP
+        failed.
+    """
+    p = ix.p
+    if any(r.optional for r in ix.runs):
+        return None  # running replicas that may leave would need their own variables; skip the bound
+    lp = _Lp()
+    c: dict[tuple[str, int], int] = {}
+    for w in p.workloads:
+        for i in ix.cands[w.name]:
+            c[(w.name, i)] = lp.var(float(w.replicas))
+    busy = {ni.index: lp.var(float(ni.node.gpus)) for ni in ix.nodes if ni.model is not None}
+    # running replicas are counted as placed where they are (an upper estimate when they may leave)
+    run_units: dict[int, int] = {}
+    run_cpu: dict[int, tuple[int, int]] = {}
+    for r in ix.runs:
+        run_units[r.node] = run_units.get(r.node, 0) + r.demand.units
+        cpu, mem = run_cpu.get(r.node, (0, 0))
+        run_cpu[r.node] = (cpu + r.w.cpu_milli, mem + r.w.memory_mib)
+    running = {w.name: len(ix.running_of.get(w.name, [])) for w in p.workloads}
+    for w in p.workloads:
+        lp.le({c[(w.name, i)]: 1.0 for i in ix.cands[w.name]}, float(w.replicas - running[w.name]))
+    for ni in ix.nodes:
+        i = ni.index
+        mine = [(p.workload(wn), v) for (wn, n), v in c.items() if n == i]
+        cpu0, mem0 = run_cpu.get(i, (0, 0))
+        lp.le({v: float(w.cpu_milli) for w, v in mine if w.cpu_milli}, float(ni.node.cpu_milli - cpu0))
+        lp.le({v: float(w.memory_mib) for w, v in mine if w.memory_mib}, float(ni.node.memory_mib - mem0))
+        if i in busy:
+            terms = {v: float(ix.cands[w.name][i].units) for w, v in mine if ix.cands[w.name][i].units}
+            terms[busy[i]] = -float(UNITS_PER_GPU)
+            lp.le(terms, -float(run_units.get(i, 0)))
+    cl = p.cluster
+    for d in cl.domains:
+        if d.power_w is None:
+            continue
+        lvl = cl.levels.index(d.level)
+        lp.le({busy[ni.index]: float(ni.model.tdp_w or 0) for ni in ix.nodes
+               if ni.model is not None and ni.node.path[lvl] == d.name}, float(d.power_w))
+
+    def stage_terms(prio: int | None) -> tuple[dict[int, float], float]:
+        ws = [w for w in p.workloads if (w.sla == "guaranteed" if prio is None else w.priority == prio)]
+        scale = 1 if prio is None else sum(w.replicas for w in ws) + 1
+        terms: dict[int, float] = {}
+        const = 0.0
+        for w in ws:
+            for i, d in ix.cands[w.name].items():
+                terms[c[(w.name, i)]] = float(1 if prio is None else d.units * scale + 1)
+            for r in ix.running_of.get(w.name, []):
+                const += 1 if prio is None else r.demand.units * scale + 1
+        return terms, const
+
+    for prio, value in fixed:
+        terms, const = stage_terms(prio)
+        lp.le({k: -v for k, v in terms.items()}, const - value)
+    obj, const = stage_terms(target)
+    n = len(lp.ub)
+    if not obj:
+        return const
+    rows, cols, vals, rhs = [], [], [], []
+    for r, (terms, b) in enumerate(lp.rows):
+        for k, v in terms.items():
+            rows.append(r)
+            cols.append(k)
+            vals.append(v)
+        rhs.append(b)
+    a = coo_matrix((vals, (rows, cols)), shape=(len(lp.rows), n)).tocsr()
+    cost = np.zeros(n)
+    for k, v in obj.items():
+        cost[k] = -v
+    res = linprog(cost, A_ub=a, b_ub=np.array(rhs), bounds=list(zip([0.0] * n, lp.ub, strict=True)),
+                  method="highs")
+    if res.status != 0:
+        return None
+    return float(-res.fun) + const + 1e-6 * max(1.0, abs(float(res.fun)))
