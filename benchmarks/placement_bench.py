@@ -49,9 +49,7 @@ def generate(size: str, seed: int) -> dict[str, Any]:
         ]
         if r % 4 == 3:  # a rack with preset MIG GPUs
             nodes[0]["gpu_modes"] = [{"gpus": [0, 1, 2, 3], "mode": "mig"}]
-        racks.append(
-            {"name": f"r{r + 1}", "power_kw": 8 * 0.7 * int(cfg["nodes_per_rack"]) * 0.85, "nodes": nodes}
-        )
+        racks.append({"name": f"r{r + 1}", "power_kw": 8 * 0.7 * int(cfg["nodes_per_rack"]) * 0.85, "nodes": nodes})
     target = int(cfg["replicas"])
     capacity = 8 * int(cfg["racks"]) * int(cfg["nodes_per_rack"])
     ws: list[dict[str, Any]] = []
@@ -175,6 +173,7 @@ def _one(path: str, planner: str, limit: float, workers: int, q: Any) -> None:
             "peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "replicas_placed": plan.metrics.get("replicas_placed"),
             "stages": [(s["name"], s["status"]) for s in plan.metrics.get("cpsat", {}).get("stages", [])],
+            "priorities_done_s": plan.metrics.get("cpsat", {}).get("priorities_done_s"),
         }
     )
 
@@ -207,11 +206,13 @@ def markdown(rows: list[dict[str, Any]], command: str, workers: int) -> str:
         f"Run {time.strftime('%Y-%m-%d')} at commit `{commit}` (plus uncommitted work), machine: 2 cores, "
         f"{workers} CP-SAT worker(s). Command: `{command}`\n\n"
         "| instance | planner | status | objective (GPUs per priority) | bound | gap | seconds | "
-        "first plan s | peak MiB |\n|---|---|---|---|---|---|---|---|---|\n"
+        "priorities done s | first plan s | replicas placed | peak MiB |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     body = "".join(
         f"| {r['instance']} | {r['planner']} | {r['status']} | {r['objective']} | {r['bound']} | "
-        f"{r['gap']:.2%} | {r['seconds']} | {r['first_plan_s']} | {r['peak_mib']} |\n"
+        f"{r['gap']:.2%} | {r['seconds']} | {r['priorities_done_s'] or '-'} | {r['first_plan_s']} | "
+        f"{r['replicas_placed']} | {r['peak_mib']} |\n"
         for r in rows
     )
     return head + body

@@ -7,7 +7,7 @@ validator) and :func:`check_plan` (the validator itself).
 
 from capplan.catalog import Catalog, GpuModel, MigProfile, load_catalog
 from capplan.errors import CapplanError, InputError, PlanValidationError
-from capplan.plan import Assignment, Eviction, MigSlot, Migration, Plan, Unplaced
+from capplan.plan import Assignment, Eviction, Migration, MigSlot, Plan, Unplaced
 from capplan.planner import STRATEGIES, PlanOptions, register, solve
 from capplan.problem import Cluster, Node, Problem, Workload
 from capplan.scenario import dump_scenario, load_scenario, problem_from_data

@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERNAL
-    except Exception:  # noqa: BLE001 - the CLI reports every unexpected failure as exit 1
+    except Exception:
         traceback.print_exc()
         print("internal error: please report this with the input that caused it", file=sys.stderr)
         return EXIT_INTERNAL

@@ -119,7 +119,8 @@ def _check_running(p: Problem) -> None:
     for i, a in enumerate(p.running):
         path = f"running[{i}]"
         if a.workload not in p.workload_index:
-            raise InputError(f"{path}.workload", f"unknown workload {a.workload!r}{suggest(a.workload, p.workload_index)}")
+            hint = suggest(a.workload, p.workload_index)
+            raise InputError(f"{path}.workload", f"unknown workload {a.workload!r}{hint}")
         w = p.workload(a.workload)
         if a.replica >= w.replicas:
             raise InputError(f"{path}.replica", f"{w.name} has replicas 0..{w.replicas - 1}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from capplan._base import MIB_PER_GIB, MILLI
-from capplan.problem import Problem, Workload
+from capplan.problem import Demand, Workload
 from capplan.state import ClusterState, Placement
 from capplan.summary import describe_demand
 
@@ -51,7 +51,7 @@ def node_failures(st: ClusterState, w: Workload) -> Counter[str]:
 
 def _room_in_domain(st: ClusterState, w: Workload, nodes: list[int]) -> int:
     """How many replicas of ``w`` fit together in ``nodes`` (placed tentatively, then removed)."""
-    done = []
+    done: list[tuple[Demand, Placement]] = []
     eligible = set(st.eligible(w)[0].tolist())
     for i in nodes:
         if i not in eligible:
@@ -70,7 +70,8 @@ def _room_in_domain(st: ClusterState, w: Workload, nodes: list[int]) -> int:
 
 _FAMILY_TEXT = {
     "cpu": "not enough free CPU", "memory": "not enough free host memory",
-    "gpu": "no free GPU capacity of the right kind", "isolation": "isolation: the GPUs or nodes with room host another tenant",
+    "gpu": "no free GPU capacity of the right kind",
+    "isolation": "isolation: the GPUs or nodes with room host another tenant",
     "power": "power budget exhausted where GPUs are free",
 }
 

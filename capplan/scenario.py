@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from capplan._base import MILLI, MIB_PER_GIB, cores_to_milli, gib_to_mib
+from capplan._base import MIB_PER_GIB, MILLI, cores_to_milli, gib_to_mib
 from capplan.catalog import Catalog, load_catalog
 from capplan.errors import InputError, suggest
 from capplan.fileio import load_yaml_or_json
@@ -66,7 +66,7 @@ def _gpu_modes(raw: Any, gpus: int, path: str) -> tuple[GpuMode, ...]:
             raise InputError(f"{path}[{i}].gpus", "expected `all` or a list of GPU indices")
         try:
             layout = None if e.get("layout") is None else tuple(MigSlot.model_validate(s) for s in e["layout"])
-            out.extend(GpuMode(gpu=g, mode=e.get("mode"), layout=layout) for g in idx)  # type: ignore[arg-type]
+            out.extend(GpuMode(gpu=g, mode=e.get("mode"), layout=layout) for g in idx)
         except ValidationError as exc:
             raise input_error_from(exc, f"{path}[{i}]") from None
         except TypeError:
@@ -107,7 +107,7 @@ def _nodes(raw: Any, path: str, parents: tuple[str, ...], catalog: Catalog) -> l
             count = int(_number(e, "count", p, integer=True, positive=True))
             names = [f"{e['name_prefix']}{k}" for k in range(1, count + 1)]
         try:
-            out.extend(Node(name=n, **common) for n in names)  # type: ignore[arg-type]
+            out.extend(Node(name=n, **common) for n in names)
         except ValidationError as exc:
             raise input_error_from(exc, p) from None
     return out

@@ -131,9 +131,7 @@ class ClusterState:
     def _node_ok_for_tenant(self, i: int, w: Workload) -> bool:
         t = self.node_tenants[i]
         others = sum(t.values()) - t[w.tenant]
-        if others and (w.isolation == "node" or self.node_isolated[i]):
-            return False
-        return True
+        return not (others and (w.isolation == "node" or self.node_isolated[i]))
 
     def _power_ok(self, i: int, new_gpus: int) -> bool:
         need = new_gpus * self.tdp[i]

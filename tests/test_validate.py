@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from capplan.errors import PlanValidationError
-from capplan.plan import Assignment, Eviction, MigSlot, Migration, Plan, Unplaced
+from capplan.plan import Assignment, Eviction, Migration, MigSlot, Plan, Unplaced
 from capplan.problem import Problem
 from capplan.summary import make_plan
 from capplan.validate import assert_valid, check_plan

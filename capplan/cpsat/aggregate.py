@@ -35,9 +35,7 @@ def greedy_hint(pm: PlacementModel, plan: Plan) -> dict[Any, int]:
     for a in plan.assignments:
         if a.key not in running:
             per_node[ni_of[a.node]].append(a)
-    counts: Counter[tuple[str, int]] = Counter(
-        (a.workload, ni_of[a.node]) for al in per_node.values() for a in al
-    )
+    counts: Counter[tuple[str, int]] = Counter((a.workload, ni_of[a.node]) for al in per_node.values() for a in al)
     for key, v in pm.c.items():
         hint[v] = counts.get(key, 0)
     for i, al in per_node.items():

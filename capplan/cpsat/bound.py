@@ -14,6 +14,7 @@ from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
 from capplan._base import UNITS_PER_GPU
+from capplan.cpsat.constraints import SLOT_SHARE, slot_share
 from capplan.cpsat.index import Index
 
 
@@ -61,9 +62,13 @@ def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
     busy = {ni.index: lp.var(float(ni.node.gpus)) for ni in ix.nodes if ni.model is not None}
     # running replicas are counted as placed where they are (an upper estimate when they may leave)
     run_units: dict[int, int] = {}
+    run_slots: dict[int, int] = {}
     run_cpu: dict[int, tuple[int, int]] = {}
     for r in ix.runs:
         run_units[r.node] = run_units.get(r.node, 0) + r.demand.units
+        model = ix.nodes[r.node].model
+        if model is not None and model.memory_slices:
+            run_slots[r.node] = run_slots.get(r.node, 0) + slot_share(r.demand, model.memory_slices)
         cpu, mem = run_cpu.get(r.node, (0, 0))
         run_cpu[r.node] = (cpu + r.w.cpu_milli, mem + r.w.memory_mib)
     running = {w.name: len(ix.running_of.get(w.name, [])) for w in p.workloads}
@@ -79,13 +84,28 @@ def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
             terms = {v: float(ix.cands[w.name][i].units) for w, v in mine if ix.cands[w.name][i].units}
             terms[busy[i]] = -float(UNITS_PER_GPU)
             lp.le(terms, -float(run_units.get(i, 0)))
+            if ni.model is not None and ni.model.memory_slices:
+                ms = ni.model.memory_slices
+                terms = {
+                    v: float(slot_share(ix.cands[w.name][i], ms))
+                    for w, v in mine
+                    if slot_share(ix.cands[w.name][i], ms)
+                }
+                terms[busy[i]] = -float(SLOT_SHARE)
+                lp.le(terms, -float(run_slots.get(i, 0)))
     cl = p.cluster
     for d in cl.domains:
         if d.power_w is None:
             continue
         lvl = cl.levels.index(d.level)
-        lp.le({busy[ni.index]: float(ni.model.tdp_w or 0) for ni in ix.nodes
-               if ni.model is not None and ni.node.path[lvl] == d.name}, float(d.power_w))
+        lp.le(
+            {
+                busy[ni.index]: float(ni.model.tdp_w or 0)
+                for ni in ix.nodes
+                if ni.model is not None and ni.node.path[lvl] == d.name
+            },
+            float(d.power_w),
+        )
 
     def stage_terms(prio: int | None) -> tuple[dict[int, float], float]:
         ws = [w for w in p.workloads if (w.sla == "guaranteed" if prio is None else w.priority == prio)]
@@ -117,8 +137,7 @@ def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
     cost = np.zeros(n)
     for k, v in obj.items():
         cost[k] = -v
-    res = linprog(cost, A_ub=a, b_ub=np.array(rhs), bounds=list(zip([0.0] * n, lp.ub, strict=True)),
-                  method="highs")
+    res = linprog(cost, A_ub=a, b_ub=np.array(rhs), bounds=list(zip([0.0] * n, lp.ub, strict=True)), method="highs")
     if res.status != 0:
         return None
     return float(-res.fun) + const + 1e-6 * max(1.0, abs(float(res.fun)))

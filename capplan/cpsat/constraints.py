@@ -14,7 +14,7 @@ from typing import Any
 from capplan._base import MILLI
 from capplan.cpsat.index import Run, released_gpus
 from capplan.cpsat.model import PlacementModel
-from capplan.problem import Workload
+from capplan.problem import Demand, Workload
 
 
 def _sum(xs: Any) -> Any:
@@ -139,9 +139,7 @@ def add_node_capacity(pm: PlacementModel) -> None:
 def _presence(pm: PlacementModel, items: list[tuple[Workload, Any, int]], runs: list[Run], iso: str) -> None:
     """If any user with isolation ``iso`` is present, all users share its tenant."""
     tenants = sorted({w.tenant for w, _, _ in items} | {r.w.tenant for r in runs})
-    if len(tenants) < 2 or not any(w.isolation == iso for w, _, _ in items) | any(
-        r.w.isolation == iso for r in runs
-    ):
+    if len(tenants) < 2 or not any(w.isolation == iso for w, _, _ in items) | any(r.w.isolation == iso for r in runs):
         return
     pres = {t: pm.m.new_bool_var(f"tenant[{t}]") for t in tenants}
     isolated = pm.m.new_bool_var("isolated")
@@ -170,9 +168,7 @@ def add_isolation(pm: PlacementModel) -> None:
         for o in ni.occ:
             if o.kind == "mig":
                 items = [
-                    (pm.p.workload(wn), v, MILLI)
-                    for (wn, n, g), v in pm.co.items()
-                    if n == ni.index and g == o.gpu
+                    (pm.p.workload(wn), v, MILLI) for (wn, n, g), v in pm.co.items() if n == ni.index and g == o.gpu
                 ]
                 _gpu_tenancy(pm, items, o.pinned + o.optional)
 
@@ -184,9 +180,7 @@ def add_required_topology(pm: PlacementModel) -> None:
         lvl = w.topology.required
         if not lvl:
             continue
-        nodes = sorted(
-            {n for (wn, n) in pm.c if wn == w.name} | {r.node for r in pm.ix.running_of.get(w.name, [])}
-        )
+        nodes = sorted({n for (wn, n) in pm.c if wn == w.name} | {r.node for r in pm.ix.running_of.get(w.name, [])})
         doms = sorted({cl.domain_of(cl.nodes[n], lvl) for n in nodes})
         sel = {d: pm.m.new_bool_var(f"dom[{w.name},{d}]") for d in doms}
         pm.m.add_at_most_one(sel.values())
@@ -213,6 +207,18 @@ def busy_gpus(pm: PlacementModel, i: int) -> Any:
     return pm.busy[i]
 
 
+SLOT_SHARE = 56_000  # one GPU; divisible by 1000 (shares) and by 1, 2, 4, 8 (memory slices)
+
+
+def slot_share(d: Demand, memory_slices: int) -> int:
+    """Part of a GPU (of :data:`SLOT_SHARE`) a replica fills: memory slices for MIG, else its GPUs."""
+    if d.kind == "mig" and d.profile is not None:
+        return d.profile.memory_slices * SLOT_SHARE // memory_slices
+    if d.kind == "fraction":
+        return d.fraction_milli * SLOT_SHARE // MILLI
+    return d.gpus * SLOT_SHARE if d.kind == "whole" else 0
+
+
 def add_capacity_cuts(pm: PlacementModel) -> None:
     """Redundant cuts: busy GPUs of a node carry at most 7000 demand units each, and fit the node.
 
@@ -229,6 +235,14 @@ def add_capacity_cuts(pm: PlacementModel) -> None:
         busy = busy_gpus(pm, i)
         pm.m.add(units_per_gpu * busy >= new_units + units_per_gpu * whole_kept)
         pm.m.add(busy <= ni.node.gpus)
+        if ni.model is not None and ni.model.memory_slices:  # MIG instances also fill memory slices
+            full = SLOT_SHARE
+            shares = _sum(
+                slot_share(pm.demand(pm.p.workload(wn), n), ni.model.memory_slices) * v
+                for (wn, n), v in pm.c.items()
+                if n == i
+            )
+            pm.m.add(full * busy >= shares + full * whole_kept)
 
 
 def add_power(pm: PlacementModel) -> None:
@@ -255,9 +269,7 @@ def add_eviction_rules(pm: PlacementModel) -> None:
         higher = _sum(
             v
             for (wn, n), v in pm.c.items()
-            if n == r.node
-            and pm.ix.movable(pm.p.workload(wn)) == 0
-            and pm.p.workload(wn).priority > r.w.priority
+            if n == r.node and pm.ix.movable(pm.p.workload(wn)) == 0 and pm.p.workload(wn).priority > r.w.priority
         )
         pm.m.add(higher >= ev)
 

@@ -59,9 +59,7 @@ def decode(pm: PlacementModel, val: Value) -> Decoded:
             raise DecodeError(f"{w.name}: {len(mine)} placements for {len(ids)} replicas")
         for rid, s in zip(ids, mine, strict=False):
             out.assignments.append(
-                Assignment(
-                    workload=w.name, replica=rid, node=s.node, gpus=s.gpus, mig=s.mig, fraction=s.fraction
-                )
+                Assignment(workload=w.name, replica=rid, node=s.node, gpus=s.gpus, mig=s.mig, fraction=s.fraction)
             )
         by_id = {a.replica: a for a in out.assignments if a.workload == w.name}
         for r in runs:
@@ -73,8 +71,7 @@ def decode(pm: PlacementModel, val: Value) -> Decoded:
                         replica=r.a.replica,
                         from_node=r.a.node,
                         to_node=to,
-                        reason=f"moved to make room for higher-priority work "
-                        f"(migration cost {w.migration_cost})",
+                        reason=f"moved to make room for higher-priority work (migration cost {w.migration_cost})",
                     )
                 )
             elif r.a.key in pm.keep and not val(pm.keep[r.a.key]):
@@ -92,9 +89,7 @@ def decode(pm: PlacementModel, val: Value) -> Decoded:
 
 
 def _eviction_reason(pm: PlacementModel, val: Value, i: int, prio: int) -> str:
-    names = sorted(
-        {wn for (wn, n), v in pm.c.items() if n == i and val(v) and pm.p.workload(wn).priority > prio}
-    )
+    names = sorted({wn for (wn, n), v in pm.c.items() if n == i and val(v) and pm.p.workload(wn).priority > prio})
     return f"preempted for higher-priority {', '.join(names)} on {pm.p.cluster.nodes[i].name}"
 
 

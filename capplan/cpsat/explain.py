@@ -146,9 +146,7 @@ def _competition(p: Problem, w: Workload, plan: Plan, options: PlanOptions, limi
             (),
             f"needs {w.replicas} x {what}; no arrangement with it placed was found within {limit:g} s",
         )
-    give = tuple(
-        (n, int(s.value(dn)), int(s.value(du))) for n, (dn, du) in gaps.items() if s.value(dn) or s.value(du)
-    )
+    give = tuple((n, int(s.value(dn)), int(s.value(du))) for n, (dn, du) in gaps.items() if s.value(dn) or s.value(du))
     running = {a.workload for a in p.running}
     parts = []
     for n, k, u in give:
@@ -163,8 +161,7 @@ def _competition(p: Problem, w: Workload, plan: Plan, options: PlanOptions, limi
             parts.append(f"{k} replica{'s' if k > 1 else ''} of {n} ({', '.join(tags)}) were {verb}")
         else:
             parts.append(
-                f"{n} ({', '.join(tags)}) moved to GPUs where it counts "
-                f"{units_to_gpus(u):g} GPUs of demand less"
+                f"{n} ({', '.join(tags)}) moved to GPUs where it counts {units_to_gpus(u):g} GPUs of demand less"
             )
     if not parts:
         msg = (

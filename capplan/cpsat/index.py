@@ -165,12 +165,9 @@ def build_index(p: Problem, opts: PlanOptions) -> Index:
         if r.demand.profile is not None:
             mig_profiles[nodes[r.node].node.gpu_model or ""].add(r.demand.profile.name)
     ordered = {
-        m: tuple(pr for pr in p.catalog.get(m).profiles if pr.name in names)
-        for m, names in mig_profiles.items()
+        m: tuple(pr for pr in p.catalog.get(m).profiles if pr.name in names) for m, names in mig_profiles.items()
     }
-    return Index(
-        p=p, opts=opts, nodes=nodes, runs=runs, cands=cands, running_of=dict(running_of), mig_profiles=ordered
-    )
+    return Index(p=p, opts=opts, nodes=nodes, runs=runs, cands=cands, running_of=dict(running_of), mig_profiles=ordered)
 
 
 def _candidates(p: Problem, w: Workload) -> dict[int, Demand]:

@@ -94,9 +94,7 @@ def _enumerate_cached(
     base_counts: dict[str, int] = {}
     for s in base:
         base_counts[s.profile] = base_counts.get(s.profile, 0) + 1
-    places = [
-        (i, s) for i, s in _placements(model, profiles, allowed) if not base_mask & _mask(profiles[i], s)
-    ]
+    places = [(i, s) for i, s in _placements(model, profiles, allowed) if not base_mask & _mask(profiles[i], s)]
     found: set[Multiset] = set()
     counts = [0] * len(profiles)
 

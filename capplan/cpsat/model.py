@@ -187,14 +187,10 @@ class PlacementModel:
                 continue
             opts: list[OccOption] = []
             for drop in (False, True) if o.optional else (False,):
-                base = tuple(
-                    r.a.mig for r in (o.pinned if drop else o.pinned + o.optional) if r.a.mig is not None
-                )
+                base = tuple(r.a.mig for r in (o.pinned if drop else o.pinned + o.optional) if r.a.mig is not None)
                 lays = enumerate_multisets(ni.model, profiles, base, o.fixed_layout) or [(0,) * len(profiles)]
                 for lay in lays:
-                    opts.append(
-                        OccOption(drop, lay, self.m.new_bool_var(f"occ[{ni.node.name},{o.gpu},{drop},{lay}]"))
-                    )
+                    opts.append(OccOption(drop, lay, self.m.new_bool_var(f"occ[{ni.node.name},{o.gpu},{drop},{lay}]")))
             self.m.add_exactly_one(x.var for x in opts)
             self.occ_opts[(i, o.gpu)] = opts
             for w in ws:

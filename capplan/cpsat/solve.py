@@ -341,7 +341,5 @@ def _unplaced(p: Problem, assignments: list[Any], evictions: list[Any]) -> list[
             out.append(Unplaced(workload=w.name, replicas=tuple(ev), reason=evicted[(w.name, ev[0])].reason))
         missing = [r for r in range(w.replicas) if (w.name, r) not in placed and (w.name, r) not in evicted]
         if missing:
-            out.append(
-                Unplaced(workload=w.name, replicas=tuple(missing), reason=explain(st, w, len(missing)))
-            )
+            out.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=explain(st, w, len(missing))))
     return out

@@ -18,17 +18,24 @@ from capplan.problem import Problem, Workload
 _DOMAIN_TRIES = 6
 
 
-def batch_order(p: Problem, workloads: list[Workload] | None = None) -> list[Workload]:
-    """Priority first, guaranteed before best-effort, gangs first, largest per-replica demand first.
+def batch_order(p: Problem, workloads: list[Workload] | None = None, seed: int = 0) -> list[Workload]:
+    """Priority first, guaranteed before best-effort, gangs first (largest first), then the rest.
 
-    CPU-only replicas come last in their priority: they add nothing to the objective.
+    Independent replicas come in a seeded random order: on traces of small pods this packs
+    better than largest-first, because it keeps the shape mix of every node close to the
+    workload's (the premise of FGD). CPU-only replicas come last: they add nothing to the
+    objective.
     """
+    rng = np.random.default_rng(seed)
+    ws = workloads if workloads is not None else list(p.workloads)
+    noise = dict(zip([w.name for w in ws], rng.random(len(ws)).tolist(), strict=True))
+
     def key(w: Workload) -> tuple[float, ...]:
         units = p.demand_units(w)
-        cpu_per_gpu = w.cpu_milli * 7000 / units if units else 0.0
-        return (-w.priority, w.sla != "guaranteed", not w.is_gang, units == 0, -units,
-                -cpu_per_gpu, p.workload_index[w.name])
-    return sorted(workloads if workloads is not None else p.workloads, key=key)
+        big = -units * w.replicas if w.is_gang or w.topology.required else 0
+        return (-w.priority, w.sla != "guaranteed", not (w.is_gang or bool(w.topology.required)), units == 0,
+                big, noise[w.name], p.workload_index[w.name])
+    return sorted(ws, key=key)
 
 
 class FleetPlacer:

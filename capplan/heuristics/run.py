@@ -26,7 +26,7 @@ def make_scorer(name: ScoreName, p: Problem, st: FleetState, workloads: list[Wor
 
 
 def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = None,
-          st: FleetState | None = None, targets: dict[str, np.ndarray] | None = None) -> tuple[list[Assignment], list[Unplaced], FleetPlacer]:
+          st: FleetState | None = None, targets: dict[str, np.ndarray] | None = None, seed: int = 0) -> tuple[list[Assignment], list[Unplaced], FleetPlacer]:
     """Place the workloads of ``p`` (running replicas stay) in ``order`` (default :func:`batch_order`).
 
     Returns
@@ -43,7 +43,7 @@ def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = N
     for a in p.running:
         running.setdefault(a.workload, []).append(a)
     unplaced: list[Unplaced] = []
-    for w in order if order is not None else batch_order(p):
+    for w in order if order is not None else batch_order(p, seed=seed):
         taken = {a.replica for a in running.get(w.name, [])}
         free_ids = [r for r in range(w.replicas) if r not in taken]
         if not free_ids:
@@ -68,7 +68,7 @@ def plan_heuristic(p: Problem, options: PlanOptions, score: ScoreName = "fgd") -
     from capplan.summary import make_plan
 
     t0 = time.perf_counter()
-    assignments, unplaced, _ = place(p, score)
+    assignments, unplaced, _ = place(p, score, seed=options.seed)
     bound = upper_bound(p, time_limit=max(0.5, options.time_limit * 0.2))
     plan = make_plan(p, "heuristic", assignments, unplaced, bound=bound.per_priority,
                      seconds=time.perf_counter() - t0, seed=options.seed,

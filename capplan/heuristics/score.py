@@ -187,17 +187,28 @@ class Fgd:
             return BestFit().share(st, w, idx, units)
         mix = self.mix
         free = (UNITS_PER_GPU - st.used[idx]).astype(np.int64)  # (C, G)
+        cost = np.full(free.shape, np.inf)
+        r, g = np.nonzero(free >= units)
+        if r.size == 0:
+            return cost
+        # GPUs of one node with the same free share score the same: evaluate each pair once.
+        _, first, inv = np.unique(r * (UNITS_PER_GPU + 1) + free[r, g], return_index=True, return_inverse=True)
+        ru, fu = r[first], free[r[first], g[first]]
         total = free.sum(axis=1)
         full = (free >= UNITS_PER_GPU).sum(axis=1)
         small = (free[..., None] * (free[..., None] < mix.need)).sum(axis=1)  # (C, K)
-        g_old = free[..., None] * (free[..., None] < mix.need)  # (C, G, K)
-        nf = free - units
-        g_new = nf[..., None] * (nf[..., None] < mix.need)
-        small_after = small[:, None, :] - g_old + g_new  # (C, G, K)
-        total_after = (total - units)[:, None, None]
-        full_after = (full[:, None] - (free >= UNITS_PER_GPU))[..., None]
-        nodefit = ((st.cpu[idx] - w.cpu_milli)[:, None] >= mix.cpu) & \
-                  ((st.mem[idx] - w.memory_mib)[:, None] >= mix.mem) & mix.allowed.T[st.model_id[idx]]
-        fits = nodefit[:, None, :] & (small_after < total_after) & (full_after >= mix.k)
+        g_old = fu[:, None] * (fu[:, None] < mix.need)  # (P, K)
+        nf = fu - units
+        g_new = nf[:, None] * (nf[:, None] < mix.need)
+        small_after = small[ru] - g_old + g_new
+        total_after = (total[ru] - units)[:, None]
+        full_after = (full[ru] - (fu >= UNITS_PER_GPU))[:, None]
+        sub = idx[ru]
+        nodefit = ((st.cpu[sub] - w.cpu_milli)[:, None] >= mix.cpu) & \
+                  ((st.mem[sub] - w.memory_mib)[:, None] >= mix.mem) & mix.allowed.T[st.model_id[sub]]
+        fits = nodefit & (small_after < total_after) & (full_after >= mix.k)
         frag_after = np.where(fits, small_after, total_after) @ mix.prob
-        return np.asarray(frag_after - self._before(st, idx)[:, None])
+        vals = frag_after - self._before(st, sub)
+        cost[r, g] = vals[inv]
+        return cost
+

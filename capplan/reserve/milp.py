@@ -28,12 +28,37 @@ Arr = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class SolverSettings:
-    """Solver settings: wall-clock limit (s), threads, relative MIP gap, backend (``highs``/``cbc``)."""
+    """Solver settings.
+
+    ``time_limit`` wall clock (s) per solve, ``threads``, relative MIP ``gap``, ``backend``
+    (``highs``/``cbc``, extensive form only) and ``method``: ``extensive`` (one MILP over all
+    scenarios through PuLP), ``decomposition`` (L-shaped / Benders with highspy, see
+    :mod:`capplan.reserve.benders`) or ``auto`` (decomposition for large scenario sets).
+    """
 
     time_limit: float = 60.0
     threads: int = 1
     gap: float = 1e-4
     backend: str = "highs"
+    method: str = "auto"
+
+
+@dataclass(frozen=True)
+class LinearArrays:
+    """A PuLP model as arrays (columns, CSR rows, names) for a direct highspy model."""
+
+    col_names: tuple[str, ...]
+    cost: Arr
+    lower: Arr
+    upper: Arr
+    integer: npt.NDArray[np.bool_]
+    row_names: tuple[str, ...]
+    row_lower: Arr
+    row_upper: Arr
+    starts: npt.NDArray[np.int32]
+    index: npt.NDArray[np.int32]
+    value: Arr
+    col_index: dict[str, int]
 
 
 @dataclass
@@ -64,6 +89,10 @@ class RawSolution:
     lost: Arr
     backlog: Arr
     missed: dict[tuple[int, int], bool]
+    method: str = "extensive"
+    bound: float | None = None
+    gap: float | None = None
+    iterations: int = 0
 
 
 def make_solver(s: SolverSettings) -> pulp.LpSolver:
@@ -108,11 +137,16 @@ class ReservationModel:
     soft
         When true, guaranteed demand may go unmet through named ``excess`` slack variables
         (used to explain an infeasible guaranteed tier with a ranked, two-solve objective).
+    first_stage_only
+        Build only the first stage (orders, commitments, gang blocks, capacity, chance
+        indicators and their constraints): the master problem of the decomposition
+        (:mod:`capplan.reserve.benders`), exported with :meth:`export`.
     """
 
-    def __init__(self, problem: Problem, soft: bool = False) -> None:
+    def __init__(self, problem: Problem, soft: bool = False, first_stage_only: bool = False) -> None:
         self.p = problem
         self.soft = soft
+        self.first_stage_only = first_stage_only
         self.lp = pulp.LpProblem(_n("reserve", problem.name or "plan").replace(" ", "_"), pulp.LpMinimize)
         self.cost_terms: list[tuple[pulp.LpVariable, float]] = []
         self.excess_terms: list[tuple[pulp.LpVariable, float]] = []
@@ -304,7 +338,7 @@ class ReservationModel:
             ]
             for cl in pr.classes
         ]
-        for w, sn in enumerate(pr.scenario_names):
+        for w, sn in enumerate(() if self.first_stage_only else pr.scenario_names):
             prob = pr.probabilities[w]
             for p in range(T):
                 pool: dict[int, list[tuple[pulp.LpVariable, float]]] = {}
@@ -393,6 +427,38 @@ class ReservationModel:
         )
         self.set_objective_cost()
         return best
+
+    def export(self) -> LinearArrays:
+        """The model (objective, bounds, integrality, rows) as arrays, column and row names kept."""
+        inf = float("inf")
+        seen: dict[str, pulp.LpVariable] = {v.name: v for v in self.lp.variables()}
+        for d in (self.buy, self.com, self.gang, self.z, self.cap):
+            for v in d.values():
+                seen.setdefault(v.name, v)
+        names = tuple(seen)
+        col = {n: i for i, n in enumerate(names)}
+        cost = np.zeros(len(names))
+        for v, c in self.lp.objective.items():
+            cost[col[v.name]] += c
+        vs = list(seen.values())
+        lower = np.array([-inf if v.lowBound is None else v.lowBound for v in vs], dtype=float)
+        upper = np.array([inf if v.upBound is None else v.upBound for v in vs], dtype=float)
+        integer = np.array([v.cat == pulp.LpInteger for v in vs], dtype=bool)
+        rnames, rlo, rup, starts, index, value = [], [], [], [0], [], []
+        for name, con in self.lp.constraints.items():
+            rhs = -con.constant
+            rnames.append(name)
+            rlo.append(rhs if con.sense in (pulp.LpConstraintEQ, pulp.LpConstraintGE) else -inf)
+            rup.append(rhs if con.sense in (pulp.LpConstraintEQ, pulp.LpConstraintLE) else inf)
+            for v, c in con.items():
+                index.append(col[v.name])
+                value.append(c)
+            starts.append(len(index))
+        return LinearArrays(
+            names, cost, lower, upper, integer, tuple(rnames), np.array(rlo), np.array(rup),
+            np.array(starts, dtype=np.int32), np.array(index, dtype=np.int32), np.array(value, dtype=float),
+            col,
+        )
 
     # --------------------------------------------------------------------------------- solve
     def solve(self, settings: SolverSettings) -> RawSolution:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capplan._base import MILLI, MIB_PER_GIB
+from capplan._base import MIB_PER_GIB, MILLI
 from capplan.catalog import Catalog, load_catalog
 from capplan.errors import InputError
 from capplan.problem import Problem
@@ -71,8 +71,7 @@ def _rows(path: str | Path, required: tuple[str, ...], what: str) -> Iterator[tu
         missing = [c for c in required if c not in cols]
         if missing:
             raise InputError(f"{path}:1", f"{what} file lacks column(s) {missing}; found {cols}")
-        for i, row in enumerate(reader, start=2):
-            yield i, row
+        yield from enumerate(reader, start=2)
 
 
 def _int(row: dict[str, str], key: str, where: str, default: int | None = None) -> int:

@@ -1,0 +1,295 @@
+"""L-shaped (Benders) decomposition of the two-stage MILP, solved with highspy.
+
+The master holds the first stage exactly as :class:`capplan.reserve.milp.ReservationModel`
+builds it (``first_stage_only=True``, exported with its names) plus one cost variable
+``theta_<scenario>`` per scenario (multi-cut). Each scenario's recourse is a small LP
+(:class:`capplan.reserve.recourse.RecourseLP`); its duals give an optimality cut
+``theta_w >= Q_w(x^) + g_w (x - x^)`` in the tender (capacity, gang capacity, chance indicator).
+
+Phase 1 solves the LP relaxation of the master to convergence (cheap LP re-solves, many cuts);
+its bound is a valid lower bound of the MILP. Phase 2 restores integrality and alternates
+master MILP solves (warm-started with the best plan) and scenario evaluations until the gap
+between the best evaluated plan (upper bound) and the master's dual bound is within
+``settings.gap`` or the time runs out. The work grows linearly with the number of scenarios.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+import numpy.typing as npt
+
+from capplan.reserve.milp import TOL, RawSolution, ReservationModel, SolverSettings, _quiet_stdout
+from capplan.reserve.problem import Problem
+from capplan.reserve.recourse import Evaluation, RecourseLP
+
+Arr = npt.NDArray[np.float64]
+INF = float("inf")
+#: share of the time limit for the LP phase
+LP_SHARE = 0.5
+
+
+@dataclass
+class _Best:
+    x: Arr
+    cost: float
+    evals: list[Evaluation]
+
+
+class Decomposition:
+    """Master + scenario LPs of one :class:`Problem`.
+
+    Parameters
+    ----------
+    problem
+        The indexed problem.
+    """
+
+    def __init__(self, problem: Problem) -> None:
+        self.p = pr = problem
+        self.model = ReservationModel(problem, first_stage_only=True)
+        A = self.arrays = self.model.export()
+        W, M, T, C = len(pr.scenario_names), len(pr.models), pr.periods, len(pr.classes)
+        self.n = n = len(A.col_names)
+        ci = A.col_index
+        self.cap_col = np.array(
+            [[ci[self.model.cap[m, p].name] for p in range(T)] for m in pr.models], dtype=np.int32
+        )
+        #: gang columns: (class, model, period) -> [(column, gang size)]
+        self.gang_cols: dict[tuple[int, int, int], list[int]] = {}
+        for (c, _loc, m_i, p), v in self.model.gang.items():
+            self.gang_cols.setdefault((c, m_i, p), []).append(ci[v.name])
+        self.z_col = np.full((len(pr.tiers), W), -1, dtype=np.int32)
+        for (k, w), v in self.model.z.items():
+            self.z_col[k, w] = ci[v.name]
+        self.shape = (W, C, M, T)
+        self.recourse = RecourseLP(problem)
+        self.theta = np.arange(n, n + W, dtype=np.int32)
+        with _quiet_stdout():
+            h = self.h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = n + W, len(A.row_names)
+        lp.col_cost_ = np.concatenate([A.cost, np.array(pr.probabilities)])
+        lp.col_lower_ = np.concatenate([A.lower, np.zeros(W)])
+        lp.col_upper_ = np.concatenate([A.upper, np.full(W, INF)])
+        lp.row_lower_, lp.row_upper_ = A.row_lower, A.row_upper
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.starts, A.index, A.value
+        lp.col_names_ = [*A.col_names, *(f"theta_{s}" for s in pr.scenario_names)]
+        lp.row_names_ = list(A.row_names)
+        h.passModel(lp)
+        self.int_cols = np.flatnonzero(A.integer).astype(np.int32)
+        self.cuts = 0
+
+    # ---------------------------------------------------------------------------- tender
+    def tender(self, x: Arr) -> tuple[Arr, Arr, Arr]:
+        """Capacity (M, T), gang GPUs (C, M, T) and chance indicators (tiers, W) of master ``x``."""
+        W, C, M, T = self.shape
+        cap = x[self.cap_col]
+        gangs = np.zeros((C, M, T))
+        for (c, m, p), cols in self.gang_cols.items():
+            gangs[c, m, p] = self.p.classes[c].gang_size * x[cols].sum()
+        z = np.where(self.z_col >= 0, x[np.maximum(self.z_col, 0)], 0.0)
+        return cap, gangs, z
+
+    def evaluate(self, x: Arr) -> list[Evaluation]:
+        """Solve every scenario LP at master ``x``."""
+        cap, gangs, z = self.tender(x)
+        return [self.recourse.evaluate(w, cap, gangs, z[:, w]) for w in range(self.shape[0])]
+
+    def first_stage_cost(self, x: Arr) -> float:
+        """Cost of the first-stage decisions in ``x``."""
+        return float(self.arrays.cost @ x[: self.n])
+
+    def add_cuts(self, x: Arr, evals: list[Evaluation], theta: Arr | None) -> int:
+        """Add the optimality cut of every scenario whose ``theta`` underestimates its cost."""
+        cap, gangs, z = self.tender(x)
+        lower, starts, index, value = [], [0], [], []
+        for w, ev in enumerate(evals):
+            if theta is not None and theta[w] >= ev.cost - 1e-7 * max(1.0, abs(ev.cost)):
+                continue
+            cols: list[int] = [int(self.theta[w])]
+            vals: list[float] = [1.0]
+            rhs = ev.cost - float((ev.d_cap * cap).sum() + (ev.d_gangs * gangs).sum())
+            nz = np.flatnonzero(np.abs(ev.d_cap) > 1e-9)
+            cols += self.cap_col.ravel()[nz].tolist()
+            vals += (-ev.d_cap.ravel()[nz]).tolist()
+            for (c, m, p), gc in self.gang_cols.items():
+                g = ev.d_gangs[c, m, p]
+                if abs(g) > 1e-9:
+                    cols += gc
+                    vals += [-g * self.p.classes[c].gang_size] * len(gc)
+            for k in np.flatnonzero(np.abs(ev.d_z) > 1e-9):
+                if self.z_col[k, w] >= 0:
+                    cols.append(int(self.z_col[k, w]))
+                    vals.append(-float(ev.d_z[k]))
+                    rhs -= float(ev.d_z[k] * z[k, w])
+            lower.append(rhs)
+            index += cols
+            value += vals
+            starts.append(len(index))
+        if lower:
+            self.h.addRows(
+                len(lower),
+                np.array(lower),
+                np.full(len(lower), INF),
+                len(index),
+                np.array(starts[:-1], dtype=np.int32),
+                np.array(index, dtype=np.int32),
+                np.array(value),
+            )
+            self.cuts += len(lower)
+        return len(lower)
+
+    def _integrality(self, on: bool) -> None:
+        kind = highspy.HighsVarType.kInteger if on else highspy.HighsVarType.kContinuous
+        flags = np.full(len(self.int_cols), int(kind), dtype=np.uint8)
+        self.h.changeColsIntegrality(len(self.int_cols), self.int_cols, flags)
+
+    def _run(self, seconds: float, settings: SolverSettings, mip_gap: float) -> bool:
+        h = self.h
+        h.setOptionValue("time_limit", max(0.5, seconds))
+        h.setOptionValue("threads", settings.threads)
+        h.setOptionValue("mip_rel_gap", mip_gap)
+        h.setOptionValue("random_seed", 0)
+        h.run()
+        st = h.getModelStatus()
+        return bool(h.getInfo().primal_solution_status == 2) and st in (
+            highspy.HighsModelStatus.kOptimal,
+            highspy.HighsModelStatus.kTimeLimit,
+            highspy.HighsModelStatus.kInterrupt,
+        )
+
+    # ----------------------------------------------------------------------------- solve
+    def solve(self, settings: SolverSettings) -> RawSolution:
+        """Run both phases within ``settings.time_limit`` and read back the best plan."""
+        t0 = time.perf_counter()
+        limit = settings.time_limit
+        W = self.shape[0]
+        prob = np.array(self.p.probabilities)
+        lb, best, it = -INF, None, 0
+
+        def consider(x: Arr) -> list[Evaluation]:
+            nonlocal best
+            evals = self.evaluate(x)
+            ub = self.first_stage_cost(x) + float(prob @ np.array([e.cost for e in evals]))
+            if best is None or ub < best.cost - 1e-9 * abs(ub):
+                best = _Best(x.copy(), ub, evals)
+            return evals
+
+        # phase 1: LP relaxation of the master
+        self._integrality(False)
+        lp_best = INF
+        while time.perf_counter() - t0 < LP_SHARE * limit:
+            it += 1
+            if not self._run(limit - (time.perf_counter() - t0), settings, settings.gap):
+                break
+            x = np.asarray(self.h.getSolution().col_value)
+            lb = max(lb, self.h.getInfo().objective_function_value)
+            evals = self.evaluate(x)
+            lp_best = min(lp_best, self.first_stage_cost(x) + float(prob @ [e.cost for e in evals]))
+            added = self.add_cuts(x, evals, x[self.theta])
+            if not added or lp_best - lb <= 1e-5 * max(1.0, abs(lp_best)):
+                break
+        # phase 2: integer master
+        self._integrality(True)
+        while True:
+            left = limit - (time.perf_counter() - t0)
+            if left <= 0.5 and best is not None:
+                break
+            it += 1
+            if best is not None:
+                sol = np.concatenate([best.x[: self.n], [e.cost for e in best.evals]])
+                self.h.setSolution(len(sol), np.arange(len(sol), dtype=np.int32), sol)
+            gap_now = 0.0 if best is None else (best.cost - lb) / max(1.0, abs(best.cost))
+            ok = self._run(left, settings, max(settings.gap / 2, min(0.05, gap_now / 4)))
+            if not ok:
+                break
+            lb = max(lb, self.h.getInfo().mip_dual_bound)
+            x = np.asarray(self.h.getSolution().col_value)
+            x[self.int_cols] = np.round(x[self.int_cols])
+            evals = consider(x)
+            assert best is not None
+            added = self.add_cuts(x, evals, x[self.theta])
+            if (best.cost - lb) <= settings.gap * max(1.0, abs(best.cost)) or not added:
+                if not added:
+                    lb = max(lb, min(best.cost, self.h.getInfo().mip_dual_bound))
+                break
+            if time.perf_counter() - t0 >= limit:
+                break
+        if best is None:
+            return self._raw("no_solution", None, lb, it, time.perf_counter() - t0)
+        gap = max(0.0, (best.cost - lb) / max(1.0, abs(best.cost)))
+        status = "optimal" if gap <= settings.gap + 1e-9 else "feasible"
+        rl = self.recourse
+        if any(e.x[list(rl.ex_col.values())].max(initial=0.0) > TOL for e in best.evals):
+            status = "infeasible"  # the plan needs unmet guaranteed demand: let the caller rank
+        return self._raw(status, best, lb, it, time.perf_counter() - t0)
+
+    def _raw(self, status: str, best: _Best | None, lb: float, it: int, runtime: float) -> RawSolution:
+        pr, rl = self.p, self.recourse
+        W, C, M, T = self.shape
+        R = len(pr.recourse)
+        alloc, rec = np.zeros((W, C, M, T)), np.zeros((W, C, R, T))
+        short, lost, backlog, excess = (np.zeros((W, C, T)) for _ in range(4))
+        buys: dict[tuple[int, int, int], int] = {}
+        commits: dict[tuple[int, int], int] = {}
+        gangs: dict[tuple[int, int, int, int], int] = {}
+        missed: dict[tuple[int, int], bool] = {}
+        if best is not None:
+            x, ci = best.x, self.arrays.col_index
+            for w, ev in enumerate(best.evals):
+                v = np.where(np.abs(ev.x) < TOL, 0.0, ev.x)
+                for (c, m, p), j in rl.a_col.items():
+                    alloc[w, c, m, p] = v[j]
+                for (c, o, p), j in rl.r_col.items():
+                    rec[w, c, o, p] = v[j]
+                for arr, cols in ((short, rl.sh_col), (lost, rl.lo_col), (backlog, rl.bl_col), (excess, rl.ex_col)):
+                    for (c, p), j in cols.items():
+                        arr[w, c, p] = v[j]
+            for (o, s, q), var in self.model.buy.items():
+                n = round(x[ci[var.name]])
+                if n:
+                    buys[o, s, q] = n * pr.purchases[o].lot_size
+            for (k, q), var in self.model.com.items():
+                n = round(x[ci[var.name]])
+                if n:
+                    commits[k, q] = n
+            for key, var in self.model.gang.items():
+                n = round(x[ci[var.name]])
+                if n:
+                    gangs[key] = n
+            missed = {k: bool(x[ci[var.name]] > 0.5) for k, var in self.model.z.items()}
+        sub = self.recourse
+        return RawSolution(
+            status=status,
+            objective=float("nan") if best is None else best.cost,
+            runtime_s=runtime,
+            variables=self.n + W * (1 + sub.n_cols),
+            constraints=len(self.arrays.row_names) + self.cuts + W * sub.n_rows,
+            integers=len(self.int_cols),
+            backend="HiGHS-decomposition",
+            buys=buys,
+            commits=commits,
+            gangs=gangs,
+            alloc=alloc,
+            rec=rec,
+            short=short,
+            excess=excess,
+            lost=lost,
+            backlog=backlog,
+            missed=missed,
+            method="decomposition",
+            bound=None if lb == -INF else lb,
+            gap=None if best is None else max(0.0, (best.cost - lb) / max(1.0, abs(best.cost))),
+            iterations=it,
+        )
+
+
+def solve_decomposition(problem: Problem, settings: SolverSettings) -> RawSolution:
+    """Solve ``problem`` by L-shaped decomposition (see the module docstring)."""
+    return Decomposition(problem).solve(settings)
