@@ -32,8 +32,11 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if args.time_limit <= 0:
         raise InputError("--time-limit", "must be positive (seconds)")
     problem = load_scenario(args.scenario, args.catalog)
+    from capplan.progress import stderr_progress
+
     opts = PlanOptions(time_limit=args.time_limit, seed=args.seed, allow_preemption=args.allow_preemption,
-                       allow_migration=args.allow_migration, workers=args.workers)
+                       allow_migration=args.allow_migration, workers=args.workers,
+                       progress=stderr_progress(quiet=args.quiet))
     plan = solve(problem, args.strategy, opts)
     text = plan.to_json()
     if args.output:

@@ -65,8 +65,10 @@ def choose_strategy(p: Problem) -> str:
     replicas = sum(w.replicas for w in p.workloads)
     if "cpsat" in STRATEGIES and replicas <= 5000 and len(p.cluster.nodes) <= 1000:
         return "cpsat"
-    if "lns" in STRATEGIES:
+    if "lns" in STRATEGIES and replicas <= 20000 and len(p.cluster.nodes) <= 2000:
         return "lns"
+    if "heuristic" in STRATEGIES:
+        return "heuristic"  # very large: vectorised heuristic plus the LP bound (see docs/fleet-scale.md)
     return "greedy"
 
 

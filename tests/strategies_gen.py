@@ -31,7 +31,8 @@ def workload_entry(draw: st.DrawFn, name: str, levels: list[str]) -> dict[str, A
     kind = draw(st.sampled_from(["gpus", "mig", "fraction", "cpu"]))
     w: dict[str, Any] = {"name": name, "replicas": draw(st.integers(1, 4)),
                          "cpu": draw(st.sampled_from([0, 1, 4, 16])),
-                         "memory_gib": draw(st.sampled_from([0, 8, 64])), "priority": draw(st.sampled_from([0, 10, 100])),
+                         "memory_gib": draw(st.sampled_from([0, 8, 64])),
+                         "priority": draw(st.sampled_from([0, 10, 100])),
                          "tenant": draw(st.sampled_from(["a", "b"])),
                          "isolation": draw(st.sampled_from(["none", "none", "tenant", "node"]))}
     if kind == "gpus":

@@ -98,24 +98,30 @@ class FragModel:
         """Current fragmentation (milli-GPU) of every node."""
         return self._frag(self.cnt, self.fsum, state.gpu_left.sum(axis=1), state.cpu_left, self.t.access)
 
-    def after_whole(self, state: SimState, cpu: int, k: int) -> FloatArr:
-        """Fragmentation of every node after taking ``cpu`` and ``k`` fully free GPUs (k may be 0)."""
+    def after_whole(self, state: SimState, cpu: int, k: int, rows: IntArr) -> FloatArr:
+        """Fragmentation of nodes ``rows`` after taking ``cpu`` and ``k`` fully free GPUs (k may be 0)."""
         m = self.t.milli
         # A fully free GPU counts towards every GPU shape; once taken it leaves 0 free, no fragment.
-        cnt = self.cnt - k * (m <= MILLI)
-        tot = state.gpu_left.sum(axis=1) - k * MILLI
-        return self._frag(cnt, self.fsum, tot, state.cpu_left - cpu, self.t.access)
+        cnt = self.cnt[rows] - k * (m <= MILLI)
+        tot = state.gpu_left[rows].sum(axis=1) - k * MILLI
+        return self._frag(cnt, self.fsum[rows], tot, state.cpu_left[rows] - cpu, self.t.access[rows])
 
-    def after_share(self, state: SimState, cpu: int, milli: int) -> FloatArr:
-        """Fragmentation of every (node, GPU) after putting a ``milli`` share on that GPU: (nodes, G)."""
+    def after_share(self, state: SimState, cpu: int, milli: int, rows: IntArr) -> FloatArr:
+        """Fragmentation of every (node in ``rows``, GPU) after a ``milli`` share on that GPU."""
         m = self.t.milli[None, None, :]
-        left = state.gpu_left[:, :, None]
+        left = state.gpu_left[rows][:, :, None]
         new = left - milli
-        cnt = self.cnt[:, None, :] - (left >= m) + (new >= m)
-        fsum = self.fsum[:, None, :] - np.where(left < m, left, 0) + np.where((new < m) & (new >= 0), new, 0)
-        tot = np.broadcast_to((state.gpu_left.sum(axis=1) - milli)[:, None], left.shape[:2])
-        cpu_left = np.broadcast_to((state.cpu_left - cpu)[:, None], left.shape[:2])
-        return self._frag(cnt, fsum, tot, cpu_left, self.t.access[:, None, :])
+        cnt = self.cnt[rows][:, None, :] - (left >= m) + (new >= m)
+        fsum = self.fsum[rows][:, None, :] - np.where(left < m, left, 0) + np.where((new < m) & (new >= 0), new, 0)
+        shape = left.shape[:2]
+        tot = np.broadcast_to((state.gpu_left[rows].sum(axis=1) - milli)[:, None], shape)
+        cpu_left = np.broadcast_to((state.cpu_left[rows] - cpu)[:, None], shape)
+        return self._frag(cnt, fsum, tot, cpu_left, self.t.access[rows][:, None, :])
+
+    def frag_of(self, state: SimState, rows: IntArr) -> FloatArr:
+        """Current fragmentation (milli-GPU) of nodes ``rows``."""
+        return self._frag(self.cnt[rows], self.fsum[rows], state.gpu_left[rows].sum(axis=1), state.cpu_left[rows],
+                          self.t.access[rows])
 
 
 def cluster_frag(typical: TypicalPods, state: SimState) -> tuple[float, float]:

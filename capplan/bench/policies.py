@@ -209,13 +209,20 @@ class FGDPolicy:
     def score(self, state: SimState, pod: Pod) -> FloatArr:
         """Score every node by the (truncated, squashed) decrease of its fragmentation."""
         model = self._model(state)
-        before = model.node_frag(state)
+        out = np.full(len(state.cpu_left), -1.0)
+        rows = np.flatnonzero(state.feasible(pod))  # only these can win; skip the others' work
+        if not len(rows):
+            return out
+        before = model.frag_of(state, rows)
         if pod.shares:
-            after = model.after_share(state, pod.cpu, pod.milli)
-            sc = np.where(state.gpu_left >= pod.milli, _sigmoid_score(before[:, None] - after), -1.0)
-            self.best_gpu = sc.argmax(axis=1)
-            return sc.max(axis=1)
-        return _sigmoid_score(before - model.after_whole(state, pod.cpu, pod.num))
+            after = model.after_share(state, pod.cpu, pod.milli, rows)
+            sc = np.where(state.gpu_left[rows] >= pod.milli, _sigmoid_score(before[:, None] - after), -1.0)
+            self.best_gpu = np.zeros(len(out), dtype=np.int64)
+            self.best_gpu[rows] = sc.argmax(axis=1)
+            out[rows] = sc.max(axis=1)
+        else:
+            out[rows] = _sigmoid_score(before - model.after_whole(state, pod.cpu, pod.num, rows))
+        return out
 
     def gpus(self, state: SimState, pod: Pod, node: int) -> tuple[int, ...]:
         """The GPU chosen while scoring (shares); lowest-numbered free GPUs otherwise."""

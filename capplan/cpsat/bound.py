@@ -127,9 +127,9 @@ def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
     if not obj:
         return const
     rows, cols, vals, rhs = [], [], [], []
-    for r, (terms, b) in enumerate(lp.rows):
+    for row, (terms, b) in enumerate(lp.rows):
         for k, v in terms.items():
-            rows.append(r)
+            rows.append(row)
             cols.append(k)
             vals.append(v)
         rhs.append(b)

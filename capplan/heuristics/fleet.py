@@ -99,6 +99,7 @@ class FleetState:
         self.stamp = np.zeros(n, dtype=np.int64)  # bumped whenever a node changes (score caches)
         self.tenants: dict[str, int] = {}
         self.journal: list[tuple[int, tuple[np.ndarray, ...], np.ndarray]] | None = None
+        self._depth = 0
         for a in p.running:
             w = p.workload(a.workload)
             i = cl.node_index[a.node]
@@ -137,22 +138,32 @@ class FleetState:
 
     # --------------------------------------------------------------- mutation
     def checkpoint(self) -> int:
-        """Start (or continue) journalling changes; returns a mark for :meth:`rollback`."""
+        """Start journalling (nested calls allowed); returns a mark for :meth:`rollback`.
+
+        Every checkpoint is closed by exactly one :meth:`rollback` or :meth:`commit`.
+        """
         if self.journal is None:
             self.journal = []
+        self._depth += 1
         return len(self.journal)
 
     def rollback(self, mark: int) -> None:
-        """Undo every change made after ``mark``."""
+        """Undo every change made after ``mark`` and close its checkpoint."""
         assert self.journal is not None
         while len(self.journal) > mark:
             i, rows, power = self.journal.pop()
             self._set_rows(i, rows)
             self.power_free[:] = power
+        self._close()
 
     def commit(self) -> None:
-        """Stop journalling (keeps the changes)."""
-        self.journal = None
+        """Keep the changes and close the innermost checkpoint."""
+        self._close()
+
+    def _close(self) -> None:
+        self._depth -= 1
+        if self._depth <= 0:
+            self._depth, self.journal = 0, None
 
     def _rows(self, i: int) -> tuple[np.ndarray, ...]:
         return (self.cpu[i:i + 1].copy(), self.mem[i:i + 1].copy(), self.node_tenant[i:i + 1].copy(),

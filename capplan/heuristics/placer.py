@@ -99,6 +99,7 @@ class FleetPlacer:
         if len(got) < n:
             self.st.rollback(mark)
             return []
+        self.st.commit()
         return got
 
     def room(self, w: Workload, idx: np.ndarray) -> np.ndarray:
@@ -139,6 +140,7 @@ class FleetPlacer:
             got = self.place_many(w, n, nodes)
             if len(got) == n or (not all_or_nothing and len(got) > len(best)):
                 if len(got) == n:
+                    st.commit()
                     return got
                 st.rollback(mark)
                 best_dom = int(d)
@@ -167,5 +169,4 @@ class FleetPlacer:
             got = self.place_many(w, n, target) if target is not None else []
             if len(got) < n:
                 got += self.place_many(w, n - len(got))
-        self.st.commit()
         return got

@@ -15,6 +15,7 @@ between the best evaluated plan (upper bound) and the master's dual bound is wit
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -26,6 +27,8 @@ from capplan.reserve.milp import TOL, RawSolution, ReservationModel, SolverSetti
 from capplan.reserve.problem import Problem
 from capplan.reserve.recourse import Evaluation, RecourseLP
 
+log = logging.getLogger(__name__)
+log.addHandler(logging.NullHandler())
 Arr = npt.NDArray[np.float64]
 INF = float("inf")
 #: share of the time limit for the LP phase
@@ -172,6 +175,7 @@ class Decomposition:
         W = self.shape[0]
         prob = np.array(self.p.probabilities)
         lb, best, it = -INF, None, 0
+        highspy.Highs.resetThreadScheduler(True)  # earlier solves may have fixed another thread count
 
         def consider(x: Arr) -> list[Evaluation]:
             nonlocal best
@@ -193,6 +197,7 @@ class Decomposition:
             evals = self.evaluate(x)
             lp_best = min(lp_best, self.first_stage_cost(x) + float(prob @ [e.cost for e in evals]))
             added = self.add_cuts(x, evals, x[self.theta])
+            log.debug("lp %d: %.1fs lb %.6g ub %.6g cuts +%d", it, time.perf_counter() - t0, lb, lp_best, added)
             if not added or lp_best - lb <= 1e-5 * max(1.0, abs(lp_best)):
                 break
         # phase 2: integer master
@@ -215,6 +220,9 @@ class Decomposition:
             evals = consider(x)
             assert best is not None
             added = self.add_cuts(x, evals, x[self.theta])
+            log.debug(
+                "mip %d: %.1fs lb %.6g ub %.6g cuts +%d", it, time.perf_counter() - t0, lb, best.cost, added
+            )
             if (best.cost - lb) <= settings.gap * max(1.0, abs(best.cost)) or not added:
                 if not added:
                     lb = max(lb, min(best.cost, self.h.getInfo().mip_dual_bound))
