@@ -107,16 +107,27 @@ class FragModel:
         return self._frag(cnt, self.fsum[rows], tot, state.cpu_left[rows] - cpu, self.t.access[rows])
 
     def after_share(self, state: SimState, cpu: int, milli: int, rows: IntArr) -> FloatArr:
-        """Fragmentation of every (node in ``rows``, GPU) after a ``milli`` share on that GPU."""
-        m = self.t.milli[None, None, :]
-        left = state.gpu_left[rows][:, :, None]
-        new = left - milli
-        cnt = self.cnt[rows][:, None, :] - (left >= m) + (new >= m)
-        fsum = self.fsum[rows][:, None, :] - np.where(left < m, left, 0) + np.where((new < m) & (new >= 0), new, 0)
-        shape = left.shape[:2]
-        tot = np.broadcast_to((state.gpu_left[rows].sum(axis=1) - milli)[:, None], shape)
-        cpu_left = np.broadcast_to((state.cpu_left[rows] - cpu)[:, None], shape)
-        return self._frag(cnt, fsum, tot, cpu_left, self.t.access[rows][:, None, :])
+        """Fragmentation of every (node in ``rows``, GPU) after a ``milli`` share on that GPU.
+
+        GPUs of one node with the same free share give the same result, so each distinct
+        (node, free share) pair is evaluated once; entries for GPUs without room are NaN.
+        """
+        left_rows = state.gpu_left[rows]
+        fits = left_rows >= milli
+        key = np.where(fits, np.arange(len(rows))[:, None] * (4 * MILLI) + left_rows, -1)
+        uniq, inv = np.unique(key, return_inverse=True)
+        valid = uniq >= 0
+        pair_row, pair_left = uniq[valid] // (4 * MILLI), uniq[valid] % (4 * MILLI)
+        m = self.t.milli[None, :]
+        left, new = pair_left[:, None], pair_left[:, None] - milli
+        cnt = self.cnt[rows][pair_row] - (left >= m) + (new >= m)
+        fsum = self.fsum[rows][pair_row] - np.where(left < m, left, 0) + np.where(new < m, new, 0)
+        tot = state.gpu_left[rows].sum(axis=1)[pair_row] - milli
+        vals = self._frag(cnt, fsum, tot, state.cpu_left[rows][pair_row] - cpu, self.t.access[rows][pair_row])
+        full = np.full(len(uniq), np.nan)
+        full[valid] = vals
+        out: FloatArr = full[inv.reshape(key.shape)]
+        return out
 
     def frag_of(self, state: SimState, rows: IntArr) -> FloatArr:
         """Current fragmentation (milli-GPU) of nodes ``rows``."""

@@ -216,7 +216,7 @@ class FGDPolicy:
         before = model.frag_of(state, rows)
         if pod.shares:
             after = model.after_share(state, pod.cpu, pod.milli, rows)
-            sc = np.where(state.gpu_left[rows] >= pod.milli, _sigmoid_score(before[:, None] - after), -1.0)
+            sc = np.nan_to_num(_sigmoid_score(before[:, None] - after), nan=-1.0)
             self.best_gpu = np.zeros(len(out), dtype=np.int64)
             self.best_gpu[rows] = sc.argmax(axis=1)
             out[rows] = sc.max(axis=1)

@@ -59,7 +59,6 @@ def _hint_node_gpus(pm: PlacementModel, i: int, al: list[Any], hint: dict[Any, i
     cm: Counter[tuple[str, str]] = Counter()
     co: Counter[tuple[str, int]] = Counter()
     src_none = 0
-    unfixed_mig = 0
     fresh_used = 0
     fresh = [s for s in pm.slots.get(i, []) if s.kind == "fresh"]
     slot_of = {s.gpu: s for s in pm.slots.get(i, []) if s.gpu is not None}
@@ -93,7 +92,6 @@ def _hint_node_gpus(pm: PlacementModel, i: int, al: list[Any], hint: dict[Any, i
         src = layout_of.get(g)
         if src is None:
             src_none += 1
-            unfixed_mig += g in ni.unfixed
         for k in pm.mig.get(i, []):
             if k.src == src and k.pool == pool and all(x <= y for x, y in zip(vec, k.layout, strict=True)):
                 kcount[id(k.var)] += 1
@@ -117,7 +115,6 @@ def _hint_node_gpus(pm: PlacementModel, i: int, al: list[Any], hint: dict[Any, i
             hint[s.used] = int(id(s) in used_slots)
         for wn, v in s.f.items():
             hint[v] = fvals.get((id(s), wn), 0)
-    _ = unfixed_mig
 
 
 def identical_node_groups(pm: PlacementModel) -> list[list[int]]:

@@ -49,8 +49,7 @@ class FleetState:
         n = len(nodes)
         g = max((x.gpus for x in nodes), default=0) or 1
         self.n, self.g = n, g
-        self.model_names: list[str | None] = sorted({x.gpu_model for x in nodes if x.gpu_model},
-                                                    key=str) + [None]
+        self.model_names: list[str | None] = [*sorted({x.gpu_model for x in nodes if x.gpu_model}), None]
         mid = {m: i for i, m in enumerate(self.model_names)}
         self.model_id = np.array([mid[x.gpu_model if x.gpu_model and x.gpus else None] for x in nodes],
                                  dtype=np.int64)

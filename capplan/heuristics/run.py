@@ -26,7 +26,8 @@ def make_scorer(name: ScoreName, p: Problem, st: FleetState, workloads: list[Wor
 
 
 def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = None,
-          st: FleetState | None = None, targets: dict[str, np.ndarray] | None = None, seed: int = 0) -> tuple[list[Assignment], list[Unplaced], FleetPlacer]:
+          st: FleetState | None = None, targets: dict[str, np.ndarray] | None = None,
+          seed: int = 0) -> tuple[list[Assignment], list[Unplaced], FleetPlacer]:
     """Place the workloads of ``p`` (running replicas stay) in ``order`` (default :func:`batch_order`).
 
     Returns

@@ -49,9 +49,12 @@ class Decomposition:
     ----------
     problem
         The indexed problem.
+    groups
+        Scenario groups whose expected-demand recourse is kept in the master (see
+        :meth:`_add_group`); as many groups as scenarios make the master the extensive form.
     """
 
-    def __init__(self, problem: Problem) -> None:
+    def __init__(self, problem: Problem, groups: int = 8) -> None:
         self.p = pr = problem
         self.model = ReservationModel(problem, first_stage_only=True)
         A = self.arrays = self.model.export()
@@ -71,22 +74,69 @@ class Decomposition:
         self.shape = (W, C, M, T)
         self.recourse = RecourseLP(problem)
         self.theta = np.arange(n, n + W, dtype=np.int32)
+        cols = _Cols(
+            [*A.col_names, *(f"theta_{s}" for s in pr.scenario_names)],
+            [*A.cost, *pr.probabilities],
+            [*A.lower, *np.zeros(W)],
+            [*A.upper, *np.full(W, INF)],
+        )
+        rows = _Rows(list(A.row_names), list(A.row_lower), list(A.row_upper), list(A.starts), list(A.index), list(A.value))
+        for g, members in enumerate(scenario_groups(problem, groups)):
+            self._add_group(cols, rows, g, members)
         with _quiet_stdout():
             h = self.h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = n + W, len(A.row_names)
-        lp.col_cost_ = np.concatenate([A.cost, np.array(pr.probabilities)])
-        lp.col_lower_ = np.concatenate([A.lower, np.zeros(W)])
-        lp.col_upper_ = np.concatenate([A.upper, np.full(W, INF)])
-        lp.row_lower_, lp.row_upper_ = A.row_lower, A.row_upper
+        lp.num_col_, lp.num_row_ = len(cols.names), len(rows.names)
+        lp.col_cost_, lp.col_lower_, lp.col_upper_ = (np.array(v, dtype=float) for v in (cols.cost, cols.lower, cols.upper))
+        lp.row_lower_, lp.row_upper_ = np.array(rows.lower, dtype=float), np.array(rows.upper, dtype=float)
         lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.starts, A.index, A.value
-        lp.col_names_ = [*A.col_names, *(f"theta_{s}" for s in pr.scenario_names)]
-        lp.row_names_ = list(A.row_names)
+        lp.a_matrix_.start_ = np.array(rows.starts, dtype=np.int32)
+        lp.a_matrix_.index_ = np.array(rows.index, dtype=np.int32)
+        lp.a_matrix_.value_ = np.array(rows.value, dtype=float)
+        lp.col_names_, lp.row_names_ = cols.names, rows.names
         h.passModel(lp)
+        self.n_master = len(cols.names)
         self.int_cols = np.flatnonzero(A.integer).astype(np.int32)
         self.cuts = 0
+
+    def _add_group(self, cols: _Cols, rows: _Rows, g: int, members: list[int]) -> None:
+        """Add the recourse LP of a group's mean scenario and ``sum p_w theta_w >= P_g Q(mean)``.
+
+        The scenario LP's value is convex in its right-hand side (demand, backlog bounds and the
+        chance rows ``d_w z_w``), so by Jensen's inequality the probability-weighted mean of the
+        members' costs is at least the cost at the mean right-hand side: a valid inequality
+        that gives the master most of the recourse structure from the first iteration.
+        """
+        pr, rl = self.p, self.recourse
+        prob = np.array(pr.probabilities)[members]
+        P = float(prob.sum())
+        wts = prob / P
+        off = len(cols.names)
+        ub = rl.upper.copy()
+        ub[rl.bl_cols] = wts @ rl.bl_ub[members]
+        for j in range(rl.n_cols):
+            cols.add(f"group{g}_x{j}", 0.0, 0.0, float(ub[j]))
+        lo, up = rl.row_lower.copy(), rl.row_upper.copy()
+        dmean = wts @ pr.demand[members][:, rl.dem_c, rl.dem_p]
+        lo[rl.dem_rows] = up[rl.dem_rows] = dmean
+        extra: dict[int, list[tuple[int, float]]] = {}
+        for r, m, p in zip(rl.pool_rows, rl.pool_m, rl.pool_p, strict=True):
+            extra[int(r)] = [(int(self.cap_col[m, p]), -1.0)]
+        for r, c, m, p in zip(rl.gang_rows, rl.gang_c, rl.gang_m, rl.gang_p, strict=True):
+            gs = float(pr.classes[c].gang_size)
+            extra[int(r)] = [(j, -gs) for j in self.gang_cols.get((int(c), int(m), int(p)), [])]
+        for r, c, p, k in zip(rl.ch_rows, rl.ch_c, rl.ch_p, rl.ch_tier, strict=True):
+            extra[int(r)] = [
+                (int(self.z_col[k, w]), -float(wts[i] * pr.demand[w, c, p])) for i, w in enumerate(members)
+            ]
+        for r in range(rl.n_rows):
+            a, b = rl.starts[r], rl.starts[r + 1]
+            entries = [(off + int(j), float(v)) for j, v in zip(rl.index[a:b], rl.value[a:b], strict=True)]
+            rows.add(f"group{g}_r{r}", float(lo[r]), float(up[r]), entries + extra.get(r, []))
+        link = [(int(self.theta[w]), float(pr.probabilities[w])) for w in members]
+        link += [(off + j, -P * float(c)) for j, c in enumerate(rl.cost) if c]
+        rows.add(f"jensen_group{g}", 0.0, INF, link)
 
     # ---------------------------------------------------------------------------- tender
     def tender(self, x: Arr) -> tuple[Arr, Arr, Arr]:
@@ -296,6 +346,42 @@ class Decomposition:
             gap=None if best is None else max(0.0, (best.cost - lb) / max(1.0, abs(best.cost))),
             iterations=it,
         )
+
+
+def scenario_groups(problem: Problem, groups: int) -> list[list[int]]:
+    """Split scenarios into ``groups`` groups of similar size, ordered by total demand."""
+    W = len(problem.scenario_names)
+    k = max(1, min(groups, W))
+    order = np.argsort(problem.demand.sum(axis=(1, 2)), kind="stable")
+    return [sorted(int(w) for w in part) for part in np.array_split(order, k)]
+
+
+class _Cols:
+    def __init__(self, names: list[str], cost: list[float], lower: list[float], upper: list[float]) -> None:
+        self.names, self.cost, self.lower, self.upper = names, cost, lower, upper
+
+    def add(self, name: str, cost: float, lower: float, upper: float) -> None:
+        self.names.append(name)
+        self.cost.append(cost)
+        self.lower.append(lower)
+        self.upper.append(upper)
+
+
+class _Rows:
+    def __init__(
+        self, names: list[str], lower: list[float], upper: list[float], starts: list[int], index: list[int],
+        value: list[float],
+    ) -> None:
+        self.names, self.lower, self.upper = names, lower, upper
+        self.starts, self.index, self.value = starts, index, value
+
+    def add(self, name: str, lower: float, upper: float, entries: list[tuple[int, float]]) -> None:
+        self.names.append(name)
+        self.lower.append(lower)
+        self.upper.append(upper)
+        self.index += [j for j, _ in entries]
+        self.value += [v for _, v in entries]
+        self.starts.append(len(self.index))
 
 
 def solve_decomposition(problem: Problem, settings: SolverSettings) -> RawSolution:

@@ -141,24 +141,27 @@ class RecourseLP:
         self.bl_c, self.bl_p = _split([k for k, _ in bl], 2)
         self.cost = np.array(cost)
         self.n_cols, self.n_rows = len(cost), len(rows)
+        #: the template in CSR form (scenario-dependent bounds are set per evaluation)
+        self.upper, self.row_lower, self.row_upper = np.array(upper), np.array(rlo), np.array(rup)
+        self.starts = np.cumsum([0] + [len(r) for r in rows]).astype(np.int32)
+        self.index = np.array([j for r in rows for j, _ in r], dtype=np.int32)
+        self.value = np.array([v for r in rows for _, v in r], dtype=float)
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = self.n_cols, self.n_rows
         lp.col_cost_ = self.cost
         lp.col_lower_ = np.zeros(self.n_cols)
-        lp.col_upper_ = np.array(upper)
-        lp.row_lower_ = np.array(rlo)
-        lp.row_upper_ = np.array(rup)
+        lp.col_upper_ = self.upper
+        lp.row_lower_ = self.row_lower
+        lp.row_upper_ = self.row_upper
         lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.start_ = np.cumsum([0] + [len(r) for r in rows]).astype(np.int32)
-        lp.a_matrix_.index_ = np.array([j for r in rows for j, _ in r], dtype=np.int32)
-        lp.a_matrix_.value_ = np.array([v for r in rows for _, v in r], dtype=float)
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = self.starts, self.index, self.value
         self._lp = lp
         self._highs: dict[int, highspy.Highs] = {}
         # cumulative demand window that bounds each backlog column, per scenario
-        self._bl_ub = np.zeros((len(pr.scenario_names), len(bl)))
+        self.bl_ub = np.zeros((len(pr.scenario_names), len(bl)))
         for i, (c, p) in enumerate(zip(self.bl_c, self.bl_p, strict=True)):
             k = pr.tiers[pr.classes[c].tier].max_deferral
-            self._bl_ub[:, i] = pr.demand[:, c, max(0, p - k + 1) : p + 1].sum(axis=1)
+            self.bl_ub[:, i] = pr.demand[:, c, max(0, p - k + 1) : p + 1].sum(axis=1)
 
     def _solver(self, w: int) -> highspy.Highs:
         h = self._highs.get(w)
@@ -191,7 +194,7 @@ class RecourseLP:
             up = dch * np.clip(z[self.ch_tier], 0.0, 1.0)
             h.changeRowsBounds(len(up), self.ch_rows, np.full(len(up), -INF), up)
         if len(self.bl_cols):
-            ub = self._bl_ub[w]
+            ub = self.bl_ub[w]
             h.changeColsBounds(len(ub), self.bl_cols, np.zeros(len(ub)), ub)
         h.run()
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
