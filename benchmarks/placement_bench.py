@@ -146,10 +146,8 @@ def _write_instances() -> list[Path]:
 
 
 def _one(path: str, planner: str, limit: float, workers: int, q: Any) -> None:
-    from capplan.planner import PlanOptions, solve
+    from capplan.planner import PlanOptions, _load_builtin, solve
     from capplan.scenario import load_scenario
-
-    from capplan.planner import _load_builtin
 
     _load_builtin()  # import every strategy (OR-Tools, ...) before the clock starts
     p = load_scenario(path)

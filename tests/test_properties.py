@@ -47,3 +47,24 @@ def test_same_seed_same_plan(data: dict[str, Any]) -> None:
     p = problem_from_data(data)
     a, b = solve(p, "greedy", seed=3), solve(p, "greedy", seed=3)
     assert a.model_dump(exclude={"solve_seconds"}) == b.model_dump(exclude={"solve_seconds"})
+
+
+def _all_strategies() -> list[str]:
+    from capplan.planner import STRATEGIES, _load_builtin
+
+    _load_builtin()
+    return sorted(STRATEGIES)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario_data())
+def test_every_strategy_plan_is_valid(data: dict[str, Any]) -> None:
+    """Every registered strategy returns a validated plan on random scenarios, never below greedy's top priority."""
+    p = problem_from_data(data)
+    greedy = solve(p, "greedy")
+    for name in _all_strategies():
+        plan = solve(p, name, time_limit=2.0, seed=1)  # solve() raises if the validator finds a violation
+        assert check_plan(p, plan) == []
+        assert plan.strategy
+        if name == "cpsat" and plan.objective and greedy.objective:
+            assert plan.objective >= greedy.objective  # lexicographically never worse than its greedy hint

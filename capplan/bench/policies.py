@@ -58,8 +58,8 @@ class RandomPolicy:
         self.rng = np.random.default_rng(ctx.seed + 7919)
 
     def score(self, state: SimState, pod: Pod) -> FloatArr:
-        """All nodes equal: the tie-break picks at random."""
-        return np.zeros(len(state.cpu_left))
+        """A random integer score in [0, 100] per node (ties: first in the shuffled node order)."""
+        return _f(self.rng.integers(0, 101, len(state.cpu_left)))
 
     def gpus(self, state: SimState, pod: Pod, node: int) -> tuple[int, ...]:
         """A random GPU with room for a share; lowest-numbered free GPUs otherwise."""

@@ -3,8 +3,11 @@
 State is a handful of numpy arrays: free CPU (milli) and memory (MiB) per node and free milli-GPU
 per (node, GPU slot). A pod arrives, the feasible nodes are found with array operations (CPU,
 memory, accepted GPU model, a GPU with enough free share or enough fully free GPUs), the policy
-scores all nodes at once, the best feasible node wins (ties broken uniformly at random, like the
-Kubernetes scheduler's ``selectHost``) and the policy picks the GPUs. A pod that does not fit on
+scores all nodes at once, the best feasible node wins and the policy picks the GPUs. Ties go to
+the first node in a node order shuffled by the run's seed: the authors' simulator renames nodes
+with a random numeric prefix and takes the first best node in name order, and only this
+tie-break reproduces their published curves (uniform random tie-breaking costs FGD about 5
+points, see docs/benchmarks.md). A pod that does not fit on
 arrival fails for good; pods never leave. A pod with ``replicas > 1`` is a gang: its members are
 placed one after the other and all are rolled back if one does not fit.
 """
@@ -193,19 +196,22 @@ class SimResult:
     used_milli: list[int] = field(default_factory=list)  # GPU milli allocated after the pod
 
 
-def _choose(scores: FloatArr, ok: BoolArr, rng: np.random.Generator) -> int:
+def _choose(scores: FloatArr, ok: BoolArr, rank: IntArr) -> int:
     cand = np.flatnonzero(ok)
     s = scores[cand]
     best = cand[s == s.max()]
-    return int(best[0] if len(best) == 1 else best[rng.integers(len(best))])
+    return int(best[0] if len(best) == 1 else best[rank[best].argmin()])
 
 
-def place(state: SimState, pod: Pod, policy: Policy, rng: np.random.Generator) -> tuple[int, tuple[int, ...]] | None:
-    """Place one pod (one gang member) with ``policy``; return (node, gpus) or None if nothing fits."""
+def place(state: SimState, pod: Pod, policy: Policy, rank: IntArr) -> tuple[int, tuple[int, ...]] | None:
+    """Place one pod (one gang member) with ``policy``; return (node, gpus) or None if nothing fits.
+
+    ``rank`` orders the nodes for tie-breaking (lowest rank wins among the best scores).
+    """
     ok = state.feasible(pod)
     if not ok.any():
         return None
-    node = _choose(policy.score(state, pod), ok, rng)
+    node = _choose(policy.score(state, pod), ok, rank)
     pick = getattr(policy, "gpus", None)
     gpus = pick(state, pod, node) if pick is not None else best_fit_gpus(state, pod, node)
     state.apply(pod, node, gpus)
@@ -227,8 +233,8 @@ def pod_view(pods: PodTable, fleet: Fleet, i: int, masks: dict[int, BoolArr]) ->
 
 def simulate(fleet: Fleet, pods: PodTable, order: IntArr, policy: Policy, seed: int,
              state: SimState | None = None) -> tuple[SimState, SimResult]:
-    """Replay ``pods[order]`` online with ``policy``; ``seed`` drives tie-breaking only."""
-    rng = np.random.default_rng(seed)
+    """Replay ``pods[order]`` online with ``policy``; ``seed`` shuffles the tie-breaking node order."""
+    rank = np.random.default_rng(seed).permutation(len(fleet.cpu)).astype(np.int64)
     state = state or SimState.empty(fleet)
     res = SimResult(order=order)
     masks: dict[int, BoolArr] = {}
@@ -237,7 +243,7 @@ def simulate(fleet: Fleet, pods: PodTable, order: IntArr, policy: Policy, seed: 
         pod = pod_view(pods, fleet, int(i), masks)
         done: list[tuple[int, tuple[int, ...]]] = []
         for _ in range(int(pods.replicas[i])):
-            got = place(state, pod, policy, rng)
+            got = place(state, pod, policy, rank)
             if got is None:
                 for node, gpus in reversed(done):  # a gang is all or nothing
                     state.apply(pod, node, gpus, sign=-1)

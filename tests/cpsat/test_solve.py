@@ -1,0 +1,67 @@
+"""The cpsat strategy: progress reporting, bounds, fallback to greedy, and the model never naming replicas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import capplan.cpsat.solve as cpsat_solve
+from capplan.cpsat.decode import DecodeError
+from capplan.cpsat.index import build_index
+from capplan.cpsat.model import PlacementModel
+from capplan.planner import PlanOptions, choose_strategy, solve
+from capplan.problem import Problem
+from capplan.validate import check_plan
+
+from .conftest import ONE_WORKER
+
+
+def test_progress_reports_greedy_then_stages(small_h100_pod: Problem) -> None:
+    """The progress callback first gets the greedy plan, then CP-SAT stage solutions."""
+    seen: list[dict[str, Any]] = []
+    plan = solve(small_h100_pod, "cpsat", PlanOptions(time_limit=20, workers=1, progress=seen.append))
+    assert seen[0]["stage"] == "greedy"
+    assert all({"stage", "elapsed", "objective", "bound"} <= set(d) for d in seen)
+    assert check_plan(small_h100_pod, plan) == []
+
+
+def test_optimal_plan_reports_stage_statistics(small_h100_pod: Problem) -> None:
+    """A proven plan has gap 0, bound equal to objective and per-stage statistics in metrics."""
+    plan = solve(small_h100_pod, "cpsat", ONE_WORKER)
+    assert plan.status == "optimal" and plan.gap == 0 and plan.bound == plan.objective
+    stages = plan.metrics["cpsat"]["stages"]
+    assert [s["name"] for s in stages][:3] == ["priority 100", "priority 50", "priority 10"]
+    assert plan.metrics["cpsat"]["hint_complete"] is True
+
+
+def test_falls_back_to_greedy_when_decoding_fails(small_h100_pod: Problem, monkeypatch: pytest.MonkeyPatch) -> None:
+    """If the solution cannot be decoded the greedy plan is returned, marked as a fallback."""
+
+    def broken(*_: Any) -> Any:
+        raise DecodeError("simulated")
+
+    monkeypatch.setattr(cpsat_solve, "decode", broken)
+    plan = solve(small_h100_pod, "cpsat", ONE_WORKER)
+    greedy = solve(small_h100_pod, "greedy", ONE_WORKER)
+    assert plan.metrics["cpsat"]["fallback"] == "greedy"
+    assert plan.assignments == greedy.assignments and plan.strategy == "cpsat"
+
+
+def test_model_size_does_not_grow_with_replicas(small_h100_pod: Problem) -> None:
+    """Identical replicas are counts: ten times the replicas give the same number of variables."""
+
+    def size(factor: int) -> int:
+        ws = tuple(
+            w.model_copy(update={"replicas": w.replicas * factor}) if not w.is_gang else w
+            for w in small_h100_pod.workloads
+        )
+        pm = PlacementModel(build_index(small_h100_pod.replace(workloads=ws), ONE_WORKER))
+        return len(pm.m.proto.variables)
+
+    assert size(10) <= size(1) * 1.5
+
+
+def test_auto_prefers_cpsat_for_small_problems(small_h100_pod: Problem) -> None:
+    """`auto` picks the exact model for a small problem."""
+    assert choose_strategy(small_h100_pod) == "cpsat"
