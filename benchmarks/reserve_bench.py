@@ -160,6 +160,8 @@ def run(n: int, settings: SolverSettings) -> dict[str, Any]:
             "vars": "-",
             "cons": "-",
             "ints": "-",
+            "method": settings.method,
+            "gap": "-",
             "cost": float("nan"),
             "orders": 0,
             "check": "-",
@@ -176,6 +178,8 @@ def run(n: int, settings: SolverSettings) -> dict[str, Any]:
         "vars": sv["variables"],
         "cons": sv["constraints"],
         "ints": sv["integer_variables"],
+        "method": sv["method"],
+        "gap": "-" if sv["gap"] is None else f"{100 * sv['gap']:.2f} %",
         "cost": plan.costs["total"],
         "orders": len(plan.orders),
         "check": "ok" if not bad else bad[0],
@@ -189,26 +193,28 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--gap", type=float, default=1e-3)
+    ap.add_argument("--method", choices=("auto", "extensive", "decomposition"), default="auto")
     a = ap.parse_args()
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
     print(
         f"commit {commit}, {platform.processor() or platform.machine()}, threads {a.threads}, "
-        f"time limit {a.time_limit} s, gap {a.gap}"
+        f"time limit {a.time_limit} s, gap {a.gap}, method {a.method}"
     )
     print(
         "| scenarios | wall total (s) | solve (s) | solver status | plan | variables | constraints "
-        "| integers "
+        "| integers | method | proven gap "
         "| expected cost | orders | check |"
     )
-    print("|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|")
+    print("|---:|---:|---:|---|---|---:|---:|---:|---|---:|---:|---:|---|")
     for n in a.scenarios:
-        r = run(n, SolverSettings(time_limit=a.time_limit, threads=a.threads, gap=a.gap))
+        r = run(n, SolverSettings(time_limit=a.time_limit, threads=a.threads, gap=a.gap, method=a.method))
         print(
             f"| {r['scenarios']} | {r['total_s']} | {r['solve_s']} | {r['status']} | {r['plan']} "
             f"| {r['vars']} "
-            f"| {r['cons']} | {r['ints']} | {r['cost']:,.0f} | {r['orders']} | {r['check']} |",
+            f"| {r['cons']} | {r['ints']} | {r['method']} | {r['gap']} | {r['cost']:,.0f} | {r['orders']} "
+            f"| {r['check']} |",
             flush=True,
         )
 

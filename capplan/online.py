@@ -14,12 +14,17 @@ Example
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from capplan.heuristics.fleet import FleetState
 from capplan.heuristics.placer import FleetPlacer
 from capplan.heuristics.run import ScoreName, make_scorer
 from capplan.plan import Assignment
 from capplan.problem import Problem, Workload
+
+if TYPE_CHECKING:
+    from capplan.bench.policies import PolicyContext
+    from capplan.heuristics.multifrag import MultiFragPolicy
 
 
 class OnlineScheduler:
@@ -64,3 +69,18 @@ class OnlineScheduler:
         from capplan._base import UNITS_PER_GPU
 
         return self.placed_units / UNITS_PER_GPU
+
+
+def bench_policy(ctx: PolicyContext) -> MultiFragPolicy:
+    """capplan's policy for the benchmark simulator (``capplan bench ... --policies capplan``).
+
+    Joint (GPU, CPU, memory) fragmentation growth with exact scores and best-fit tie-breaks,
+    measured against the typical pods of the run (:mod:`capplan.heuristics.multifrag`).
+    """
+    from capplan.heuristics.multifrag import MultiFragPolicy, typical_memory
+
+    t, pods = ctx.typical, ctx.pods
+    return MultiFragPolicy(t, typical_memory(t, pods.cpu, pods.milli, pods.num, pods.mem))
+
+
+capplan_policy = bench_policy

@@ -65,6 +65,11 @@ def choose_strategy(p: Problem) -> str:
     replicas = sum(w.replicas for w in p.workloads)
     if "cpsat" in STRATEGIES and replicas <= 5000 and len(p.cluster.nodes) <= 1000:
         return "cpsat"
+    if "patterns" in STRATEGIES:
+        from capplan.patterns.strategy import suits
+
+        if suits(p):
+            return "patterns"  # many interchangeable nodes: node-pattern column generation
     if "lns" in STRATEGIES and replicas <= 20000 and len(p.cluster.nodes) <= 2000:
         return "lns"
     if "heuristic" in STRATEGIES:

@@ -50,7 +50,9 @@ def online_order(pods: PodTable, capacity_milli: int, seed: int, tune: float = T
     target = tune * capacity_milli
     while True:
         i = by_name[rng.randrange(len(by_name))]
-        if total + int(pods.milli[i]) > target:
+        # Upstream tests the drawn pod's per-GPU milli (a quirk kept for fidelity); gangs count whole.
+        step = int(pods.milli[i]) if pods.replicas[i] == 1 else pods.demand_milli(i)
+        if total + step > target:
             break
         total += pods.demand_milli(i)
         order.append(i)

@@ -22,6 +22,8 @@ def greedy_hint(pm: PlacementModel, plan: Plan) -> dict[Any, int]:
     running = {r.a.key for r in pm.ix.runs}
     for key in pm.keep:
         hint[pm.keep[key]] = 1
+    for v in pm.freed.values():
+        hint[v] = 0
     for d in (pm.ev, pm.mv):
         for v in d.values():
             if not isinstance(v, int):

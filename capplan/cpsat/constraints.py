@@ -38,11 +38,7 @@ def add_counts(pm: PlacementModel) -> None:
 
 def new_whole_gpus(pm: PlacementModel, i: int) -> Any:
     """GPUs the new whole-GPU replicas on node ``i`` take."""
-    return _sum(
-        pm.demand(pm.p.workload(wn), n).gpus * v
-        for (wn, n), v in pm.c.items()
-        if n == i and pm.demand(pm.p.workload(wn), n).kind == "whole"
-    )
+    return _sum(pm.demand(w, i).gpus * v for w, v in pm.on_node(i) if pm.demand(w, i).kind == "whole")
 
 
 def add_gpu_exclusivity(pm: PlacementModel) -> None:
@@ -58,6 +54,7 @@ def add_gpu_exclusivity(pm: PlacementModel) -> None:
                 uf, wf = released_gpus(ni, r)
                 rel_unfixed += uf * (1 - pm.keep[r.a.key])
                 rel_whole += wf * (1 - pm.keep[r.a.key])
+        rel_unfixed += _sum(v for (n, _), v in pm.freed.items() if n == i)
         pm.m.add(new_whole_gpus(pm, i) <= len(ni.whole_fixed) + rel_whole + pm.xw[i])
         fresh = _sum(s.used for s in pm.slots.get(i, []) if s.kind == "fresh")
         fixed_used = _sum(s.used for s in pm.slots.get(i, []) if s.kind == "fixed")
@@ -77,27 +74,19 @@ def add_mig_geometry(pm: PlacementModel) -> None:
         profiles = pm.ix.mig_profiles[ni.model.name]
         for pool in pm.pools(i):
             for j, prof in enumerate(profiles):
-                need = _sum(
-                    v
-                    for (wn, n, pl), v in pm.cm.items()
-                    if n == i and pl == pool and pm.demand(pm.p.workload(wn), i).profile == prof
-                )
+                need = _sum(v for w, pl, v in pm.mig_on_node(i) if pl == pool and pm.demand(w, i).profile == prof)
                 have = _sum(k.layout[j] * k.var for k in classes if k.pool == pool and k.layout[j])
                 pm.m.add(need <= have)
-        for o in ni.occ:
-            opts = pm.occ_opts.get((i, o.gpu))
-            if opts is None:
-                continue
-            for j, prof in enumerate(profiles):
-                need = _sum(
-                    v
-                    for (wn, n, g), v in pm.co.items()
-                    if n == i and g == o.gpu and pm.demand(pm.p.workload(wn), i).profile == prof
-                )
-                pm.m.add(need <= _sum(x.layout[j] * x.var for x in opts if x.layout[j]))
-            dropped = _sum(x.var for x in opts if x.drop)
-            for r in o.optional:
-                pm.m.add(pm.keep[r.a.key] == 1 - dropped)
+    for (i, g), opts in pm.occ_opts.items():  # occupied GPUs, also on nodes without new MIG work
+        model = pm.ix.nodes[i].model
+        assert model is not None
+        o = next(x for x in pm.ix.nodes[i].occ if x.gpu == g)
+        for j, prof in enumerate(pm.ix.mig_profiles[model.name]):
+            need = _sum(v for w, v in pm.occ_on_gpu(i, g) if pm.demand(w, i).profile == prof)
+            pm.m.add(need <= _sum(x.layout[j] * x.var for x in opts if x.layout[j]))
+        dropped = _sum(x.var for x in opts if x.drop)
+        for r in o.optional:
+            pm.m.add(pm.keep[r.a.key] == 1 - dropped)
 
 
 def add_fraction_memory(pm: PlacementModel) -> None:
@@ -167,9 +156,7 @@ def add_isolation(pm: PlacementModel) -> None:
         _presence(pm, per_node.get(ni.index, []), ni.runs, "node")
         for o in ni.occ:
             if o.kind == "mig":
-                items = [
-                    (pm.p.workload(wn), v, MILLI) for (wn, n, g), v in pm.co.items() if n == ni.index and g == o.gpu
-                ]
+                items = [(w, v, MILLI) for w, v in pm.occ_on_gpu(ni.index, o.gpu)]
                 _gpu_tenancy(pm, items, o.pinned + o.optional)
 
 
@@ -203,6 +190,7 @@ def busy_gpus(pm: PlacementModel, i: int) -> Any:
             + _sum(k.var for k in pm.mig.get(i, []))
             + _sum(s.used for s in pm.slots.get(i, []) if s.kind != "occ")
             + len(ni.occ)
+            - _sum(v for (n, _), v in pm.freed.items() if n == i)
         )
     return pm.busy[i]
 
@@ -230,18 +218,14 @@ def add_capacity_cuts(pm: PlacementModel) -> None:
         i = ni.index
         if i not in pm.xw:
             continue
-        new_units = _sum(pm.demand(pm.p.workload(wn), n).units * v for (wn, n), v in pm.c.items() if n == i)
+        new_units = _sum(pm.demand(w, i).units * v for w, v in pm.on_node(i))
         whole_kept = _sum(len(r.a.gpus) * pm.run_keep(r) for r in ni.runs if r.demand.kind == "whole")
         busy = busy_gpus(pm, i)
         pm.m.add(units_per_gpu * busy >= new_units + units_per_gpu * whole_kept)
         pm.m.add(busy <= ni.node.gpus)
         if ni.model is not None and ni.model.memory_slices:  # MIG instances also fill memory slices
             full = SLOT_SHARE
-            shares = _sum(
-                slot_share(pm.demand(pm.p.workload(wn), n), ni.model.memory_slices) * v
-                for (wn, n), v in pm.c.items()
-                if n == i
-            )
+            shares = _sum(slot_share(pm.demand(w, i), ni.model.memory_slices) * v for w, v in pm.on_node(i))
             pm.m.add(full * busy >= shares + full * whole_kept)
 
 
@@ -267,9 +251,7 @@ def add_eviction_rules(pm: PlacementModel) -> None:
         if isinstance(ev, int):
             continue
         higher = _sum(
-            v
-            for (wn, n), v in pm.c.items()
-            if n == r.node and pm.ix.movable(pm.p.workload(wn)) == 0 and pm.p.workload(wn).priority > r.w.priority
+            v for w, v in pm.on_node(r.node) if pm.ix.movable(w) == 0 and w.priority > r.w.priority
         )
         pm.m.add(higher >= ev)
 

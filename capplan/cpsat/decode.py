@@ -101,6 +101,7 @@ def _decode_node(pm: PlacementModel, ni: NodeInfo, val: Value, spots: dict[str, 
         if r.demand.kind == "whole" and r.optional and not val(pm.keep[r.a.key]):
             for g in r.a.gpus:
                 (unfixed if ni.node.mode_of(g) is None else whole_fixed).append(g)
+    unfixed.extend(g for (n, g), v in pm.freed.items() if n == i and val(v))
     unfixed.sort()
     whole_fixed.sort()
     mig_any = list(ni.mig_any)
@@ -155,7 +156,7 @@ def _decode_mig(
             gpus.append((g, k.src, (), list(k.layout), k.pool))
     for o in ni.occ:
         for opt in pm.occ_opts.get((i, o.gpu), []):
-            if val(opt.var):
+            if val(opt.var) and not opt.freed:
                 kept = o.pinned if opt.drop else o.pinned + o.optional
                 base = tuple(r.a.mig for r in kept if r.a.mig is not None)
                 gpus.append((o.gpu, o.fixed_layout, base, list(opt.layout), None))

@@ -46,6 +46,12 @@ class OccGpu:
     fixed_layout: frozenset[MigSlot] | None
     pinned: list[Run] = field(default_factory=list)
     optional: list[Run] = field(default_factory=list)
+    unfixed: bool = False  # no preset mode
+
+    @property
+    def releasable(self) -> bool:
+        """All users may leave and the GPU has no preset mode: it can rejoin the free pool."""
+        return self.unfixed and not self.pinned and bool(self.optional)
 
 
 @dataclass
@@ -141,6 +147,7 @@ def build_index(p: Problem, opts: PlanOptions) -> Index:
                         fixed_layout=layout,
                         pinned=[r for r in us if not r.optional],
                         optional=[r for r in us if r.optional],
+                        unfixed=fixed is None,
                     )
                 )
             elif kind == "whole":

@@ -49,6 +49,7 @@ class OccOption:
     drop: bool
     layout: Multiset
     var: cp_model.IntVar
+    freed: bool = False  # every replica leaves and the GPU rejoins the free pool
 
 
 @dataclass
@@ -59,7 +60,7 @@ class Slot:
     kind: str  # "fixed" | "occ" | "fresh"
     gpu: int | None
     occ: OccGpu | None
-    used: cp_model.IntVar
+    used: Any  # Boolean variable, or 1 / (1 - freed) for an occupied GPU
     f: dict[str, cp_model.IntVar] = field(default_factory=dict)
 
 
@@ -84,6 +85,7 @@ class PlacementModel:
         self.co: dict[tuple[str, int, int], cp_model.IntVar] = {}
         self.slots: dict[int, list[Slot]] = {}
         self.busy: dict[int, Any] = {}
+        self.freed: dict[tuple[int, int], cp_model.IntVar] = {}
         self._make_running()
         for ni in ix.nodes:
             self._make_node(ni)
@@ -92,6 +94,33 @@ class PlacementModel:
                 self.gang[w.name] = self.m.new_bool_var(f"gang[{w.name}]")
 
     # ------------------------------------------------------------------ helpers
+    def on_node(self, i: int) -> list[tuple[Workload, cp_model.IntVar]]:
+        """``(workload, c[w, i])`` for every new-replica variable on node ``i``."""
+        if not hasattr(self, "_on_node"):
+            idx: dict[int, list[tuple[Workload, cp_model.IntVar]]] = {}
+            for (wn, n), v in self.c.items():
+                idx.setdefault(n, []).append((self.p.workload(wn), v))
+            self._on_node = idx
+        return self._on_node.get(i, [])
+
+    def mig_on_node(self, i: int) -> list[tuple[Workload, str, Any]]:
+        """``(workload, pool, cm[w, i, pool])`` on node ``i``."""
+        if not hasattr(self, "_mig_on_node"):
+            idx: dict[int, list[tuple[Workload, str, Any]]] = {}
+            for (wn, n, pool), v in self.cm.items():
+                idx.setdefault(n, []).append((self.p.workload(wn), pool, v))
+            self._mig_on_node = idx
+        return self._mig_on_node.get(i, [])
+
+    def occ_on_gpu(self, i: int, g: int) -> list[tuple[Workload, cp_model.IntVar]]:
+        """``(workload, co[w, i, g])`` for new MIG instances on occupied GPU ``g`` of node ``i``."""
+        if not hasattr(self, "_occ_on_gpu"):
+            idx: dict[tuple[int, int], list[tuple[Workload, cp_model.IntVar]]] = {}
+            for (wn, n, gg), v in self.co.items():
+                idx.setdefault((n, gg), []).append((self.p.workload(wn), v))
+            self._occ_on_gpu = idx
+        return self._occ_on_gpu.get((i, g), [])
+
     def demand(self, w: Workload, n: int) -> Demand:
         """Demand of ``w`` on node ``n`` (a candidate)."""
         return self.ix.cands[w.name][n]
@@ -160,6 +189,8 @@ class PlacementModel:
         self.xw[i] = self.m.new_int_var(0, g, f"xw[{ni.node.name}]")
         self.ym[i] = self.m.new_int_var(0, g, f"ym[{ni.node.name}]")
         mig_ws = [w for w in ws if (w.name, i) in self.c and self.demand(w, i).kind == "mig"]
+        if any(o.kind == "mig" for o in ni.occ):
+            self._make_occ_mig(ni)
         if mig_ws:
             self._make_mig(ni, mig_ws)
         frac_ws = [w for w in ws if (w.name, i) in self.c and self.demand(w, i).kind == "fraction"]
@@ -173,7 +204,7 @@ class PlacementModel:
         profiles = self.ix.mig_profiles[ni.model.name]
         classes: list[MigClass] = []
         sources: list[tuple[frozenset[MigSlot] | None, int]] = []
-        if ni.mig_any or ni.unfixed:
+        if ni.mig_any or ni.unfixed or any(r.optional for r in ni.runs):
             sources.append((None, len(ni.mig_any) + len(ni.unfixed) + len(ni.runs)))
         sources.extend((lay, len(gs)) for lay, gs in sorted(ni.mig_layout.items(), key=lambda x: min(x[1])))
         for src, count in sources:
@@ -183,20 +214,11 @@ class PlacementModel:
                     classes.append(MigClass(i, src, lay, pool, v))
         self.mig[i] = classes
         for o in ni.occ:
-            if o.kind != "mig":
-                continue
-            opts: list[OccOption] = []
-            for drop in (False, True) if o.optional else (False,):
-                base = tuple(r.a.mig for r in (o.pinned if drop else o.pinned + o.optional) if r.a.mig is not None)
-                lays = enumerate_multisets(ni.model, profiles, base, o.fixed_layout) or [(0,) * len(profiles)]
-                for lay in lays:
-                    opts.append(OccOption(drop, lay, self.m.new_bool_var(f"occ[{ni.node.name},{o.gpu},{drop},{lay}]")))
-            self.m.add_exactly_one(x.var for x in opts)
-            self.occ_opts[(i, o.gpu)] = opts
-            for w in ws:
-                self.co[(w.name, i, o.gpu)] = self.m.new_int_var(
-                    0, self.ub[(w.name, i)], f"co[{w.name},{ni.node.name},{o.gpu}]"
-                )
+            if o.kind == "mig":
+                for w in ws:
+                    self.co[(w.name, i, o.gpu)] = self.m.new_int_var(
+                        0, self.ub[(w.name, i)], f"co[{w.name},{ni.node.name},{o.gpu}]"
+                    )
         for w in ws:
             pools = self.pools_of(w, i)
             occ_parts = [self.co[(w.name, i, o.gpu)] for o in ni.occ if (w.name, i, o.gpu) in self.co]
@@ -211,12 +233,37 @@ class PlacementModel:
                 parts.append(v)
             self.m.add(self.c[(w.name, i)] == sum(parts) + sum(occ_parts))
 
+    def _make_occ_mig(self, ni: NodeInfo) -> None:
+        """Options of each occupied MIG GPU: keep or drop the optional replicas, and the extension."""
+        assert ni.model is not None
+        profiles = self.ix.mig_profiles[ni.model.name]
+        for o in ni.occ:
+            if o.kind != "mig":
+                continue
+            opts: list[OccOption] = []
+            name = f"{ni.node.name},{o.gpu}"
+            for drop in (False, True) if o.optional else (False,):
+                base = tuple(r.a.mig for r in (o.pinned if drop else o.pinned + o.optional) if r.a.mig is not None)
+                lays = enumerate_multisets(ni.model, profiles, base, o.fixed_layout) or [(0,) * len(profiles)]
+                for lay in lays:
+                    opts.append(OccOption(drop, lay, self.m.new_bool_var(f"occ[{name},{drop},{lay}]")))
+            if o.releasable:
+                v = self.m.new_bool_var(f"freed[{name}]")
+                opts.append(OccOption(True, (0,) * len(profiles), v, freed=True))
+                self.freed[(ni.index, o.gpu)] = v
+            self.m.add_exactly_one(x.var for x in opts)
+            self.occ_opts[(ni.index, o.gpu)] = opts
+
     def _make_slots(self, ni: NodeInfo, ws: list[Workload], occ_shared: list[OccGpu]) -> None:
         i = ni.index
         name = ni.node.name
         slots: list[Slot] = []
         for o in occ_shared:
-            slots.append(Slot(i, "occ", o.gpu, o, self.m.new_constant(1)))
+            used: Any = 1
+            if o.releasable:
+                self.freed[(i, o.gpu)] = self.m.new_bool_var(f"freed[{name},{o.gpu}]")
+                used = 1 - self.freed[(i, o.gpu)]
+            slots.append(Slot(i, "occ", o.gpu, o, used))
         for g in ni.shared_fixed:
             slots.append(Slot(i, "fixed", g, None, self.m.new_bool_var(f"u[{name},{g}]")))
         need = sum(self.ub[(w.name, i)] for w in ws)

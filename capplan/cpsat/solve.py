@@ -188,6 +188,10 @@ def _bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, in
     p = pm.p
     trivial = trivial_bound(p)
     out = dict(trivial)
+    if any(r.optional for r in pm.ix.runs):
+        # With evictions or moves the model restricts some choices (see docs/placement-model.md),
+        # so its proofs are not proofs for the full problem: report the trivial bound only.
+        return out, False
     by_name = {r.name: r for r in run.results}
     g = by_name.get("guaranteed")
     if any(s.name == "guaranteed" for s in stages) and (g is None or g.status != "optimal"):
@@ -251,6 +255,8 @@ def plan_cpsat(problem: Problem, options: PlanOptions) -> Plan:
                 "bound": list(greedy.bound),
             }
         )
+    if deadline - time.perf_counter() < max(0.3, 0.1 * options.time_limit):
+        return _greedy_as_cpsat(greedy, t0, {"fallback": "greedy", "reason": "no time left after greedy"})
     pm = PlacementModel(build_index(problem, options))
     add_all(pm)
     groups = break_node_symmetry(pm)
@@ -270,6 +276,11 @@ def plan_cpsat(problem: Problem, options: PlanOptions) -> Plan:
     if plan is not None and _lex_key(problem, plan) >= _lex_key(problem, greedy):
         return plan
     stats["fallback"] = "greedy"
+    return _greedy_as_cpsat(greedy, t0, stats)
+
+
+def _greedy_as_cpsat(greedy: Plan, t0: float, stats: dict[str, object]) -> Plan:
+    """The greedy plan reported by the cpsat strategy (with why CP-SAT's own result was not used)."""
     return greedy.model_copy(
         update={
             "strategy": "cpsat",

@@ -24,14 +24,17 @@ class Demands:
 
     def __init__(self, st: FleetState) -> None:
         self.st = st
-        self._cache: dict[str, tuple[list[Demand | None], np.ndarray]] = {}
+        self._cache: dict[object, tuple[list[Demand | None], np.ndarray]] = {}
 
     def of(self, w: Workload) -> tuple[list[Demand | None], np.ndarray]:
         """(demand per model id, indices of eligible nodes)."""
-        hit = self._cache.get(w.name)
+        cpu_only = w.gpus is None and w.mig is None and w.gpu_fraction is None
+        # GPU demand depends only on the GPU fields, so workloads of one shape share an entry.
+        key: object = w.name if cpu_only else (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib,
+                                               None if w.gpu_models is None else tuple(w.gpu_models))
+        hit = self._cache.get(key)
         if hit is None:
             st, p = self.st, self.st.p
-            cpu_only = w.gpus is None and w.mig is None and w.gpu_fraction is None
             per: list[Demand | None] = []
             for name in st.model_names:
                 if cpu_only:
@@ -45,7 +48,7 @@ class Demands:
             if w.gpus is not None:
                 ok &= st.gpu_count >= w.gpus
             hit = (per, np.flatnonzero(ok))
-            self._cache[w.name] = hit
+            self._cache[key] = hit
         return hit
 
 

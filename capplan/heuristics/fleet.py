@@ -217,6 +217,59 @@ class FleetState:
             self.power_free[self.node_dom[i]] -= new_gpus * self.tdp[i]
             self.power_free[-1] = np.iinfo(np.int64).max // 4
 
+    def apply_many(self, w: Workload, d: Demand, cs: list[Choice]) -> None:
+        """Add several replicas of ``w`` on one node at once (same effect as :meth:`apply` for each)."""
+        if not cs:
+            return
+        i = cs[0].node
+        if self.journal is not None:
+            self.journal.append((i, self._rows(i), self.power_free.copy()))
+        k = len(cs)
+        t = self.tenant_id(w.tenant)
+        self.stamp[i] += 1
+        self.cpu[i] -= k * w.cpu_milli
+        self.mem[i] -= k * w.memory_mib
+        nt = self.node_tenant[i]
+        self.node_tenant[i] = t if nt in (_NO_TENANT, t) else _MIXED
+        self.node_iso[i] += k * (w.isolation == "node")
+        cnt: dict[int, int] = {}
+        for c in cs:
+            for gi in c.gpus:
+                cnt[gi] = cnt.get(gi, 0) + 1
+        iso = int(w.isolation == "tenant")
+        mode = _MODE["whole" if d.kind == "whole" else "shared" if d.kind == "fraction" else "mig"]
+        pi = self.prof_index[d.profile.name] if d.profile is not None else 0
+        new_gpus = 0
+        # Python scalars per touched GPU: cheaper than array operations on one short row.
+        for gi, k_g in cnt.items():
+            if self.users[i, gi] == 0:
+                new_gpus += 1
+                if self.fixed[i, gi] <= WHOLE:
+                    self.free_whole[i] -= 1
+            self.users[i, gi] += k_g
+            gt = self.gpu_tenant[i, gi]
+            self.gpu_tenant[i, gi] = t if gt in (_NO_TENANT, t) else _MIXED
+            self.gpu_iso[i, gi] += k_g * iso
+            self.mode[i, gi] = mode
+            if d.kind == "whole":
+                self.used[i, gi] = UNITS_PER_GPU
+            elif d.kind == "fraction":
+                self.frac[i, gi] += k_g * cs[0].fraction_milli
+                self.gmem[i, gi] += k_g * d.memory_mib
+                self.used[i, gi] += k_g * cs[0].fraction_milli * _UNITS_PER_MILLI
+            else:
+                self.prof_count[i, gi, pi] += k_g
+                self.used[i, gi] += k_g * d.units
+        if d.kind == "mig":
+            assert d.profile is not None
+            width = (1 << d.profile.memory_slices) - 1
+            for c in cs:
+                assert c.slot is not None
+                self.mig_mask[i, c.gpus[0]] |= width << c.slot.start
+        if new_gpus:
+            self.power_free[self.node_dom[i]] -= new_gpus * self.tdp[i]
+            self.power_free[-1] = np.iinfo(np.int64).max // 4
+
     def assignment(self, w: Workload, replica: int, c: Choice) -> Assignment:
         """The plan assignment of a choice."""
         return Assignment(workload=w.name, replica=replica, node=self.p.cluster.nodes[c.node].name, gpus=c.gpus,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from capplan.heuristics.bulk import BulkPlacer, bulk_ok
 from capplan.heuristics.choose import Demands, choose
 from capplan.heuristics.fleet import Choice, FleetState
 from capplan.heuristics.score import Scorer
@@ -54,6 +55,7 @@ class FleetPlacer:
         self.p = st.p
         self.scorer = scorer
         self.dem = Demands(st)
+        self.bulk = BulkPlacer(st, scorer, self.dem)
         self._domains: dict[str, tuple[np.ndarray, list[str]]] = {}
 
     def domains(self, level: str) -> tuple[np.ndarray, list[str]]:
@@ -80,8 +82,20 @@ class FleetPlacer:
             self.st.apply(w, d, c)
         return c
 
+    def candidates(self, w: Workload, within: np.ndarray | None = None) -> np.ndarray:
+        """Eligible nodes of ``w`` (inside ``within`` when given)."""
+        _, idx = self.dem.of(w)
+        if within is not None:
+            idx = np.intersect1d(idx, within, assume_unique=True)
+        return idx
+
     def place_many(self, w: Workload, n: int, within: np.ndarray | None = None) -> list[Choice]:
-        """Place up to ``n`` replicas one by one (stops at the first that does not fit)."""
+        """Place up to ``n`` replicas (in bulk when exact, else one by one until one does not fit)."""
+        if n <= 0:
+            return []
+        if bulk_ok(self.st):
+            per, _ = self.dem.of(w)
+            return self.bulk.place(w, per, n, None if within is None else self.candidates(w, within))
         out: list[Choice] = []
         last: int | None = None
         for _ in range(n):
@@ -94,6 +108,10 @@ class FleetPlacer:
 
     def place_gang(self, w: Workload, n: int, within: np.ndarray | None = None) -> list[Choice]:
         """All ``n`` replicas (inside ``within``) or none."""
+        if bulk_ok(self.st):
+            per, _ = self.dem.of(w)
+            if int(np.minimum(self.bulk.capacity(w, per, self.candidates(w, within)), n).sum()) < n:
+                return []
         mark = self.st.checkpoint()
         got = self.place_many(w, n, within)
         if len(got) < n:
@@ -126,9 +144,13 @@ class FleetPlacer:
             names = [x.name for x in self.p.cluster.nodes]
         else:
             dom, names = self.domains(level)
-        cap = np.zeros(len(names), dtype=np.int64)
         ok = eligible[st.node_ok(w, eligible)]
-        np.add.at(cap, dom[ok], np.minimum(self.room(w, ok), n))
+        if bulk_ok(st):  # exact per-node capacity
+            per, _ = self.dem.of(w)
+            room = self.bulk.capacity(w, per, ok)
+        else:
+            room = self.room(w, ok)
+        cap = np.bincount(dom[ok], weights=np.minimum(room, n), minlength=len(names)).astype(np.int64)
         order = np.lexsort((np.arange(len(names)), cap - n))
         order = order[cap[order] >= (n if all_or_nothing else 1)]
         if fixed is not None:

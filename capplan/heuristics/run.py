@@ -43,7 +43,7 @@ def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = N
     running: dict[str, list[Assignment]] = {}
     for a in p.running:
         running.setdefault(a.workload, []).append(a)
-    unplaced: list[Unplaced] = []
+    missed: list[tuple[Workload, list[int]]] = []
     for w in order if order is not None else batch_order(p, seed=seed):
         taken = {a.replica for a in running.get(w.name, [])}
         free_ids = [r for r in range(w.replicas) if r not in taken]
@@ -55,9 +55,22 @@ def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = N
         assignments.extend(st.assignment(w, r, c) for r, c in zip(free_ids, got, strict=False))
         missing = free_ids[len(got):]
         if missing:
-            unplaced.append(Unplaced(workload=w.name, replicas=tuple(missing),
-                                     reason=explain_fleet(placer, w, len(missing))))
-    return assignments, unplaced, placer
+            missed.append((w, missing))
+    return assignments, explain_all(placer, missed), placer
+
+
+def explain_all(placer: FleetPlacer, missed: list[tuple[Workload, list[int]]]) -> list[Unplaced]:
+    """Reasons for the unplaced replicas, on the final occupancy; workloads of one shape share one text."""
+    memo: dict[tuple[object, ...], str] = {}
+    out = []
+    for w, missing in missed:
+        key = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, None if w.gpu_models is None else
+               tuple(w.gpu_models), w.cpu_milli, w.memory_mib, w.tenant, w.isolation, w.topology.required,
+               w.is_gang, w.replicas, len(missing))
+        if key not in memo:
+            memo[key] = explain_fleet(placer, w, len(missing))
+        out.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=memo[key]))
+    return out
 
 
 def plan_heuristic(p: Problem, options: PlanOptions, score: ScoreName = "fgd") -> Plan:

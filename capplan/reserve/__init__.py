@@ -1,15 +1,32 @@
 """Reservation planner: what GPUs to order or reserve, and when (two-stage stochastic MILP).
 
 Pipeline: :func:`load_planning` -> :func:`build_problem` -> :func:`solve` -> :class:`Plan`.
-See ``docs/reservations.md``.
+See ``docs/reservations.md``. Names are imported lazily (PEP 562), so that importing the
+CLI module does not load PuLP, highspy or matplotlib.
 """
 
-from capplan.reserve.check import check_plan
-from capplan.reserve.milp import SolverSettings
-from capplan.reserve.model import PlanningFile, load_planning, parse_planning
-from capplan.reserve.planner import SolveError, solve
-from capplan.reserve.problem import Problem, build_problem
-from capplan.reserve.result import Plan
+from __future__ import annotations
 
-__all__ = ["Plan", "PlanningFile", "Problem", "SolveError", "SolverSettings", "build_problem", "check_plan",
-           "load_planning", "parse_planning", "solve"]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Plan": "capplan.reserve.result",
+    "PlanningFile": "capplan.reserve.model",
+    "Problem": "capplan.reserve.problem",
+    "SolveError": "capplan.reserve.planner",
+    "SolverSettings": "capplan.reserve.milp",
+    "build_problem": "capplan.reserve.problem",
+    "check_plan": "capplan.reserve.check",
+    "load_planning": "capplan.reserve.model",
+    "parse_planning": "capplan.reserve.model",
+    "solve": "capplan.reserve.planner",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'capplan.reserve' has no attribute {name!r}")

@@ -33,6 +33,9 @@ Arr = npt.NDArray[np.float64]
 INF = float("inf")
 #: share of the time limit for the LP phase
 LP_SHARE = 0.5
+#: master MILP solves restricted to the rounding box of the LP point
+RENS_ROUNDS = 3
+RENS_WIDEN = 0
 
 
 @dataclass
@@ -61,9 +64,7 @@ class Decomposition:
         W, M, T, C = len(pr.scenario_names), len(pr.models), pr.periods, len(pr.classes)
         self.n = n = len(A.col_names)
         ci = A.col_index
-        self.cap_col = np.array(
-            [[ci[self.model.cap[m, p].name] for p in range(T)] for m in pr.models], dtype=np.int32
-        )
+        self.cap_col = np.array([[ci[self.model.cap[m, p].name] for p in range(T)] for m in pr.models], dtype=np.int32)
         #: gang columns: (class, model, period) -> [(column, gang size)]
         self.gang_cols: dict[tuple[int, int, int], list[int]] = {}
         for (c, _loc, m_i, p), v in self.model.gang.items():
@@ -80,15 +81,19 @@ class Decomposition:
             [*A.lower, *np.zeros(W)],
             [*A.upper, *np.full(W, INF)],
         )
-        rows = _Rows(list(A.row_names), list(A.row_lower), list(A.row_upper), list(A.starts), list(A.index), list(A.value))
+        rows = _Rows(
+            list(A.row_names), list(A.row_lower), list(A.row_upper), list(A.starts), list(A.index), list(A.value)
+        )
         for g, members in enumerate(scenario_groups(problem, groups)):
             self._add_group(cols, rows, g, members)
         with _quiet_stdout():
-            h = self.h = highspy.Highs()
+            h = self.h = highspy.Highs()  # type: ignore[no-untyped-call]
         h.setOptionValue("output_flag", False)
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = len(cols.names), len(rows.names)
-        lp.col_cost_, lp.col_lower_, lp.col_upper_ = (np.array(v, dtype=float) for v in (cols.cost, cols.lower, cols.upper))
+        lp.col_cost_, lp.col_lower_, lp.col_upper_ = (
+            np.array(v, dtype=float) for v in (cols.cost, cols.lower, cols.upper)
+        )
         lp.row_lower_, lp.row_upper_ = np.array(rows.lower, dtype=float), np.array(rows.upper, dtype=float)
         lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
         lp.a_matrix_.start_ = np.array(rows.starts, dtype=np.int32)
@@ -141,7 +146,7 @@ class Decomposition:
     # ---------------------------------------------------------------------------- tender
     def tender(self, x: Arr) -> tuple[Arr, Arr, Arr]:
         """Capacity (M, T), gang GPUs (C, M, T) and chance indicators (tiers, W) of master ``x``."""
-        W, C, M, T = self.shape
+        _, C, M, T = self.shape
         cap = x[self.cap_col]
         gangs = np.zeros((C, M, T))
         for (c, m, p), cols in self.gang_cols.items():
@@ -222,7 +227,6 @@ class Decomposition:
         """Run both phases within ``settings.time_limit`` and read back the best plan."""
         t0 = time.perf_counter()
         limit = settings.time_limit
-        W = self.shape[0]
         prob = np.array(self.p.probabilities)
         lb, best, it = -INF, None, 0
         highspy.Highs.resetThreadScheduler(True)  # earlier solves may have fixed another thread count
@@ -235,49 +239,76 @@ class Decomposition:
                 best = _Best(x.copy(), ub, evals)
             return evals
 
-        # phase 1: LP relaxation of the master
+        # phase 1: LP relaxation of the master (no presolve, so each re-solve starts from the basis)
         self._integrality(False)
-        lp_best = INF
+        self.h.setOptionValue("presolve", "off")
+        lp_best, x_lp = INF, None
         while time.perf_counter() - t0 < LP_SHARE * limit:
             it += 1
             if not self._run(limit - (time.perf_counter() - t0), settings, settings.gap):
                 break
             x = np.asarray(self.h.getSolution().col_value)
+            x_lp = x
             lb = max(lb, self.h.getInfo().objective_function_value)
             evals = self.evaluate(x)
             lp_best = min(lp_best, self.first_stage_cost(x) + float(prob @ [e.cost for e in evals]))
             added = self.add_cuts(x, evals, x[self.theta])
             log.debug("lp %d: %.1fs lb %.6g ub %.6g cuts +%d", it, time.perf_counter() - t0, lb, lp_best, added)
-            if not added or lp_best - lb <= 1e-5 * max(1.0, abs(lp_best)):
+            if not added or lp_best - lb <= settings.gap / 4 * max(1.0, abs(lp_best)):
                 break
-        # phase 2: integer master
         self._integrality(True)
-        while True:
+        self.h.setOptionValue("presolve", "on")
+
+        def gap_ok() -> bool:
+            return best is not None and best.cost - lb <= settings.gap * max(1.0, abs(best.cost))
+
+        def step(box: Arr | None) -> bool:
+            """One master MILP (within ``box`` around the LP point when given) and its evaluation."""
+            nonlocal it, lb
             left = limit - (time.perf_counter() - t0)
-            if left <= 0.5 and best is not None:
-                break
+            if left <= 0.2 and best is not None:
+                return False
             it += 1
-            if best is not None:
+            if box is not None:
+                lo0, up0 = self.h.getLp().col_lower_, self.h.getLp().col_upper_
+                ic = self.int_cols
+                lo = np.maximum(np.asarray(lo0)[ic], np.floor(box[ic] + 1e-6) - RENS_WIDEN)
+                up = np.minimum(np.asarray(up0)[ic], np.ceil(box[ic] - 1e-6) + RENS_WIDEN)
+                self.h.changeColsBounds(len(ic), ic, lo, up)
+            elif best is not None:
                 sol = np.concatenate([best.x[: self.n], [e.cost for e in best.evals]])
                 self.h.setSolution(len(sol), np.arange(len(sol), dtype=np.int32), sol)
-            gap_now = 0.0 if best is None else (best.cost - lb) / max(1.0, abs(best.cost))
-            ok = self._run(left, settings, max(settings.gap / 2, min(0.05, gap_now / 4)))
+            ok = self._run(left, settings, settings.gap / 2)
+            if box is not None:
+                self.h.changeColsBounds(len(ic), ic, np.asarray(lo0)[ic], np.asarray(up0)[ic])
+            elif ok:
+                lb = max(lb, self.h.getInfo().mip_dual_bound)
             if not ok:
-                break
-            lb = max(lb, self.h.getInfo().mip_dual_bound)
+                return False
             x = np.asarray(self.h.getSolution().col_value)
             x[self.int_cols] = np.round(x[self.int_cols])
             evals = consider(x)
-            assert best is not None
             added = self.add_cuts(x, evals, x[self.theta])
             log.debug(
-                "mip %d: %.1fs lb %.6g ub %.6g cuts +%d", it, time.perf_counter() - t0, lb, best.cost, added
+                "%s %d: %.1fs lb %.6g ub %.6g cuts +%d",
+                "rens" if box is not None else "mip",
+                it,
+                time.perf_counter() - t0,
+                lb,
+                best.cost if best else INF,
+                added,
             )
-            if (best.cost - lb) <= settings.gap * max(1.0, abs(best.cost)) or not added:
-                if not added:
-                    lb = max(lb, min(best.cost, self.h.getInfo().mip_dual_bound))
-                break
-            if time.perf_counter() - t0 >= limit:
+            if not added and box is None:
+                lb = max(lb, min(best.cost if best else INF, self.h.getInfo().mip_dual_bound))
+            return bool(added)
+
+        # phase 2: integer plans from the box around the LP point (RENS), then the full master
+        if x_lp is not None:
+            for _ in range(RENS_ROUNDS):
+                if not step(x_lp) or gap_ok():
+                    break
+        while not gap_ok() and time.perf_counter() - t0 < limit - 0.2:
+            if not step(None):
                 break
         if best is None:
             return self._raw("no_solution", None, lb, it, time.perf_counter() - t0)
@@ -369,7 +400,12 @@ class _Cols:
 
 class _Rows:
     def __init__(
-        self, names: list[str], lower: list[float], upper: list[float], starts: list[int], index: list[int],
+        self,
+        names: list[str],
+        lower: list[float],
+        upper: list[float],
+        starts: list[int],
+        index: list[int],
         value: list[float],
     ) -> None:
         self.names, self.lower, self.upper = names, lower, upper

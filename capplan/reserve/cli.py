@@ -12,16 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from capplan.catalog import load_catalog
 from capplan.errors import InputError
-from capplan.fileio import write_bytes_atomic, write_text_atomic
-from capplan.reserve.check import check_plan
-from capplan.reserve.milp import SolverSettings
-from capplan.reserve.model import load_planning
-from capplan.reserve.planner import SolveError, solve
-from capplan.reserve.problem import build_problem
-from capplan.reserve.report import cost_breakdown_png, demand_capacity_png, markdown_report
-from capplan.reserve.whatif import parse_whatif, run_whatifs
+
+# Solver, report and plotting modules (PuLP, highspy, matplotlib) are imported inside `run`,
+# so that registering the sub-command costs nothing on other `capplan` commands.
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_UNMET = 0, 1, 2, 3
 
@@ -42,6 +36,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--threads", type=int, default=1, help="solver threads (default 1, deterministic)")
     p.add_argument("--gap", type=float, default=1e-4, help="relative MIP gap (default 1e-4)")
     p.add_argument(
+        "--method",
+        choices=("auto", "extensive", "decomposition"),
+        default="auto",
+        help="extensive MILP, L-shaped decomposition, or auto (decomposition for large scenario sets)",
+    )
+    p.add_argument(
         "--what-if",
         action="extend",
         nargs="+",
@@ -56,6 +56,16 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``capplan reserve``; returns the exit code (raises :class:`InputError` for bad input)."""
+    from capplan.catalog import load_catalog
+    from capplan.fileio import write_bytes_atomic, write_text_atomic
+    from capplan.reserve.check import check_plan
+    from capplan.reserve.milp import SolverSettings
+    from capplan.reserve.model import load_planning
+    from capplan.reserve.planner import SolveError, solve
+    from capplan.reserve.problem import build_problem
+    from capplan.reserve.report import cost_breakdown_png, demand_capacity_png, markdown_report
+    from capplan.reserve.whatif import parse_whatif, run_whatifs
+
     if args.time_limit <= 0:
         raise InputError("--time-limit", "must be > 0 seconds")
     if args.threads < 1:
@@ -65,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.catalog)
     pf = load_planning(args.planfile)
     problem = build_problem(pf, catalog)
-    settings = SolverSettings(time_limit=args.time_limit, threads=args.threads, gap=args.gap)
+    settings = SolverSettings(
+        time_limit=args.time_limit, threads=args.threads, gap=args.gap, method=getattr(args, "method", "auto")
+    )
     try:
         plan = solve(problem, settings)
         if args.what_if:

@@ -445,9 +445,9 @@ class ReservationModel:
         upper = np.array([inf if v.upBound is None else v.upBound for v in vs], dtype=float)
         integer = np.array([v.cat == pulp.LpInteger for v in vs], dtype=bool)
         rnames, rlo, rup, starts, index, value = [], [], [], [0], [], []
-        for name, con in self.lp.constraints.items():
+        for con in self.lp.constraints():
             rhs = -con.constant
-            rnames.append(name)
+            rnames.append(con.name)
             rlo.append(rhs if con.sense in (pulp.LpConstraintEQ, pulp.LpConstraintGE) else -inf)
             rup.append(rhs if con.sense in (pulp.LpConstraintEQ, pulp.LpConstraintLE) else inf)
             for v, c in con.items():

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from capplan.errors import CapplanError
+from capplan.reserve.benders import solve_decomposition
 from capplan.reserve.diagnose import explain
 from capplan.reserve.milp import TOL, RawSolution, ReservationModel, SolverSettings
 from capplan.reserve.problem import Problem
@@ -48,12 +49,17 @@ def solve(problem: Problem, settings: SolverSettings | None = None) -> Plan:
         When no solution was found within the time limit.
     """
     s = settings or SolverSettings()
-    raw = ReservationModel(problem).solve(s)
+    method = choose_method(problem, s)
+    if method not in ("extensive", "decomposition"):
+        raise ValueError(f"unknown method {s.method!r}; use auto, extensive or decomposition")
+    raw = solve_decomposition(problem, s) if method == "decomposition" else ReservationModel(problem).solve(s)
     ranked: dict[str, Any] = {}
+    # a decomposition plan that leaves guaranteed demand unmet reports "infeasible": the ranked
+    # re-solve below (extensive form) then minimises the unmet demand first, then cost.
     if raw.status in ("infeasible", "no_solution"):
         hard_status, hard_time = raw.status, raw.runtime_s
         soft = ReservationModel(problem, soft=True)
-        half = SolverSettings(max(1.0, s.time_limit / 2), s.threads, s.gap, s.backend)
+        half = SolverSettings(max(1.0, s.time_limit / 2), s.threads, s.gap, s.backend, "extensive")
         best = soft.rank_excess_first(half)
         if best == float("inf"):
             raise SolveError(f"no solution found within {s.time_limit:g} s; raise --time-limit")
@@ -73,6 +79,18 @@ def solve(problem: Problem, settings: SolverSettings | None = None) -> Plan:
     if raw.status not in ("optimal", "feasible"):
         raise SolveError(f"no solution found within {s.time_limit:g} s; raise --time-limit")
     return build_plan(problem, raw, ranked)
+
+
+#: scenario-period-class rows above which ``auto`` uses the decomposition
+AUTO_DECOMPOSITION_ROWS = 2000
+
+
+def choose_method(problem: Problem, settings: SolverSettings) -> str:
+    """``extensive`` or ``decomposition`` for ``settings.method`` (``auto`` decides by size)."""
+    if settings.method != "auto":
+        return settings.method
+    W, C, T = problem.demand.shape
+    return "decomposition" if W > 1 and W * C * T > AUTO_DECOMPOSITION_ROWS else "extensive"
 
 
 def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None = None) -> Plan:
@@ -261,6 +279,10 @@ def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None
         "variables": raw.variables,
         "constraints": raw.constraints,
         "integer_variables": raw.integers,
+        "method": raw.method,
+        "bound": None if raw.bound is None else _r(raw.bound),
+        "gap": None if raw.gap is None else round(raw.gap, 9),
+        "iterations": raw.iterations,
         **(ranked or {}),
     }
     return Plan(

@@ -14,7 +14,9 @@ gets its own highspy object, so its simplex basis warm-starts the next evaluatio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import highspy
 import numpy as np
@@ -49,7 +51,7 @@ class RecourseLP:
 
     def __init__(self, problem: Problem) -> None:
         self.p = pr = problem
-        T, C = pr.periods, len(pr.classes)
+        T = pr.periods
         mi = {m: i for i, m in enumerate(pr.models)}
         hours = pr.hours
         self.big = 10.0 * (1.0 + max([_max_rate(pr), 1.0]))
@@ -156,17 +158,17 @@ class RecourseLP:
         lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
         lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = self.starts, self.index, self.value
         self._lp = lp
-        self._highs: dict[int, highspy.Highs] = {}
+        self._highs: dict[int, Any] = {}
         # cumulative demand window that bounds each backlog column, per scenario
         self.bl_ub = np.zeros((len(pr.scenario_names), len(bl)))
         for i, (c, p) in enumerate(zip(self.bl_c, self.bl_p, strict=True)):
             k = pr.tiers[pr.classes[c].tier].max_deferral
             self.bl_ub[:, i] = pr.demand[:, c, max(0, p - k + 1) : p + 1].sum(axis=1)
 
-    def _solver(self, w: int) -> highspy.Highs:
+    def _solver(self, w: int) -> Any:
         h = self._highs.get(w)
         if h is None:
-            h = highspy.Highs()
+            h = highspy.Highs()  # type: ignore[no-untyped-call]
             h.setOptionValue("output_flag", False)
             h.setOptionValue("presolve", "off")
             h.passModel(self._lp)
@@ -229,6 +231,6 @@ def _as_idx(xs: list[int]) -> Idx:
     return np.array(xs, dtype=np.int32)
 
 
-def _split(keys: list[tuple[int, ...]], n: int) -> tuple[Idx, ...]:
+def _split(keys: Sequence[tuple[int, ...]], n: int) -> tuple[Idx, ...]:
     arr = np.array(keys, dtype=np.int32).reshape(-1, n)
     return tuple(arr[:, i].copy() for i in range(n))

@@ -126,10 +126,24 @@ def test_preempting_shares_on_a_shared_gpu() -> None:
             {"name": "nb", "replicas": 4, "gpu_fraction": 0.25, "priority": 1, "preemptible": True, "cpu": 1},
             {"name": "api", "replicas": 1, "gpu_fraction": 0.5, "priority": 10, "cpu": 1},
         ],
-        running=[
-            {"workload": "nb", "replica": r, "node": "n1", "gpus": [0], "fraction": 0.25} for r in range(4)
-        ],
+        running=[{"workload": "nb", "replica": r, "node": "n1", "gpus": [0], "fraction": 0.25} for r in range(4)],
     )
     plan = solve(p, "cpsat", PREEMPT)
     assert len(plan.evictions) == 2
     assert any(a.workload == "api" for a in plan.assignments)
+
+
+def test_freed_shared_gpu_becomes_mig() -> None:
+    """Evicting every share on an unfixed GPU frees it for another mode (here MIG slices)."""
+    p = scenario(
+        [node("n1", gpus=2)],
+        [
+            {"name": "nb", "kind": "shared", "replicas": 4, "gpu_fraction": 0.5, "priority": 1, "preemptible": True},
+            {"name": "api", "replicas": 2, "mig": "3g.40gb", "priority": 100, "cpu": 2},
+        ],
+        running=[{"workload": "nb", "replica": r, "node": "n1", "gpus": [r // 2], "fraction": 0.5} for r in range(4)],
+    )
+    plan = solve(p, "cpsat", PREEMPT)
+    assert check_plan(p, plan) == []
+    assert len(plan.evictions) == 2 and sum(1 for a in plan.assignments if a.workload == "api") == 2
+    assert plan.status == "feasible"  # with optional running replicas the bound is the trivial one

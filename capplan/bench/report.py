@@ -1,0 +1,150 @@
+"""Benchmark report: a Markdown summary table and PNG plots (matplotlib, Agg backend).
+
+* ``summary.md``: per protocol (never mixed), per policy: mean allocation at 100% and at the
+  last arrived bin, unallocated GPUs and fragmentation at the end, seconds per run, runs.
+* ``allocation.png``: mean allocation vs arrived workload per policy (online), with the FGD
+  authors' published mean curves dashed when ``fgd-expected-results`` covers the same trace.
+* ``time.png``: seconds per run vs pods per run, per policy.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from capplan.bench.policies import PUBLISHED_NAMES
+from capplan.fileio import write_text_atomic
+
+
+def _mean(xs: list[float]) -> float:
+    return statistics.mean(xs) if xs else float("nan")
+
+
+def summary_markdown(results: list[dict[str, Any]]) -> str:
+    """The summary table(s), one per protocol."""
+    out = []
+    by_proto: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for res in results:
+        by_proto[res["job"]["protocol"]][res["job"]["policy"]].append(res)
+    for proto, pols in sorted(by_proto.items()):
+        if proto == "online":
+            out += [f"### Online protocol ({len(next(iter(pols.values())))} seeds per policy)", "",
+                    "| policy | alloc % @100% arrived | alloc % @end | unallocated GPUs @end | FGD frag % @end | "
+                    "stranded % | failed pods | s/run |", "|---|---|---|---|---|---|---|---|"]
+            rank = []
+            for pol, runs in pols.items():
+                at100 = [r["allocation_pct"] for res in runs for r in res["rows"] if r["arrived_pct"] == 100]
+                end = [res["rows"][-1] for res in runs]
+                rank.append((_mean([e["allocation_pct"] for e in end]), pol, at100, end, runs))
+            for _, pol, at100, end, runs in sorted(rank, reverse=True):
+                frag = [e["fragmentation_pct"] for e in end if e.get("fragmentation_pct") is not None]
+                out.append(f"| {pol} | {_mean(at100):.2f} | {_mean([e['allocation_pct'] for e in end]):.2f} | "
+                           f"{_mean([e['unallocated_gpus'] for e in end]):.1f} | {_mean(frag):.2f} | "
+                           f"{_mean([res['final']['stranded_pct'] for res in runs]):.2f} | "
+                           f"{_mean([res['final']['failed_pods'] for res in runs]):.0f} | "
+                           f"{_mean([res['final']['seconds'] for res in runs]):.2f} |")
+        else:
+            out += [f"### Batch protocol (pods known up front; {proto})", "",
+                    "| strategy | placed % of capacity | bound % | status | s/run | peak MiB |",
+                    "|---|---|---|---|---|---|"]
+            for pol, runs in sorted(pols.items()):
+                rows = [res["rows"][0] for res in runs]
+                out.append(f"| {pol} | {_mean([r['allocation_pct'] for r in rows]):.2f} | "
+                           f"{_mean([r['bound_pct'] for r in rows]):.2f} | "
+                           f"{', '.join(sorted({res['final']['status'] for res in runs}))} | "
+                           f"{_mean([r['seconds'] for r in rows]):.2f} | "
+                           f"{_mean([res['final']['peak_mib'] for res in runs]):.1f} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def published_curves(expected_csv: Path, workload: str) -> dict[str, dict[int, float]]:
+    """Mean published allocation per arrived % for each policy on ``workload`` (empty if absent)."""
+    if not expected_csv.is_file():
+        return {}
+    back = {v: k for k, v in PUBLISHED_NAMES.items()}
+    acc: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    with open(expected_csv, newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["workload"] != workload or row["sc_policy"] not in back:
+                continue
+            for k in range(131):
+                if row.get(str(k)):
+                    acc[back[row["sc_policy"]]][k].append(float(row[str(k)]))
+    return {p: {k: statistics.mean(v) for k, v in d.items()} for p, d in acc.items()}
+
+
+def plots(results: list[dict[str, Any]], out: Path, published: dict[str, dict[int, float]]) -> list[Path]:
+    """Write allocation.png and time.png; return the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    curves: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for res in results:
+        if res["job"]["protocol"] == "online":
+            for r in res["rows"]:
+                curves[res["job"]["policy"]][r["arrived_pct"]].append(r["allocation_pct"])
+    if curves:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for k, (pol, pts) in enumerate(sorted(curves.items())):
+            xs = sorted(pts)
+            line = ax.plot(xs, [_mean(pts[x]) for x in xs], label=f"{pol} (capplan)", color=f"C{k}")
+            if pol in published:
+                ps = sorted(published[pol])
+                ax.plot(ps, [published[pol][x] for x in ps], "--", color=line[0].get_color(),
+                        label=f"{pol} (published)")
+        ax.set_xlabel("arrived workload (% of GPU capacity)")
+        ax.set_ylabel("GPU allocation (%)")
+        ax.set_title("Online protocol: allocation vs arrived workload (mean over seeds)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        path = out / "allocation.png"
+        _save(fig, path)
+        plt.close(fig)
+        written.append(path)
+    pts2: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for res in results:
+        f = res["final"]
+        size = f.get("pods") or f.get("demand_gpus") or 0
+        pts2[f"{res['job']['protocol']}:{res['job']['policy']}"].append((float(size), float(f["seconds"])))
+    if pts2:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for key, pts in sorted(pts2.items()):
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=key, s=14)
+        ax.set_xlabel("pods per run (online) / GPU demand (batch)")
+        ax.set_ylabel("seconds per run")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        path = out / "time.png"
+        _save(fig, path)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def _save(fig: Any, path: Path) -> None:
+    import io
+
+    from capplan.fileio import write_bytes_atomic
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    write_bytes_atomic(path, buf.getvalue())
+
+
+def write_report(results: list[dict[str, Any]], out: Path, expected_csv: Path | None, workload: str) -> Path:
+    """Write summary.md and the plots; return the summary path."""
+    published = published_curves(expected_csv, workload) if expected_csv else {}
+    text = f"# Benchmark summary: {workload}\n\n" + summary_markdown(results)
+    if published:
+        text += f"\nPublished FGD curves ({', '.join(sorted(published))}) are drawn dashed in allocation.png.\n"
+    write_text_atomic(out / "summary.md", text)
+    plots(results, out, published)
+    return out / "summary.md"
