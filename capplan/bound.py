@@ -135,12 +135,18 @@ def _knapsack(sizes: np.ndarray, values: np.ndarray, cap: int) -> tuple[float, d
 
 
 def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: list[int],
-                 deadline: float) -> tuple[float, bool, dict[tuple[int, int], float]]:
-    """Column generation for one priority's items over GPU bin types.
+                 deadline: float, weight: list[float] | None = None,
+                 floors: list[tuple[list[int], float]] | None = None,
+                 ) -> tuple[float, bool, dict[tuple[int, int], float]]:
+    """Column generation for items over GPU bin types.
 
+    ``weight`` (default all 1) weighs each item type's units in the objective; each
+    ``(item types, units)`` of ``floors`` requires at least that many units of those items placed.
     Returns the upper bound in units, whether it converged, and the LP's placed GPU slots per
     (item type, bin type) (a fractional assignment that heuristics can follow).
     """
+    weight = weight if weight is not None else [1.0] * len(items.count)
+    floors = floors or []
     nb = len(n_bins)
     # Distinct sizes per model (the rows that link items to patterns).
     size_rows: list[dict[int, int]] = [dict() for _ in range(nb)]
@@ -163,20 +169,29 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
         link_off.append(off)
         off += len(size_rows[b])
     bins0, cpu0, mem0 = off, off + nb, off + 2 * nb
-    n_rows = mem0 + nb
+    floor0 = mem0 + nb
+    n_rows = floor0 + len(floors)
     rhs = np.zeros(n_rows)
     rhs[:n_items] = items.count
     rhs[bins0:bins0 + nb] = n_bins
     rhs[cpu0:cpu0 + nb] = cpu_cap
     rhs[mem0:mem0 + nb] = mem_cap
+    floor_of: dict[int, int] = {}
+    for f, (members, units) in enumerate(floors):
+        rhs[floor0 + f] = -units
+        floor_of.update({i: f for i in members})
     rows, cols, vals = [], [], []
     cost = []
     for j, (i, b) in enumerate(xs):
         s = items.sizes[i][b]
-        cost.append(-float(s))
+        cost.append(-float(s) * weight[i])
         rows += [i, link_off[b] + size_rows[b][s], cpu0 + b, mem0 + b]
         cols += [j] * 4
         vals += [1.0, 1.0, float(items.cpu[i]), float(items.mem[i])]
+        if i in floor_of:
+            rows.append(floor0 + floor_of[i])
+            cols.append(j)
+            vals.append(-float(s))
     converged = False
     value = float("inf")
     while True:
@@ -193,7 +208,7 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
         a_ub = coo_matrix((pval, (prow, pcol)), shape=(n_rows, nx + len(patterns))).tocsr()
         res = linprog(np.array(cost + [0.0] * len(patterns)), A_ub=a_ub, b_ub=rhs, bounds=(0, None),
                       method="highs")
-        if res.status != 0:
+        if res.status != 0:  # infeasible floors (only from a caller's inconsistent input): no bound
             return float("inf"), False, {}
         primal = {xs[j]: float(v) for j, v in enumerate(res.x[:len(xs)]) if v > 1e-9}
         duals = -np.asarray(res.ineqlin.marginals)
@@ -285,4 +300,64 @@ def upper_bound(p: Problem, time_limit: float = 10.0) -> Bound:
         converged &= ok
         hostable = sum(c * max(it.values()) for c, it in zip(items.count, items.sizes, strict=True))
         out[q] = min(hostable, math.floor(value * (1 + 1e-9) + 1e-6)) if value != float("inf") else hostable
+    return Bound(per_priority=out, converged=converged, seconds=time.perf_counter() - t0)
+
+
+def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float = 10.0,
+                        base: Bound | None = None) -> Bound:
+    """:func:`upper_bound` tightened for the priority order, given units a plan ``achieved``.
+
+    When a plan meets the bound of every priority above ``q``, any plan at least as good
+    lexicographically places at least as much of each of them, so priority ``q`` is bounded by
+    the relaxation of all these priorities together with their placed units as floors (and
+    stays bounded by its own value). Below the first priority whose objective is under its
+    bound nothing changes. The result is a valid lexicographic upper bound on every plan.
+
+    Parameters
+    ----------
+    p
+        The problem.
+    achieved
+        Placed units per priority of a valid plan of ``p``.
+    time_limit
+        Seconds for all the relaxations.
+    base
+        :func:`upper_bound` of ``p`` when already computed.
+    """
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    base = base or upper_bound(p, time_limit=time_limit / 2)
+    out = dict(base.per_priority)
+    converged = base.converged
+    types = BinTypes.of(p)
+    models = [k[0] for k in types.keys]
+    counts = [len(x) for x in types.nodes]
+    n_bins = [c * k[1] for c, k in zip(counts, types.keys, strict=True)]
+    cpu_cap = [c * k[2] for c, k in zip(counts, types.keys, strict=True)]
+    mem_cap = [c * k[3] for c, k in zip(counts, types.keys, strict=True)]
+    above: list[int] = []
+    for q in p.priorities:
+        if above and time.perf_counter() < deadline:
+            prios = [*above, q]
+            parts = [_items(p, [w for w in p.workloads if w.priority == x], models, [k[1] for k in types.keys])
+                     for x in prios]
+            merged = _Items(sizes=[], count=[], cpu=[], mem=[])
+            owner: list[int] = []
+            for x, it in zip(prios, parts, strict=True):
+                merged.sizes += it.sizes
+                merged.count += it.count
+                merged.cpu += it.cpu
+                merged.mem += it.mem
+                owner += [x] * len(it.count)
+            # Floors slightly below the placed units: float tolerance must never cut off that plan.
+            floors = [([i for i, o in enumerate(owner) if o == x], achieved.get(x, 0) * (1 - 1e-9) - 1e-6)
+                      for x in above]
+            value, ok, _ = _bound_items(merged, n_bins, cpu_cap, mem_cap, deadline,
+                                        weight=[1.0 if o == q else 0.0 for o in owner], floors=floors)
+            converged &= ok
+            if value != float("inf"):
+                out[q] = min(out[q], max(achieved.get(q, 0), math.floor(value * (1 + 1e-9) + 1e-6)))
+        if achieved.get(q, 0) < out[q]:
+            break
+        above.append(q)
     return Bound(per_priority=out, converged=converged, seconds=time.perf_counter() - t0)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 
-from capplan.bound import _knapsack, upper_bound
+from capplan.bound import _knapsack, lexicographic_bound, upper_bound
 from capplan.catalog import load_catalog
 from capplan.planner import PlanOptions, solve
 from capplan.problem import Problem
@@ -88,3 +88,44 @@ def test_knapsack_is_exact() -> None:
         assert abs(best - brute) < 1e-9
         assert sum(sizes[j] * c for j, c in pattern.items()) <= 70
         assert abs(sum(values[j] * c for j, c in pattern.items()) - best) < 1e-9
+
+
+def _lex_ge(a: list[int], b: list[int]) -> bool:
+    """a >= b in the priority order (highest first)."""
+    for x, y in zip(a, b, strict=True):
+        if x != y:
+            return x > y
+    return True
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario_data())
+def test_lexicographic_bound_never_below_any_plan(data: dict[str, Any]) -> None:
+    """Tightened with the heuristic's objective, the bound is lexicographically >= every other plan's objective."""
+    p = _problem(data)
+    got = placed_units(p, solve(p, "heuristic", PlanOptions(time_limit=5)).assignments)
+    lex = lexicographic_bound(p, {q: got[q] for q in p.priorities}).per_priority
+    base = upper_bound(p).per_priority
+    assert all(lex[q] <= base[q] for q in p.priorities)
+    for strategy in ("greedy", "heuristic"):
+        other = placed_units(p, solve(p, strategy, PlanOptions(time_limit=5, seed=3)).assignments)
+        assert _lex_ge([lex[q] for q in p.priorities], [other[q] for q in p.priorities])
+
+
+def test_lexicographic_bound_at_least_cpsat_optimum_and_tighter() -> None:
+    """A saturating high priority lowers the low priority's bound, still >= CP-SAT's lexicographic optimum."""
+    data = {"cluster": {"nodes": [{"name": f"n{i}", "gpu": "A100-SXM4-80GB", "gpus": 2, "cpu": 32,
+                                   "memory_gib": 128} for i in range(2)]},
+            "workloads": [{"name": "hi", "gpus": 1, "replicas": 3, "cpu": 2, "priority": 10},
+                          {"name": "mig", "mig": "3g.40gb", "replicas": 4, "cpu": 1, "priority": 0},
+                          {"name": "sh", "kind": "shared", "gpu_fraction": 0.6, "replicas": 2, "cpu": 1,
+                           "priority": 0}]}
+    p = _problem(data)
+    opt = placed_units(p, solve(p, "cpsat", PlanOptions(time_limit=20)).assignments)
+    heur = placed_units(p, solve(p, "heuristic").assignments)
+    lex = lexicographic_bound(p, {q: heur[q] for q in p.priorities}).per_priority
+    assert _lex_ge([lex[q] for q in p.priorities], [opt[q] for q in p.priorities])
+    assert lex[10] == 3 * 7000
+    # Alone, priority 0 could use all 4 GPUs; after 3 whole GPUs only one is left (6/7 of it for two 3g).
+    assert upper_bound(p).per_priority[0] > lex[0] >= opt[0]
+    assert lex[0] <= 7000

@@ -22,7 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from capplan.bench.frag import FragModel, TypicalPods
-from capplan.bench.sim import MILLI, FloatArr, Fleet, Pod, PodTable, SimState, best_fit_gpus
+from capplan.bench.sim import MILLI, Fleet, FloatArr, Pod, PodTable, SimState, best_fit_gpus
 from capplan.errors import InputError
 
 MAX_SPEC_CPU = 128_000  # normalisers of the authors' simulator (milli-CPU, milli-GPU)
@@ -121,7 +121,7 @@ class BestFitPolicy:
         """``trunc(100 * (1 - 0.5 cpu_free'/128 - 0.5 gpu_free'/8))``."""
         cpu = (state.cpu_left - pod.cpu) / MAX_SPEC_CPU * 0.5
         gpu = (state.gpu_left.sum(axis=1) - pod.num * pod.milli) / MAX_SPEC_GPU * 0.5
-        return np.trunc((1.0 - (cpu + gpu)) * 100)
+        return _f(np.trunc((1.0 - (cpu + gpu)) * 100))
 
 
 class DotProductPolicy:
@@ -134,7 +134,7 @@ class DotProductPolicy:
         """``trunc(100 * (1 - (free . request) / 2))`` with both vectors scaled by the max spec."""
         dot = (state.cpu_left / MAX_SPEC_CPU) * (pod.cpu / MAX_SPEC_CPU) + \
             (state.gpu_left.sum(axis=1) / MAX_SPEC_GPU) * (pod.num * pod.milli / MAX_SPEC_GPU)
-        return np.trunc(100 * (1 - dot / 2))
+        return _f(np.trunc(100 * (1 - dot / 2)))
 
 
 class GpuPackingPolicy:
@@ -159,7 +159,7 @@ class GpuPackingPolicy:
             used = np.where(tight == MILLI, np.maximum(50 - 1, 33), shared)
         else:
             used = np.full(n, float(max(50 - pod.num, 33)))
-        return np.where(idle_node, out, used).astype(np.float64)
+        return _f(np.where(idle_node, out, used))
 
 
 class GpuClusteringPolicy:

@@ -115,8 +115,8 @@ def plots(results: list[dict[str, Any]], out: Path, published: dict[str, dict[in
         pts2[f"{res['job']['protocol']}:{res['job']['policy']}"].append((float(size), float(f["seconds"])))
     if pts2:
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        for key, pts in sorted(pts2.items()):
-            ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=key, s=14)
+        for key, xy in sorted(pts2.items()):
+            ax.scatter([p[0] for p in xy], [p[1] for p in xy], label=key, s=14)
         ax.set_xlabel("pods per run (online) / GPU demand (batch)")
         ax.set_ylabel("seconds per run")
         ax.set_yscale("log")

@@ -70,7 +70,8 @@ class Fleet:
         if not spec:
             return has
         allowed = set(spec)
-        return has & np.array([m in allowed for m in self.model], dtype=bool)
+        out: BoolArr = has & np.array([m in allowed for m in self.model], dtype=bool)
+        return out
 
     @classmethod
     def from_trace(cls, nodes: Sequence[TraceNode], rack: Sequence[int] | None = None,
@@ -122,7 +123,7 @@ class PodTable:
 class Pod(NamedTuple):
     """One arriving pod (one gang member), as a policy sees it."""
 
-    index: int
+    row: int
     cpu: int
     mem: int
     num: int

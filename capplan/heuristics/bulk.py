@@ -22,7 +22,7 @@ import numpy as np
 
 from capplan._base import MILLI, UNITS_PER_GPU
 from capplan.catalog import MigProfile
-from capplan.heuristics.choose import Demands
+from capplan.heuristics.choose import Demands, _placement_masks
 from capplan.heuristics.fleet import FREE, MIG, SHARED, WHOLE, Choice, FleetState
 from capplan.heuristics.score import Scorer
 from capplan.plan import MigSlot
@@ -57,7 +57,7 @@ class StampCache:
         st = self.st
         entry = self._d.get(key)
         if entry is None:
-            vals = np.zeros((idx.size, width) if width else idx.size, dtype=dtype)
+            vals: np.ndarray = np.zeros((idx.size, width) if width else idx.size, dtype=dtype)
             entry = (vals, np.full(idx.size, -1, dtype=np.int64))
             self._d[key] = entry
             if len(self._d) > self.limit:
@@ -201,7 +201,7 @@ class BulkPlacer:
         if idx is not None:
             return [(m, None, sub) for m, sub in _by_model(self.st, idx) if per[m] is not None]
         st = self.st
-        out = []
+        out: list[tuple[int, Hashable, np.ndarray]] = []
         k = w.gpus or 0
         for m, d in enumerate(per):
             if d is None:
@@ -283,25 +283,29 @@ class BulkPlacer:
         return self._mig_choices(w, d, i, k)
 
     def _mig_choices(self, w: Workload, d: Demand, i: int, k: int) -> list[Choice]:
-        """``k`` MIG placements on node ``i``: GPUs already in MIG mode first, lowest free starts."""
+        """``k`` MIG placements on node ``i``: GPUs already in MIG mode first.
+
+        On each GPU every instance takes the free start that leaves the most (profile, start)
+        placements of the model free (as :func:`~capplan.heuristics.choose.choose` does); if that
+        fits fewer instances than taking the lowest free starts, the lowest starts are used.
+        """
         st = self.st
         prof = d.profile
-        assert prof is not None
+        model = st.models[int(st.model_id[i])]
+        assert prof is not None and model is not None
         one = np.array([i], dtype=np.int64)
         ok = (_mig_ok(st, prof, _homogeneous(st, one), one) & st.gpu_tenant_ok(w, one))[0]
-        pi = st.prof_index[prof.name]
-        width = (1 << prof.memory_slices) - 1
+        allm = _placement_masks(model).tolist()
         gpus = sorted(np.flatnonzero(ok).tolist(), key=lambda gi: (st.mode[i, gi] != MIG, gi))
         out: list[Choice] = []
         for gi in gpus:
-            mask, used, have = int(st.mig_mask[i, gi]), int(st.used[i, gi]), int(st.prof_count[i, gi, pi])
-            for s in prof.starts:  # the same greedy as _mig_fill, on Python integers
-                if len(out) == k or have >= prof.max_count:
-                    break
-                sm = width << s
-                if mask & sm or used + d.units > UNITS_PER_GPU:
-                    continue
-                mask, used, have = mask | sm, used + d.units, have + 1
+            state = (int(st.mig_mask[i, gi]), int(st.used[i, gi]), int(st.prof_count[i, gi, st.prof_index[prof.name]]))
+            want = k - len(out)
+            starts = _mig_starts(prof, d.units, state, want, allm)
+            if len(starts) < want:
+                low = _mig_starts(prof, d.units, state, want, None)
+                starts = low if len(low) > len(starts) else starts
+            for s in starts:
                 slot = self._slots.get((prof.name, s))
                 if slot is None:
                     slot = self._slots[(prof.name, s)] = MigSlot(profile=prof.name, start=s)
@@ -309,6 +313,29 @@ class BulkPlacer:
             if len(out) == k:
                 break
         return out
+
+
+def _mig_starts(prof: MigProfile, units: int, state: tuple[int, int, int], want: int,
+                allm: list[int] | None) -> list[int]:
+    """Starts for up to ``want`` instances on one GPU (mask, used units, count of ``prof``).
+
+    With ``allm`` (memory masks of every placement of the model) each start keeps the most of
+    them free; without it the lowest free start is taken.
+    """
+    mask, used, have = state
+    width = (1 << prof.memory_slices) - 1
+    out: list[int] = []
+    while len(out) < want and have < prof.max_count and used + units <= UNITS_PER_GPU:
+        free = [s for s in prof.starts if not mask & (width << s)]
+        if not free:
+            break
+        if allm is None:
+            s = free[0]
+        else:
+            s = max(free, key=lambda x: (sum(1 for m in allm if not (mask | (width << x)) & m), -x))
+        mask, used, have = mask | (width << s), used + units, have + 1
+        out.append(s)
+    return out
 
 
 def _homogeneous(st: FleetState, idx: np.ndarray) -> bool:

@@ -18,7 +18,15 @@ import numpy as np
 from capplan.bench.frag import FloatArr, FragModel, TypicalPods
 from capplan.bench.sim import MILLI, Pod, SimState, best_fit_gpus
 
-_TIE = 1e-3  # best-fit weight: below one milli-GPU of fragmentation growth, so it only breaks ties
+_TIE = 0.0  # best-fit tie-break weight; measured worse than random ties on the Alibaba trace (see docs)
+_SQUASH = True  # FGD's integer sigmoid score: its random tie-breaks measured better than exact scores
+
+
+def _squash(delta: np.ndarray) -> np.ndarray:
+    """FGD's ``trunc(100 * sigmoid(delta / 1000))`` (or the exact delta when ``_SQUASH`` is off)."""
+    if not _SQUASH:
+        return delta
+    return np.trunc(100.0 / (1.0 + np.exp(-delta / 1000.0)))
 
 
 class JointFragModel(FragModel):
@@ -78,7 +86,7 @@ class MultiFragPolicy:
         if pod.shares:
             after = model.after_share(state, pod.cpu, pod.milli, rows)
             left = np.where(state.gpu_left[rows] >= pod.milli, state.gpu_left[rows] - pod.milli, MILLI)
-            sc = (before[:, None] - after) - _TIE * left / MILLI
+            sc = _squash(before[:, None] - after) - _TIE * left / MILLI
             sc = np.nan_to_num(sc, nan=-1e18)
             self.best_gpu = np.zeros(n, dtype=np.int64)
             self.best_gpu[rows] = sc.argmax(axis=1)
@@ -86,7 +94,7 @@ class MultiFragPolicy:
         else:
             model.mem_rows = state.mem_left[rows] - pod.mem
             after = model.after_whole(state, pod.cpu, pod.num, rows)
-            out[rows] = before - after - _TIE * fit
+            out[rows] = _squash(before - after) - _TIE * fit
         model.mem_rows = None
         return out
 

@@ -78,12 +78,14 @@ def plan_heuristic(p: Problem, options: PlanOptions, score: ScoreName = "fgd") -
 
     Running replicas stay where they are (no preemption or migration in this strategy).
     """
-    from capplan.bound import upper_bound
-    from capplan.summary import make_plan
+    from capplan.bound import lexicographic_bound
+    from capplan.summary import make_plan, placed_units
 
     t0 = time.perf_counter()
     assignments, unplaced, _ = place(p, score, seed=options.seed)
-    bound = upper_bound(p, time_limit=max(0.5, options.time_limit * 0.2))
+    achieved = placed_units(p, assignments)
+    bound = lexicographic_bound(p, {q: achieved[q] for q in p.priorities},
+                                time_limit=max(0.5, options.time_limit * 0.2))
     plan = make_plan(p, "heuristic", assignments, unplaced, bound=bound.per_priority,
                      seconds=time.perf_counter() - t0, seed=options.seed,
                      extra_metrics={"bound_seconds": round(bound.seconds, 3), "bound_exact": bound.converged})

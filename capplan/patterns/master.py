@@ -19,7 +19,6 @@ from scipy.sparse import csr_matrix
 from capplan.patterns.pricing import Pattern, Pricer, homogeneous
 from capplan.patterns.shapes import NodeType, Shape
 
-
 _TRACE = False
 
 
@@ -96,9 +95,9 @@ def solve_master(types: list[NodeType], shapes: list[Shape], pricer: Pricer, dea
         profit = value - duals[nt:]
         added = 0
         for t in range(nt):
-            pat = pricer.price(t, profit)
-            if pat is not None and sum(profit[s] for s, _ in pat.items) - duals[t] > 1e-6:
-                added += cols.add(pat)
+            found = pricer.price(t, profit)
+            if found is not None and sum(profit[s] for s, _ in found.items) - duals[t] > 1e-6:
+                added += cols.add(found)
         if not cols.cols:
             return MasterResult([], 0.0, 0.0, 0, it, True)
         if added == 0:

@@ -242,7 +242,8 @@ class Pricer:
         assert sum(self.shapes[s].cpu for s, _ in kept) <= nt.cpu
         return Pattern(type=t, items=tuple(sorted(kept)), value=sum(self.shapes[s].value for s, _ in kept))
 
-    def _fill(self, t: int, kept: list[tuple[int, tuple[int, ...]]], vals: FloatArr) -> list[tuple[int, tuple[int, ...]]]:
+    def _fill(self, t: int, kept: list[tuple[int, tuple[int, ...]]],
+              vals: FloatArr) -> list[tuple[int, tuple[int, ...]]]:
         """Add replicas of positive profit (best first) where room is left: GPUs, CPU, memory, counts."""
         nt = self.types[t]
         cpu = nt.cpu - sum(self.shapes[s].cpu for s, _ in kept)
@@ -250,9 +251,9 @@ class Pricer:
         free = [sl.free if sl.share_ok else 0 for sl in nt.slots]
         idle = [True] * len(nt.slots)
         used: dict[int, int] = {}
-        for s, gp in kept:
+        for s, slots in kept:
             used[s] = used.get(s, 0) + 1
-            for g in gp:
+            for g in slots:
                 idle[g] = False
                 free[g] = 0 if self.shapes[s].gpus else free[g] - self.shapes[s].units
         out = list(kept)
@@ -264,7 +265,7 @@ class Pricer:
                 continue
             while used.get(s, 0) < len(sh.replicas) and sh.cpu <= cpu and sh.mem <= mem:
                 if sh.gpus:
-                    gp = [g for g in range(nt.n_whole) if idle[g]][:sh.gpus]
+                    gp: list[int] = [g for g in range(nt.n_whole) if idle[g]][:sh.gpus]
                     if len(gp) < sh.gpus:
                         break
                     for g in gp:

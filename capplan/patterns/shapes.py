@@ -97,8 +97,7 @@ def node_types(p: Problem, used: list[Assignment]) -> list[NodeType]:
         cpu[i] -= w.cpu_milli
         mem[i] -= w.memory_mib
         for g in a.gpus:
-            kind = "fraction" if a.fraction is not None else "mig" if a.mig is not None else "whole"
-            gpu_kind[(i, g)] = kind
+            gpu_kind[(i, g)] = "fraction" if a.fraction is not None else "mig" if a.mig is not None else "whole"
             gpu_used[(i, g)] += round(a.fraction * MILLI) * _UNITS_PER_MILLI if a.fraction else UNITS_PER_GPU
     groups: dict[tuple[object, ...], NodeType] = {}
     out: list[NodeType] = []

@@ -1,5 +1,7 @@
 """The ``patterns`` strategy: node-pattern column generation for fleets of many identical nodes.
 
+Patterns are built for the highest priority only; lower priorities are placed after, by the heuristic.
+
 1. Workloads the pattern model does not capture (:func:`~capplan.patterns.shapes.covered`:
    MIG, gangs, required topology, GPU memory, guaranteed SLA) are placed first by the
    vectorised heuristic; fleets with isolation or power budgets use the heuristic throughout.
@@ -65,13 +67,15 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
         return plan.model_copy(update={"strategy": "patterns",
                                        "metrics": {**plan.metrics, "patterns_fallback": "heuristic"}})
     tl = options.time_limit
-    complex_ws = [w for w in p.workloads if not covered(w) and not _cpu_only(w)]
+    # Patterns maximise placed GPUs of the highest priority; lower priorities are filled in after.
+    top = p.priorities[0] if p.priorities else 0
+    complex_ws = [w for w in p.workloads if not covered(w) and not _cpu_only(w) and w.priority == top]
     if complex_ws:
         first, _, _ = place(p, "fgd", order=batch_order(p, complex_ws, seed=options.seed), seed=options.seed)
     else:
         first = list(p.running)
     done = {a.key for a in first}
-    todo: list[tuple[Workload, int]] = [(w, r) for w in p.workloads if covered(w)
+    todo: list[tuple[Workload, int]] = [(w, r) for w in p.workloads if covered(w) and w.priority == top
                                         for r in range(w.replicas) if (w.name, r) not in done]
     types = node_types(p, first)
     shp = shapes(p, todo, types) if types else []
@@ -104,7 +108,7 @@ def suits(p: Problem) -> bool:
     """True when ``patterns`` should beat the other strategies on ``p`` (used by ``auto``).
 
     That is when nodes come in few interchangeable types (at most one type per ten GPU nodes)
-    and at least nine in ten GPU replicas are covered by the pattern model.
+    and at least nine in ten GPU replicas are covered by the pattern model, all of one priority.
     """
     if _uses_pattern_unsafe_rules(p):
         return False
@@ -112,4 +116,5 @@ def suits(p: Problem) -> bool:
     kinds = {(n.gpu_model, n.gpus, n.cpu_milli, n.memory_mib, n.gpu_modes) for n in gpu_nodes}
     reps = [(covered(w), w.replicas) for w in p.workloads if not _cpu_only(w)]
     total = sum(r for _, r in reps)
-    return bool(gpu_nodes) and len(kinds) * 10 <= len(gpu_nodes) and 10 * sum(r for c, r in reps if c) >= 9 * total > 0
+    few_types = bool(gpu_nodes) and len(kinds) * 10 <= len(gpu_nodes)
+    return len(p.priorities) == 1 and few_types and 10 * sum(r for c, r in reps if c) >= 9 * total > 0

@@ -16,7 +16,6 @@ between the best evaluated plan (upper bound) and the master's dual bound is wit
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 
 import highspy
@@ -31,15 +30,10 @@ log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
 Arr = npt.NDArray[np.float64]
 INF = float("inf")
-#: share of the time limit for the LP phase
-LP_SHARE = 0.5
-#: master MILP solves restricted to the rounding box of the LP point
-RENS_ROUNDS = 3
-RENS_WIDEN = 0
-
-
 @dataclass
-class _Best:
+class Incumbent:
+    """The best evaluated plan: master vector, expected total cost, scenario evaluations."""
+
     x: Arr
     cost: float
     evals: list[Evaluation]
@@ -103,6 +97,18 @@ class Decomposition:
         h.passModel(lp)
         self.n_master = len(cols.names)
         self.int_cols = np.flatnonzero(A.integer).astype(np.int32)
+        gang_all = np.array(sorted(j for cols_ in self.gang_cols.values() for j in cols_), dtype=np.int32)
+        self.gang_int = np.intersect1d(self.int_cols, gang_all).astype(np.int32)
+        #: integer columns other than gang blocks (purchase lots, commitments, chance indicators)
+        self.plan_int = np.setdiff1d(self.int_cols, gang_all).astype(np.int32)
+        self.z_all = self.z_col[self.z_col >= 0]
+        #: gang_fit rows: (other columns, their coefficients, rhs, gang columns, gang sizes)
+        self._fit: list[tuple[npt.NDArray[np.int32], Arr, float, npt.NDArray[np.int32], Arr]] = []
+        for r, name in enumerate(A.row_names):
+            if name.startswith("gang_fit_"):
+                idx, val = A.index[A.starts[r] : A.starts[r + 1]], A.value[A.starts[r] : A.starts[r + 1]]
+                g = np.isin(idx, gang_all)
+                self._fit.append((idx[~g], val[~g], float(A.row_upper[r]), idx[g], val[g]))
         self.cuts = 0
 
     def _add_group(self, cols: _Cols, rows: _Rows, g: int, members: list[int]) -> None:
@@ -163,13 +169,22 @@ class Decomposition:
         """Cost of the first-stage decisions in ``x``."""
         return float(self.arrays.cost @ x[: self.n])
 
-    def add_cuts(self, x: Arr, evals: list[Evaluation], theta: Arr | None) -> int:
-        """Add the optimality cut of every scenario whose ``theta`` underestimates its cost."""
+    def add_cuts(self, x: Arr, evals: list[Evaluation], check: Arr | None = None) -> int:
+        """Add the optimality cuts at ``x``; with ``check`` (a master solution) only the violated ones.
+
+        A cut ``theta_w >= Q_w(x) + g_w (y - x)`` is kept when its value at ``check`` exceeds
+        ``check``'s ``theta_w`` (so cuts taken at a stabilised point are tested at the master's).
+        """
         cap, gangs, z = self.tender(x)
+        if check is not None:
+            cap_c, gangs_c, z_c = self.tender(check)
+            dcap, dg, dz = cap_c - cap, gangs_c - gangs, z_c - z
         lower, starts, index, value = [], [0], [], []
         for w, ev in enumerate(evals):
-            if theta is not None and theta[w] >= ev.cost - 1e-7 * max(1.0, abs(ev.cost)):
-                continue
+            if check is not None:
+                at = ev.cost + float((ev.d_cap * dcap).sum() + (ev.d_gangs * dg).sum() + ev.d_z @ dz[:, w])
+                if check[self.theta[w]] >= at - 1e-7 * max(1.0, abs(at)):
+                    continue
             cols: list[int] = [int(self.theta[w])]
             vals: list[float] = [1.0]
             rhs = ev.cost - float((ev.d_cap * cap).sum() + (ev.d_gangs * gangs).sum())
@@ -203,10 +218,32 @@ class Decomposition:
             self.cuts += len(lower)
         return len(lower)
 
-    def _integrality(self, on: bool) -> None:
+    def set_integer(self, cols: npt.NDArray[np.int32], on: bool) -> None:
+        """Make master columns ``cols`` integer (``on``) or continuous."""
         kind = highspy.HighsVarType.kInteger if on else highspy.HighsVarType.kContinuous
-        flags = np.full(len(self.int_cols), int(kind), dtype=np.uint8)
-        self.h.changeColsIntegrality(len(self.int_cols), self.int_cols, flags)
+        flags = np.full(len(cols), int(kind), dtype=np.uint8)
+        self.h.changeColsIntegrality(len(cols), cols, flags)
+
+    def floor_gangs(self, x: Arr) -> Arr:
+        """``x`` with whole gang blocks set to fit the capacity its other decisions give.
+
+        Gang blocks cost nothing and only enable use, so given the purchases and commitments the
+        best choice for one gang class per location is ``floor(capacity / gang size)``; several
+        classes sharing a location keep the master's whole blocks first, then fill in order.
+        """
+        y = x.copy()
+        for idx, val, rhs, gidx, gsize in self._fit:
+            room = max(0.0, rhs - float(val @ y[idx]))
+            n = np.zeros(len(gidx))
+            for i, (j, g) in enumerate(zip(gidx, gsize, strict=True)):
+                n[i] = min(np.floor(x[j] + 1e-6), np.floor(room / g + 1e-9))
+                room -= n[i] * g
+            for i, g in enumerate(gsize):
+                extra = np.floor(room / g + 1e-9)
+                n[i] += extra
+                room -= extra * g
+            y[gidx] = n
+        return y
 
     def _run(self, seconds: float, settings: SolverSettings, mip_gap: float) -> bool:
         h = self.h
@@ -224,102 +261,12 @@ class Decomposition:
 
     # ----------------------------------------------------------------------------- solve
     def solve(self, settings: SolverSettings) -> RawSolution:
-        """Run both phases within ``settings.time_limit`` and read back the best plan."""
-        t0 = time.perf_counter()
-        limit = settings.time_limit
-        prob = np.array(self.p.probabilities)
-        lb, best, it = -INF, None, 0
-        highspy.Highs.resetThreadScheduler(True)  # earlier solves may have fixed another thread count
+        """Run the search of :mod:`capplan.reserve.lshaped` within ``settings.time_limit``."""
+        from capplan.reserve.lshaped import Search
 
-        def consider(x: Arr) -> list[Evaluation]:
-            nonlocal best
-            evals = self.evaluate(x)
-            ub = self.first_stage_cost(x) + float(prob @ np.array([e.cost for e in evals]))
-            if best is None or ub < best.cost - 1e-9 * abs(ub):
-                best = _Best(x.copy(), ub, evals)
-            return evals
+        return Search(self, settings).run()
 
-        # phase 1: LP relaxation of the master (no presolve, so each re-solve starts from the basis)
-        self._integrality(False)
-        self.h.setOptionValue("presolve", "off")
-        lp_best, x_lp = INF, None
-        while time.perf_counter() - t0 < LP_SHARE * limit:
-            it += 1
-            if not self._run(limit - (time.perf_counter() - t0), settings, settings.gap):
-                break
-            x = np.asarray(self.h.getSolution().col_value)
-            x_lp = x
-            lb = max(lb, self.h.getInfo().objective_function_value)
-            evals = self.evaluate(x)
-            lp_best = min(lp_best, self.first_stage_cost(x) + float(prob @ [e.cost for e in evals]))
-            added = self.add_cuts(x, evals, x[self.theta])
-            log.debug("lp %d: %.1fs lb %.6g ub %.6g cuts +%d", it, time.perf_counter() - t0, lb, lp_best, added)
-            if not added or lp_best - lb <= settings.gap / 4 * max(1.0, abs(lp_best)):
-                break
-        self._integrality(True)
-        self.h.setOptionValue("presolve", "on")
-
-        def gap_ok() -> bool:
-            return best is not None and best.cost - lb <= settings.gap * max(1.0, abs(best.cost))
-
-        def step(box: Arr | None) -> bool:
-            """One master MILP (within ``box`` around the LP point when given) and its evaluation."""
-            nonlocal it, lb
-            left = limit - (time.perf_counter() - t0)
-            if left <= 0.2 and best is not None:
-                return False
-            it += 1
-            if box is not None:
-                lo0, up0 = self.h.getLp().col_lower_, self.h.getLp().col_upper_
-                ic = self.int_cols
-                lo = np.maximum(np.asarray(lo0)[ic], np.floor(box[ic] + 1e-6) - RENS_WIDEN)
-                up = np.minimum(np.asarray(up0)[ic], np.ceil(box[ic] - 1e-6) + RENS_WIDEN)
-                self.h.changeColsBounds(len(ic), ic, lo, up)
-            elif best is not None:
-                sol = np.concatenate([best.x[: self.n], [e.cost for e in best.evals]])
-                self.h.setSolution(len(sol), np.arange(len(sol), dtype=np.int32), sol)
-            ok = self._run(left, settings, settings.gap / 2)
-            if box is not None:
-                self.h.changeColsBounds(len(ic), ic, np.asarray(lo0)[ic], np.asarray(up0)[ic])
-            elif ok:
-                lb = max(lb, self.h.getInfo().mip_dual_bound)
-            if not ok:
-                return False
-            x = np.asarray(self.h.getSolution().col_value)
-            x[self.int_cols] = np.round(x[self.int_cols])
-            evals = consider(x)
-            added = self.add_cuts(x, evals, x[self.theta])
-            log.debug(
-                "%s %d: %.1fs lb %.6g ub %.6g cuts +%d",
-                "rens" if box is not None else "mip",
-                it,
-                time.perf_counter() - t0,
-                lb,
-                best.cost if best else INF,
-                added,
-            )
-            if not added and box is None:
-                lb = max(lb, min(best.cost if best else INF, self.h.getInfo().mip_dual_bound))
-            return bool(added)
-
-        # phase 2: integer plans from the box around the LP point (RENS), then the full master
-        if x_lp is not None:
-            for _ in range(RENS_ROUNDS):
-                if not step(x_lp) or gap_ok():
-                    break
-        while not gap_ok() and time.perf_counter() - t0 < limit - 0.2:
-            if not step(None):
-                break
-        if best is None:
-            return self._raw("no_solution", None, lb, it, time.perf_counter() - t0)
-        gap = max(0.0, (best.cost - lb) / max(1.0, abs(best.cost)))
-        status = "optimal" if gap <= settings.gap + 1e-9 else "feasible"
-        rl = self.recourse
-        if any(e.x[list(rl.ex_col.values())].max(initial=0.0) > TOL for e in best.evals):
-            status = "infeasible"  # the plan needs unmet guaranteed demand: let the caller rank
-        return self._raw(status, best, lb, it, time.perf_counter() - t0)
-
-    def _raw(self, status: str, best: _Best | None, lb: float, it: int, runtime: float) -> RawSolution:
+    def _raw(self, status: str, best: Incumbent | None, lb: float, it: int, runtime: float) -> RawSolution:
         pr, rl = self.p, self.recourse
         W, C, M, T = self.shape
         R = len(pr.recourse)

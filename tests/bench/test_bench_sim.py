@@ -18,8 +18,9 @@ from capplan.bench.protocols import online_order, run_online, seeds_from
 from capplan.bench.sim import Fleet, PodTable, SimState, simulate
 from capplan.cli import main
 from capplan.errors import InputError
-from capplan.plan import Assignment, Plan
+from capplan.plan import Assignment, Plan, Unplaced
 from capplan.scenario import problem_from_data
+from capplan.summary import make_plan
 from capplan.traces.alibaba import TraceNode, TracePod, trace_data
 from capplan.validate import check_plan
 
@@ -38,7 +39,8 @@ def instances(draw: st.DrawFn) -> tuple[list[TraceNode], list[TracePod]]:
         num = 0 if kind == 0 else 1 if kind == 1 else draw(st.sampled_from([1, 2, 4, 8]))
         milli = 0 if num == 0 else draw(st.integers(1, 999)) if kind == 1 else 1000
         spec = tuple(draw(st.lists(st.sampled_from(MODELS), max_size=2, unique=True))) if num else ()
-        pods.append(TracePod(f"p{j}", draw(st.integers(0, 8)) * 1000, draw(st.integers(0, 16)) * 1024, num, milli, spec))
+        cpu, mem = draw(st.integers(1, 8)) * 1000, draw(st.integers(0, 16)) * 1024
+        pods.append(TracePod(f"p{j}", cpu, mem, num, milli, spec))
     return nodes, pods
 
 
@@ -51,10 +53,12 @@ def _plan(nodes: list[TraceNode], pods: list[TracePod], order: np.ndarray, res: 
             share = p.num_gpu == 1 and p.gpu_milli < 1000
             asg.append(Assignment(workload=p.name, replica=0, node=nodes[node].name, gpus=tuple(gpus),
                                   fraction=p.gpu_milli / 1000 if share else None))
-    return problem, Plan(status="feasible", strategy="bench", assignments=tuple(asg))
+    missing = [Unplaced(workload=p.name, replicas=(0,), reason="did not fit on arrival")
+               for k, p in enumerate(ordered) if not res.nodes[k]]  # type: ignore[attr-defined]
+    return problem, make_plan(problem, "bench", asg, missing)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(inst=instances(), policy=st.sampled_from(ONLINE), seed=st.integers(0, 5))
 def test_simulator_never_overallocates(inst: tuple[list[TraceNode], list[TracePod]], policy: str, seed: int) -> None:
     """Every online placement, as a Plan for the loaded Problem, passes the independent validator."""
@@ -108,7 +112,7 @@ def test_binning_follows_published_analysis() -> None:
     """Records bin by rounded arrived %, bins average, empty bins borrow their neighbours."""
     rows = bin_records([100, 400, 1600], [100, 300, 500], 1000)
     got = {r.arrived_pct: r.allocation_pct for r in rows}
-    assert got[10] == 10.0 and got[40] == 30.0 and got[160 % 131] if False else True
+    assert got[10] == 10.0 and got[40] == 30.0
     assert 41 in got and got[41] == 30.0 and 39 in got and 38 not in got
 
 

@@ -1,0 +1,211 @@
+"""The search of the decomposition: a stabilised LP phase, then integer masters with repair.
+
+1. **LP phase** (in-out stabilisation): the master LP gives a point ``x_m`` and a lower bound;
+   the scenario LPs are solved at ``x_s = a x_m + (1 - a) x_core`` where ``x_core`` is the best
+   point evaluated so far. Cuts at ``x_s`` are valid everywhere; when none of them cuts off
+   ``x_m`` the step falls back to ``a = 1`` (plain Kelley). This damps the zig-zag of
+   first-stage purchases that made the plain L-shaped method need ~60 rounds.
+2. **Integer phase**: purchase lots, commitments and chance indicators are integer; whole-gang
+   blocks stay continuous (a relaxation: the master's dual bound stays valid). Each master plan
+   is *repaired* before its evaluation: gang blocks are set to ``floor(capacity / gang)``
+   (:meth:`Decomposition.floor_gangs`, optimal for given purchases) and the chance indicators
+   are re-chosen for the fixed plan (:func:`choose_missed`). The first integer master is
+   restricted to the floor/ceil box of the LP point (RENS), which gives a plan in seconds.
+3. **Exact phase**: when the relaxed-gang master stops producing new cuts but the gap is still
+   open, the gang blocks become integer too, so on small problems the search proves optimality.
+
+The time limit covers everything; every HiGHS call gets the time that is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import highspy
+import numpy as np
+
+from capplan.reserve.benders import INF, Arr, Decomposition, Incumbent
+from capplan.reserve.milp import TOL, RawSolution, SolverSettings
+from capplan.reserve.recourse import Evaluation
+
+log = logging.getLogger(__name__)
+log.addHandler(logging.NullHandler())
+
+#: largest share of the time limit for the LP phase
+LP_SHARE = 0.45
+#: in-out step towards the master point
+ALPHA = 0.5
+#: LP phase stops when its own gap is below this (the integer phase refines further)
+LP_GAP = 2e-4
+
+
+def choose_missed(prob: Arr, saving: Arr, budget: float) -> Arr:
+    """Scenarios allowed to miss a chance-constrained tier (1) for a fixed first stage.
+
+    ``saving[w]`` is the recourse cost avoided when scenario ``w`` may fall short; scenarios are
+    taken by saving per unit of probability while their total probability stays within ``budget``
+    (exact for equal probabilities, a feasible greedy choice otherwise).
+    """
+    z = np.zeros(len(prob))
+    used = 0.0
+    for w in np.argsort(-saving / prob, kind="stable"):
+        if saving[w] <= 0:
+            break
+        if used + prob[w] <= budget + 1e-9:
+            z[w] = 1.0
+            used += prob[w]
+    return z
+
+
+class Search:
+    """One run of the decomposition's search (see the module docstring)."""
+
+    def __init__(self, dec: Decomposition, settings: SolverSettings) -> None:
+        self.d = dec
+        self.s = settings
+        self.t0 = time.perf_counter()
+        self.prob = np.array(dec.p.probabilities)
+        self.lb = -INF
+        self.best: Incumbent | None = None
+        self.it = 0
+        tiers = dec.p.tiers
+        chance = [k for k in range(len(tiers)) if (dec.z_col[k] >= 0).any()]
+        self.budget = min((1.0 - tiers[k].service_level for k in chance), default=0.0)
+
+    def left(self) -> float:
+        """Seconds left of the time limit."""
+        return self.s.time_limit - (time.perf_counter() - self.t0)
+
+    def gap_ok(self) -> bool:
+        """True when the incumbent is proven within the relative gap."""
+        b = self.best
+        return b is not None and b.cost - self.lb <= self.s.gap * max(1.0, abs(b.cost))
+
+    def _total(self, x: Arr, evals: list[Evaluation]) -> float:
+        return self.d.first_stage_cost(x) + float(self.prob @ np.array([e.cost for e in evals]))
+
+    def _master(self, seconds: float, mip_gap: float) -> Arr | None:
+        if not self.d._run(seconds, self.s, mip_gap):
+            return None
+        return np.array(self.d.h.getSolution().col_value)
+
+    # --------------------------------------------------------------------------- LP phase
+    def lp_phase(self) -> Arr | None:
+        """Stabilised Kelley on the master LP; returns the best LP point evaluated."""
+        d = self.d
+        d.set_integer(d.int_cols, False)
+        d.h.setOptionValue("presolve", "off")
+        core: Arr | None = None
+        ub, alpha = INF, ALPHA
+        while self.left() > (1 - LP_SHARE) * self.s.time_limit:
+            self.it += 1
+            xm = self._master(self.left(), self.s.gap)
+            if xm is None:
+                break
+            self.lb = max(self.lb, d.h.getInfo().objective_function_value)
+            xs = xm if core is None else alpha * xm + (1 - alpha) * core
+            evals = d.evaluate(xs)
+            val = self._total(xs, evals)
+            if val < ub:
+                ub, core = val, xs
+            added = d.add_cuts(xs, evals, xm)
+            log.debug("lp %d: %.1fs lb %.6g ub %.6g a %.2f cuts +%d", self.it, self.elapsed(), self.lb, ub,
+                      alpha, added)
+            if ub - self.lb <= LP_GAP * max(1.0, abs(ub)):
+                break
+            if not added:
+                if alpha == 1.0:
+                    break
+                alpha = 1.0
+            else:
+                alpha = ALPHA
+        return core
+
+    def elapsed(self) -> float:
+        """Seconds since the start."""
+        return time.perf_counter() - self.t0
+
+    # ---------------------------------------------------------------------- evaluation
+    def consider(self, x: Arr, check: Arr | None) -> int:
+        """Repair ``x`` (whole gangs, chance indicators), evaluate it, keep it if best; add cuts."""
+        d = self.d
+        x = d.floor_gangs(x)
+        if len(d.z_all):
+            x0, x1 = x.copy(), x.copy()
+            x0[d.z_all], x1[d.z_all] = 0.0, 1.0
+            e0, e1 = d.evaluate(x0), d.evaluate(x1)
+            c0, c1 = np.array([e.cost for e in e0]), np.array([e.cost for e in e1])
+            zw = choose_missed(self.prob, c0 - c1, self.budget)
+            for k in range(d.z_col.shape[0]):
+                has = d.z_col[k] >= 0
+                x[d.z_col[k, has]] = zw[has]
+            evals = [e1[w] if zw[w] else e0[w] for w in range(len(zw))]
+            added = d.add_cuts(x0, e0, check) + d.add_cuts(x1, e1, check)
+        else:
+            evals = d.evaluate(x)
+            added = d.add_cuts(x, evals, check)
+        cost = self._total(x, evals)
+        if self.best is None or cost < self.best.cost - 1e-9 * abs(cost):
+            self.best = Incumbent(x.copy(), cost, evals)
+        return added
+
+    # ------------------------------------------------------------------------ MIP phase
+    def mip_step(self, box: Arr | None) -> bool:
+        """Solve the integer master (inside ``box``'s floor/ceil box when given); evaluate its plan."""
+        d, h = self.d, self.d.h
+        if self.left() <= 0.3 and self.best is not None:
+            return False
+        self.it += 1
+        ic = d.plan_int
+        lp = h.getLp()
+        lo0, up0 = np.asarray(lp.col_lower_)[ic], np.asarray(lp.col_upper_)[ic]
+        if box is not None:
+            lo = np.maximum(lo0, np.floor(box[ic] + 1e-6))
+            up = np.minimum(up0, np.ceil(box[ic] - 1e-6))
+            h.changeColsBounds(len(ic), ic, lo, up)
+        elif self.best is not None:
+            b = self.best
+            sol = np.concatenate([b.x[: d.n], [e.cost for e in b.evals]])
+            h.setSolution(len(sol), np.arange(len(sol), dtype=np.int32), sol)
+        xm = self._master(self.left(), self.s.gap / 2)
+        if box is not None:
+            h.changeColsBounds(len(ic), ic, lo0, up0)
+        elif xm is not None:
+            self.lb = max(self.lb, h.getInfo().mip_dual_bound)
+        if xm is None:
+            return False
+        x = xm.copy()
+        x[d.int_cols] = np.round(x[d.int_cols])
+        added = self.consider(x, xm)
+        log.debug("%s %d: %.1fs lb %.6g ub %.6g cuts +%d", "rens" if box is not None else "mip", self.it,
+                  self.elapsed(), self.lb, self.best.cost if self.best else INF, added)
+        return added > 0
+
+    def run(self) -> RawSolution:
+        """All phases; the incumbent and the best bound as a :class:`RawSolution`."""
+        d = self.d
+        highspy.Highs.resetThreadScheduler(True)  # earlier solves may have fixed another thread count
+        x_lp = self.lp_phase()
+        d.set_integer(d.plan_int, True)
+        d.h.setOptionValue("presolve", "on")
+        if x_lp is not None:
+            self.mip_step(x_lp)
+        exact = len(d.gang_int) == 0
+        while not self.gap_ok() and self.left() > 0.3:
+            if self.mip_step(None):
+                continue
+            if exact:
+                break
+            d.set_integer(d.gang_int, True)
+            exact = True
+        best = self.best
+        if best is None:
+            return d._raw("no_solution", None, self.lb, self.it, self.elapsed())
+        self.lb = min(self.lb, best.cost)
+        gap = max(0.0, (best.cost - self.lb) / max(1.0, abs(best.cost)))
+        status = "optimal" if gap <= self.s.gap + 1e-9 else "feasible"
+        ex = list(d.recourse.ex_col.values())
+        if ex and any(e.x[ex].max(initial=0.0) > TOL for e in best.evals):
+            status = "infeasible"  # the plan needs unmet guaranteed demand: let the caller rank
+        return d._raw(status, best, self.lb, self.it, self.elapsed())
