@@ -39,26 +39,15 @@ def load_yaml_or_json(path: str | Path, what: str = "file") -> Any:
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: a temporary file in the same folder, then rename.
+    """Write ``text`` (UTF-8) to ``path`` atomically: a temporary file in the same folder, then rename.
 
     A reader never sees a half-written file, and on error the old file is left untouched.
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """Binary counterpart of :func:`write_text_atomic` (for PNG plots)."""
+    """Write ``data`` to ``path`` atomically (see :func:`write_text_atomic`)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
