@@ -5,7 +5,7 @@ which validates the plan with the independent validator. Prints Markdown rows, w
 file of the results and a log-log PNG plot (matplotlib, Agg)::
 
     python benchmarks/fleet_scale.py --gpus 1000 3000 10000 30000 100000 --time-limit 120 \\
-        --out docs/fleet-scale.png
+        --out docs/benchmarks-fleet-scale.png
 
 The instance generator is :func:`fleet_bench.synthetic` (H100/A100, 8 GPUs per node, 16 nodes
 per rack, 8 racks per block, two replicas per GPU: gangs of 8-512 GPUs, MIG, shares, whole GPUs).
@@ -76,7 +76,7 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, nargs="+", default=[1000, 3000, 10000, 30000, 100000])
     ap.add_argument("--strategy", default="heuristic")
     ap.add_argument("--time-limit", type=float, default=120.0)
-    ap.add_argument("--out", type=Path, default=Path("docs/fleet-scale.png"))
+    ap.add_argument("--out", type=Path, default=Path("docs/benchmarks-fleet-scale.png"))
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size, print JSON
     a = ap.parse_args()
     if a.one:

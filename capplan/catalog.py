@@ -9,13 +9,13 @@ built-in one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from capplan._base import UNITS_PER_GPU, Frozen
 from capplan.errors import InputError, suggest
@@ -114,9 +114,15 @@ class Catalog(Frozen):
     """A set of GPU models addressable by name or alias."""
 
     models: tuple[GpuModel, ...]
-    _index: dict[str, GpuModel] = PrivateAttr(default_factory=dict)
 
-    def model_post_init(self, context: Any, /) -> None:
+    @model_validator(mode="after")
+    def _unique(self) -> Catalog:
+        _ = self.index
+        return self
+
+    @cached_property
+    def index(self) -> dict[str, GpuModel]:
+        """Name or alias -> model (a plain dict: lookups sit on hot paths)."""
         index: dict[str, GpuModel] = {}
         for m in self.models:
             if m.name in index and index[m.name].name == m.name:
@@ -125,14 +131,14 @@ class Catalog(Frozen):
         for m in self.models:
             for a in m.aliases:
                 index.setdefault(a, m)
-        self._index = index
+        return index
 
     def names(self) -> list[str]:
         """Canonical model names, in catalog order."""
         return [m.name for m in self.models]
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in self._index
+        return isinstance(name, str) and name in self.index
 
     def get(self, name: str, path: str = "") -> GpuModel:
         """Return the model called ``name`` (or with that alias).
@@ -143,9 +149,9 @@ class Catalog(Frozen):
             If no model has that name; the message suggests the closest names.
         """
         try:
-            return self._index[name]
+            return self.index[name]
         except KeyError:
-            raise InputError(path, f"unknown GPU model {name!r}{suggest(name, self._index)}; "
+            raise InputError(path, f"unknown GPU model {name!r}{suggest(name, self.index)}; "
                                    "see `capplan catalog` or add it with --catalog FILE") from None
 
     def merged(self, other: Catalog) -> Catalog:

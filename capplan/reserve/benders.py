@@ -16,7 +16,9 @@ between the best evaluated plan (upper bound) and the master's dual bound is wit
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
+from typing import Any
 
 import highspy
 import numpy as np
@@ -80,6 +82,7 @@ class Decomposition:
         )
         for g, members in enumerate(scenario_groups(problem, groups)):
             self._add_group(cols, rows, g, members)
+        self._add_coverage(cols, rows)
         with _quiet_stdout():
             h = self.h = highspy.Highs()  # type: ignore[no-untyped-call]
         h.setOptionValue("output_flag", False)
@@ -95,6 +98,10 @@ class Decomposition:
         lp.a_matrix_.value_ = np.array(rows.value, dtype=float)
         lp.col_names_, lp.row_names_ = cols.names, rows.names
         h.passModel(lp)
+        #: wall-clock deadline (perf_counter) after which HiGHS is interrupted from a callback
+        self.deadline = INF
+        h.cbMipInterrupt += self._interrupt
+        h.cbSimplexInterrupt += self._interrupt
         self.n_master = len(cols.names)
         self.int_cols = np.flatnonzero(A.integer).astype(np.int32)
         gang_all = np.array(sorted(j for cols_ in self.gang_cols.values() for j in cols_), dtype=np.int32)
@@ -110,6 +117,44 @@ class Decomposition:
                 g = np.isin(idx, gang_all)
                 self._fit.append((idx[~g], val[~g], float(A.row_upper[r]), idx[g], val[g]))
         self.cuts = 0
+
+    def _interrupt(self, e: Any) -> None:
+        if time.perf_counter() > self.deadline:
+            e.interrupt()
+
+    def _add_coverage(self, cols: _Cols, rows: _Rows) -> None:
+        """Induced rows: every hard guaranteed class can be covered in its worst scenario.
+
+        For a class with service level 1 and period ``p``: ``sum_m ratio_m u_m + on-demand
+        >= max_w demand``, with ``u_m`` at most the model's capacity (and its whole-gang GPUs).
+        Every plan that meets the tier satisfies them, so the master stays a relaxation of the
+        hard problem, and its plans stop relying on the priced ``unmet_guaranteed`` slack.
+        """
+        pr = self.p
+        mi = {m: i for i, m in enumerate(pr.models)}
+        for c, cl in enumerate(pr.classes):
+            tier = pr.tiers[cl.tier]
+            if tier.kind != "guaranteed" or tier.service_level < 1:
+                continue
+            recs = [ro for ro in pr.recourse if ro.model in cl.ratios and ro.kind == "on_demand"]
+            if any(ro.max_gpus is None for ro in recs):
+                continue
+            extra = sum(cl.ratios[ro.model] * float(ro.max_gpus or 0.0) for ro in recs)
+            for p in range(pr.periods):
+                need = float(pr.demand[:, c, p].max()) - extra
+                if need <= 0:
+                    continue
+                cover: list[tuple[int, float]] = []
+                for m, ratio in cl.ratios.items():
+                    j = len(cols.names)
+                    cols.add(f"cover_{cl.name}_{m}_{pr.labels[p]}", 0.0, 0.0, INF)
+                    cover.append((j, ratio))
+                    cap = int(self.cap_col[mi[m], p])
+                    rows.add(f"cover_cap_{cl.name}_{m}_{pr.labels[p]}", -INF, 0.0, [(j, cl.factor), (cap, -1.0)])
+                    if cl.site_gangs:
+                        gs = [(g, -float(cl.gang_size)) for g in self.gang_cols.get((c, mi[m], p), [])]
+                        rows.add(f"cover_gangs_{cl.name}_{m}_{pr.labels[p]}", -INF, 0.0, [(j, 1.0), *gs])
+                rows.add(f"cover_{cl.name}_{pr.labels[p]}", need, INF, cover)
 
     def _add_group(self, cols: _Cols, rows: _Rows, g: int, members: list[int]) -> None:
         """Add the recourse LP of a group's mean scenario and ``sum p_w theta_w >= P_g Q(mean)``.

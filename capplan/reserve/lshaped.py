@@ -157,7 +157,7 @@ class Search:
         if self.left() <= 0.3 and self.best is not None:
             return False
         self.it += 1
-        ic = d.plan_int
+        ic = d.int_cols
         lp = h.getLp()
         lo0, up0 = np.asarray(lp.col_lower_)[ic], np.asarray(lp.col_upper_)[ic]
         if box is not None:
@@ -186,19 +186,15 @@ class Search:
         """All phases; the incumbent and the best bound as a :class:`RawSolution`."""
         d = self.d
         highspy.Highs.resetThreadScheduler(True)  # earlier solves may have fixed another thread count
+        d.deadline = self.t0 + self.s.time_limit
         x_lp = self.lp_phase()
-        d.set_integer(d.plan_int, True)
+        d.set_integer(d.int_cols, True)
         d.h.setOptionValue("presolve", "on")
         if x_lp is not None:
             self.mip_step(x_lp)
-        exact = len(d.gang_int) == 0
         while not self.gap_ok() and self.left() > 0.3:
-            if self.mip_step(None):
-                continue
-            if exact:
+            if not self.mip_step(None):
                 break
-            d.set_integer(d.gang_int, True)
-            exact = True
         best = self.best
         if best is None:
             return d._raw("no_solution", None, self.lb, self.it, self.elapsed())
