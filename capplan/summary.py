@@ -24,10 +24,10 @@ def placed_units(p: Problem, assignments: Iterable[Assignment]) -> dict[int, int
     return out
 
 
-def eligible_units(p: Problem, w: Workload) -> int:
+def eligible_units(p: Problem, w: Workload, types: list[tuple[str | None, int]] | None = None) -> int:
     """Most demand units ``w`` can contribute: replicas times the largest per-node value (0 if unhostable)."""
     best = -1
-    for model, gpus in _node_types(p):
+    for model, gpus in types if types is not None else _node_types(p):
         d = p.model_demand(w, model)
         if d is not None and (d.kind != "whole" or d.gpus <= gpus):
             best = max(best, d.units)
@@ -47,8 +47,9 @@ def trivial_bound(p: Problem) -> dict[int, int]:
     """Per-priority upper bound: hostable demand, capped by the cluster's GPUs."""
     cap = p.cluster.gpus_total * UNITS_PER_GPU
     out: dict[int, int] = defaultdict(int)
+    types = _node_types(p)
     for w in p.workloads:
-        out[w.priority] += eligible_units(p, w)
+        out[w.priority] += eligible_units(p, w, types)
     return {q: min(v, cap) for q, v in out.items()}
 
 

@@ -151,18 +151,18 @@ class Search:
         return added
 
     # ------------------------------------------------------------------------ MIP phase
-    def mip_step(self, box: Arr | None) -> bool:
+    def mip_step(self, box: Arr | None, widen: float = 0.0) -> bool:
         """Solve the integer master (inside ``box``'s floor/ceil box when given); evaluate its plan."""
         d, h = self.d, self.d.h
         if self.left() <= 0.3 and self.best is not None:
             return False
         self.it += 1
-        ic = d.int_cols
+        ic = d.plan_int
         lp = h.getLp()
         lo0, up0 = np.asarray(lp.col_lower_)[ic], np.asarray(lp.col_upper_)[ic]
         if box is not None:
             lo = np.maximum(lo0, np.floor(box[ic] + 1e-6))
-            up = np.minimum(up0, np.ceil(box[ic] - 1e-6))
+            up = np.minimum(up0, np.ceil(box[ic] - 1e-6) + widen)
             h.changeColsBounds(len(ic), ic, lo, up)
         elif self.best is not None:
             b = self.best
@@ -174,6 +174,8 @@ class Search:
         elif xm is not None:
             self.lb = max(self.lb, h.getInfo().mip_dual_bound)
         if xm is None:
+            log.debug("%s %d: %.1fs no plan (widen %g)", "rens" if box is not None else "mip", self.it,
+                      self.elapsed(), widen)
             return False
         x = xm.copy()
         x[d.int_cols] = np.round(x[d.int_cols])
@@ -191,7 +193,9 @@ class Search:
         d.set_integer(d.int_cols, True)
         d.h.setOptionValue("presolve", "on")
         if x_lp is not None:
-            self.mip_step(x_lp)
+            for widen in (0.0, 1.0, 8.0):
+                if self.mip_step(x_lp, widen) or self.best is not None:
+                    break
         while not self.gap_ok() and self.left() > 0.3:
             if not self.mip_step(None):
                 break
