@@ -10,10 +10,12 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from capplan.greedy import plan_greedy
 from capplan.planner import PlanOptions
+from capplan.problem import Problem
 from capplan.scenario import load_scenario
 from capplan.traces.alibaba import load_alibaba
 from capplan.validate import check_plan
@@ -37,24 +39,22 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     rows = []
-    for name in ("mixed-fleet", "mig-inference", "training-cluster"):
-        path = REPO / "models" / "examples" / f"{name}.yaml"
-        p = load_scenario(path)
-        plan = plan_greedy(p, PlanOptions())
-        rows.append((name, median_time(lambda: load_scenario(path), args.repeat),
-                     median_time(lambda: plan_greedy(p, PlanOptions()), args.repeat),
-                     median_time(lambda: check_plan(p, plan), args.repeat), plan.metrics["allocation_pct"]))
+    cases: list[tuple[str, Callable[[], Problem]]] = [
+        (name, partial(load_scenario, REPO / "models" / "examples" / f"{name}.yaml"))
+        for name in ("mixed-fleet", "mig-inference", "training-cluster")]
     if TRACE.exists():
-        nodes, pods = TRACE / "openb_node_list_gpu_node.csv", TRACE / "openb_pod_list_default.csv"
-        p = load_alibaba(nodes, pods)
+        cases.append(("alibaba default (1213 nodes, 8152 pods)", partial(
+            load_alibaba, TRACE / "openb_node_list_gpu_node.csv", TRACE / "openb_pod_list_default.csv")))
+    for name, load in cases:
+        p = load()
         plan = plan_greedy(p, PlanOptions())
-        rows.append(("alibaba default (1213 nodes, 8152 pods)", median_time(lambda: load_alibaba(nodes, pods), 1),
-                     median_time(lambda: plan_greedy(p, PlanOptions()), max(1, args.repeat // 2)),
-                     median_time(lambda: check_plan(p, plan), max(1, args.repeat // 2)), plan.metrics["allocation_pct"]))
+        rows.append((name, median_time(load, args.repeat), median_time(partial(plan_greedy, p, PlanOptions()),
+                                                                       args.repeat),
+                     median_time(partial(check_plan, p, plan), args.repeat), plan.metrics["allocation_pct"]))
     print("| instance | load s | greedy s | validate s | greedy/validate | allocation % |")
     print("|---|---:|---:|---:|---:|---:|")
-    for name, load, greedy, val, alloc in rows:
-        print(f"| {name} | {load:.3f} | {greedy:.3f} | {val:.3f} | {greedy / val:.1f} | {alloc:.2f} |")
+    for name, t_load, greedy, val, alloc in rows:
+        print(f"| {name} | {t_load:.3f} | {greedy:.3f} | {val:.3f} | {greedy / val:.1f} | {alloc:.2f} |")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from .conftest import DATA, LEVEL_ARGS, k8s_main
 
 

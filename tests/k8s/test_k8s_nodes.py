@@ -7,7 +7,6 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from .conftest import LEVELS
 
 from capplan.catalog import load_catalog
 from capplan.errors import InputError
@@ -15,6 +14,8 @@ from capplan.k8s.labels import parse_level_labels
 from capplan.k8s.mig import pack_gpu, pack_node, profile_from_resource, standard_config
 from capplan.k8s.nodes import import_nodes
 from capplan.k8s.quantity import cpu_milli, memory_mib, parse_quantity
+
+from .conftest import LEVELS
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,13 @@ import copy
 from typing import Any
 
 import pytest
-from .conftest import LEVELS
 
 from capplan.catalog import load_catalog
 from capplan.errors import InputError
 from capplan.k8s.importer import ImportResult, import_kubernetes
 from capplan.validate import check_assignments
+
+from .conftest import LEVELS
 
 
 def _imp(nodes: dict[str, Any], pods: dict[str, Any] | None) -> ImportResult:

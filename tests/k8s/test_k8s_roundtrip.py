@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from .conftest import DATA, LEVEL_ARGS, LEVELS, k8s_main
 
 from capplan.catalog import load_catalog
 from capplan.k8s.importer import import_kubernetes
@@ -21,6 +20,8 @@ from capplan.plan import Plan
 from capplan.planner import solve
 from capplan.scenario import load_scenario
 from capplan.validate import check_plan
+
+from .conftest import DATA, LEVEL_ARGS, LEVELS, k8s_main
 
 
 def _apply_mig_parted(
