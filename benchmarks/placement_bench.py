@@ -179,15 +179,19 @@ def _one(path: str, planner: str, limit: float, workers: int, q: Any) -> None:
     )
 
 
-def run(sizes: list[str], workers: int) -> list[dict[str, Any]]:
-    """Run greedy and CP-SAT on every instance of ``sizes``; one fresh process per run."""
+def run(
+    sizes: list[str], workers: int, only: list[str] | None = None, planners: tuple[str, ...] = ("greedy", "cpsat")
+) -> list[dict[str, Any]]:
+    """Run the planners on every instance of ``sizes`` (or only those named); one fresh process per run."""
     rows = []
     ctx = mp.get_context("spawn")
     for size in sizes:
         cfg = SIZES[size]
         for seed in cfg["seeds"]:
+            if only and f"{size}-{seed}" not in only:
+                continue
             path = str(INSTANCES / f"{size}-{seed}.yaml")
-            for planner in ("greedy", "cpsat"):
+            for planner in planners:
                 q = ctx.Queue()
                 proc = ctx.Process(target=_one, args=(path, planner, float(cfg["limit"]), workers, q))
                 proc.start()
@@ -225,13 +229,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("action", choices=["generate", "run"])
     ap.add_argument("--sizes", nargs="+", default=["small", "medium"], choices=sorted(SIZES))
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--instances", nargs="+", help="only these instances (e.g. small-2 medium-1)")
+    ap.add_argument("--planners", nargs="+", default=["greedy", "cpsat"], choices=["greedy", "cpsat"])
     ap.add_argument("--markdown", help="append the results table to this file")
     args = ap.parse_args(argv)
     if args.action == "generate":
         for path in _write_instances():
             print(path)
         return 0
-    rows = run(args.sizes, args.workers)
+    rows = run(args.sizes, args.workers, args.instances, tuple(args.planners))
     if args.markdown:
         with open(args.markdown, "a", encoding="utf-8") as fh:
             fh.write(markdown(rows, "python " + " ".join(sys.argv), args.workers) + "\n")

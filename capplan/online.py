@@ -24,7 +24,7 @@ from capplan.problem import Problem, Workload
 
 if TYPE_CHECKING:
     from capplan.bench.policies import PolicyContext
-    from capplan.heuristics.multifrag import MultiFragPolicy
+    from capplan.heuristics.online_balance import BalancedFGD
 
 
 class OnlineScheduler:
@@ -71,16 +71,16 @@ class OnlineScheduler:
         return self.placed_units / UNITS_PER_GPU
 
 
-def bench_policy(ctx: PolicyContext) -> MultiFragPolicy:
+def bench_policy(ctx: PolicyContext) -> BalancedFGD:
     """capplan's policy for the benchmark simulator (``capplan bench ... --policies capplan``).
 
-    Joint (GPU, CPU, memory) fragmentation growth with exact scores and best-fit tie-breaks,
-    measured against the typical pods of the run (:mod:`capplan.heuristics.multifrag`).
+    FGD's integer fragmentation score, its ties broken by the usable-GPU loss (GPUs whose CPU a
+    placement takes away), then by the seed-shuffled node order: see
+    :mod:`capplan.heuristics.online_balance` and docs/benchmarks-online.md.
     """
-    from capplan.heuristics.multifrag import MultiFragPolicy, typical_memory
+    from capplan.heuristics.online_balance import BalancedFGD
 
-    t, pods = ctx.typical, ctx.pods
-    return MultiFragPolicy(t, typical_memory(t, pods.cpu, pods.milli, pods.num, pods.mem))
+    return BalancedFGD(ctx)
 
 
 capplan_policy = bench_policy

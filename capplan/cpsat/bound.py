@@ -9,12 +9,14 @@ point of this LP, so its optimum is a valid upper bound for the stage.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
 from capplan._base import UNITS_PER_GPU
-from capplan.cpsat.constraints import SLOT_SHARE, slot_share
+from capplan.cpsat.constraints import SLOT_SHARE, slot_share, tdp_of
 from capplan.cpsat.index import Index
 
 
@@ -98,14 +100,12 @@ def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
         if d.power_w is None:
             continue
         lvl = cl.levels.index(d.level)
-        lp.le(
-            {
-                busy[ni.index]: float(ni.model.tdp_w or 0)
-                for ni in ix.nodes
-                if ni.model is not None and ni.node.path[lvl] == d.name
-            },
-            float(d.power_w),
-        )
+        members = [(ni, tdp_of(ni)) for ni in ix.nodes if tdp_of(ni) and ni.node.path[lvl] == d.name]
+        if not members:
+            continue
+        # Busy GPUs are integers in every plan: divide by the gcd of the TDPs and round down.
+        g = math.gcd(*(t for _, t in members))
+        lp.le({busy[ni.index]: float(t // g) for ni, t in members}, float(d.power_w // g))
 
     def stage_terms(prio: int | None) -> tuple[dict[int, float], float]:
         ws = [w for w in p.workloads if (w.sla == "guaranteed" if prio is None else w.priority == prio)]

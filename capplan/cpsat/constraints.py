@@ -7,12 +7,13 @@ family. :func:`add_all` adds them all; explanations re-solve with a family relax
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 from capplan._base import MILLI
-from capplan.cpsat.index import Run, released_gpus
+from capplan.cpsat.index import NodeInfo, Run, released_gpus
 from capplan.cpsat.model import PlacementModel
 from capplan.problem import Demand, Workload
 
@@ -229,6 +230,57 @@ def add_capacity_cuts(pm: PlacementModel) -> None:
             pm.m.add(full * busy >= shares + full * whole_kept)
 
 
+def placed_new(pm: PlacementModel, w: Workload) -> Any:
+    """An integer variable equal to the new replicas of ``w`` (created once, shared by cuts)."""
+    if w.name not in pm.tot:
+        cs = [v for (wn, _), v in pm.c.items() if wn == w.name]
+        pm.tot[w.name] = v = pm.m.new_int_var(0, pm.ix.max_new(w), f"tot[{w.name}]")
+        pm.m.add(v == _sum(cs))
+    return pm.tot[w.name]
+
+
+def add_kind_cuts(pm: PlacementModel) -> None:
+    """Redundant cluster-wide cuts: MIG-mode GPUs cover the MIG memory slices, shared GPUs the shares.
+
+    ``SLOT_SHARE * (number of MIG GPUs) >= sum of the instances' memory shares`` summed over all
+    nodes, with the count an integer variable, so that its lower bound is rounded up as soon as
+    the instance counts are known (a higher priority placed in full): 8 x 3g.40gb plus
+    9 x 1g.20gb need 7 GPUs, not the LP's 6.25. Same for time-sliced shares. Only without
+    occupied GPUs (running MIG or shared replicas), whose instances live outside these counts.
+    """
+    if any(ni.occ for ni in pm.ix.nodes):
+        return
+    mig_gpus = [k.var for ks in pm.mig.values() for k in ks]
+    slots = [s.used for ss in pm.slots.values() for s in ss]
+    for kind, gpus in (("mig", mig_gpus), ("fraction", slots)):
+        if not gpus:
+            continue
+        need: list[Any] = []
+        for w in pm.p.workloads:
+            keys = [(n, v) for (wn, n), v in pm.c.items() if wn == w.name]
+            mine = [(n, v) for n, v in keys if pm.demand(w, n).kind == kind]
+            if not mine:
+                continue
+            shares = [_share(pm, w, n) for n, _ in mine]
+            if len(mine) == len(keys):  # every placement is of this kind: the smallest share per replica
+                need.append(min(shares) * placed_new(pm, w))
+            else:
+                need.extend(sh * v for sh, (_, v) in zip(shares, mine, strict=True))
+        count = pm.m.new_int_var(0, pm.p.cluster.gpus_total, f"{kind}_gpus")
+        pm.m.add(count == _sum(gpus))
+        pm.m.add(SLOT_SHARE * count >= _sum(need))
+
+
+def _share(pm: PlacementModel, w: Workload, n: int) -> int:
+    model = pm.ix.nodes[n].model
+    return slot_share(pm.demand(w, n), model.memory_slices if model and model.memory_slices else 1)
+
+
+def tdp_of(ni: NodeInfo) -> int:
+    """Power of one busy GPU of node ``ni`` in watts (0 when unknown)."""
+    return ni.model.tdp_w if ni.model is not None and ni.model.tdp_w else 0
+
+
 def add_power(pm: PlacementModel) -> None:
     """GPU power (TDP per busy GPU) of each domain with a budget."""
     cl = pm.p.cluster
@@ -236,12 +288,15 @@ def add_power(pm: PlacementModel) -> None:
         if d.power_w is None:
             continue
         lvl = cl.levels.index(d.level)
-        draw = _sum(
-            (ni.model.tdp_w or 0) * busy_gpus(pm, ni.index)
-            for ni in pm.ix.nodes
-            if ni.model is not None and ni.node.path[lvl] == d.name
-        )
-        pm.m.add(draw <= d.power_w)
+        members = [(ni, tdp_of(ni)) for ni in pm.ix.nodes if tdp_of(ni) and ni.node.path[lvl] == d.name]
+        if not members:
+            continue
+        # Busy GPUs are integers, so dividing by the gcd of the TDPs and rounding the budget down
+        # is exact; it matters because presolve (which would do it) is off on large models and
+        # the LP bound otherwise counts a fractional GPU per domain (38.08 kW / 700 W = 54.4).
+        g = math.gcd(*(t for _, t in members))
+        draw = _sum((t // g) * busy_gpus(pm, ni.index) for ni, t in members)
+        pm.m.add(draw <= d.power_w // g)
 
 
 def add_eviction_rules(pm: PlacementModel) -> None:
@@ -280,11 +335,14 @@ FAMILIES: dict[str, Callable[[PlacementModel], None]] = {
     "power": add_power,
     "eviction": add_eviction_rules,
     "cuts": add_capacity_cuts,
+    "kind_cuts": add_kind_cuts,
 }
 
 
 def add_all(pm: PlacementModel, skip: frozenset[str] = frozenset()) -> None:
     """Add every constraint family except those in ``skip``."""
+    if skip & {"mig", "fraction", "gpu"}:
+        skip = skip | {"kind_cuts"}  # implied by those families only; relaxing them relaxes the cut
     for name, fn in FAMILIES.items():
         if name not in skip:
             fn(pm)

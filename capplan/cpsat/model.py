@@ -86,6 +86,7 @@ class PlacementModel:
         self.slots: dict[int, list[Slot]] = {}
         self.busy: dict[int, Any] = {}
         self.freed: dict[tuple[int, int], cp_model.IntVar] = {}
+        self.tot: dict[str, cp_model.IntVar] = {}  # new replicas per workload (see constraints.placed_new)
         self._make_running()
         for ni in ix.nodes:
             self._make_node(ni)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.cpsat.constraints import busy_gpus, placed_count
+from capplan.cpsat.constraints import busy_gpus, placed_count, placed_new
 from capplan.cpsat.model import PlacementModel
 
 
@@ -112,3 +112,26 @@ def _shape(pm: PlacementModel) -> Any:
             pm.m.add(doms[d] >= pm.run_keep(r))
         spans.extend(doms.values())
     return sum(spans, 0) * frag_range + frag
+
+
+def fix_at_ceiling(pm: PlacementModel, st: Stage) -> None:
+    """A priority stage at its ceiling places every replica at its largest demand: say so explicitly.
+
+    Implied by ``expr >= ceiling``, but as per-workload equalities (on the shared count
+    variables) they fix the instance counts by propagation, which lets the cluster-wide cuts
+    round (see :func:`capplan.cpsat.constraints.add_kind_cuts`) and prunes the search.
+    """
+    for w in pm.p.workloads:
+        if w.priority != st.priority:
+            continue
+        runs = pm.ix.running_of.get(w.name, [])
+        units = [pm.demand(w, n).units for (wn, n) in pm.c if wn == w.name] + [r.demand.units for r in runs]
+        if not units:
+            continue
+        best = max(units)
+        for (wn, n), v in pm.c.items():
+            if wn == w.name and pm.demand(w, n).units < best:
+                pm.m.add(v == 0)
+        kept = sum((pm.run_keep(r) for r in runs), 0)
+        if any(wn == w.name for wn, _ in pm.c):
+            pm.m.add(placed_new(pm, w) + kept == w.replicas)

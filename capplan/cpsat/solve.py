@@ -9,6 +9,7 @@ the independent validator. So the result is never worse than greedy and never in
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,7 @@ from capplan.cpsat.constraints import add_all
 from capplan.cpsat.decode import DecodeError, decode
 from capplan.cpsat.index import build_index
 from capplan.cpsat.model import PlacementModel
-from capplan.cpsat.objective import Stage, build_stages
+from capplan.cpsat.objective import Stage, build_stages, fix_at_ceiling
 from capplan.greedy import plan_greedy
 from capplan.plan import Plan, Unplaced
 from capplan.planner import PlanOptions
@@ -35,25 +36,66 @@ log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
 
 _PRESOLVE_MAX_VARS = 15_000
+_TIE_BREAK_GRACE = 1.0  # seconds a stage whose units are proven keeps searching for the replica tie-break
 _WEIGHT = {"guaranteed": 1.0, "moves": 0.5, "shape": 0.5}  # share of the remaining time; priorities 2.0
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):
-    """Forwards each improving solution of a stage to ``options.progress``."""
+    """Forwards each improving solution to ``options.progress``; stops once the units are proven.
 
-    def __init__(self, stage: str, t0: float, fn: Any) -> None:
+    A priority stage maximises ``units * per_unit + replicas``; the plan's objective is the units.
+    Once the bound shows no more units are reachable, the remaining question is only the replica
+    tie-break, whose proof can take the rest of the time limit (an LP bound of 40 replicas
+    where 39 is the most): the search stops there and leaves the time to the next stages.
+    """
+
+    def __init__(
+        self, stage: Stage, t0: float, fn: Any, solver: cp_model.CpSolver, best: int | None, grace: float
+    ) -> None:
         super().__init__()
-        self.stage, self.t0, self.fn = stage, t0, fn
+        self.stage, self.t0, self.fn, self.solver = stage, t0, fn, solver
+        self.best = best
+        self.bound = float("inf")
+        self.units_proven = False
+        self.stop_after = time.perf_counter() + grace  # the tie-break gets this long in any case
+        self._timer = threading.Timer(grace, self._maybe_stop)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Progress:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._timer.cancel()
+
+    def _maybe_stop(self) -> None:
+        if self.units_proven:
+            self.solver.stop_search()
 
     def on_solution_callback(self) -> None:
-        self.fn(
-            {
-                "stage": self.stage,
-                "elapsed": round(time.perf_counter() - self.t0, 3),
-                "objective": self.objective_value,
-                "bound": self.best_objective_bound,
-            }
-        )
+        value = round(self.objective_value)
+        self.best = value if self.best is None else max(self.best, value)
+        if self.fn is not None:
+            self.fn(
+                {
+                    "stage": self.stage.name,
+                    "elapsed": round(time.perf_counter() - self.t0, 3),
+                    "objective": self.objective_value,
+                    "bound": self.best_objective_bound,
+                }
+            )
+        self.check(self.best_objective_bound)
+
+    def check(self, bound: float) -> None:
+        """Stop the search when the bound and the incumbent have the same units."""
+        self.bound = min(self.bound, bound)
+        st = self.stage
+        if not st.maximize or st.priority is None or st.per_unit <= 1 or self.best is None:
+            return
+        if int(self.bound + 1e-6) // st.per_unit <= self.best // st.per_unit:
+            self.units_proven = True
+            if time.perf_counter() >= self.stop_after:
+                self.solver.stop_search()
 
 
 @dataclass
@@ -65,6 +107,7 @@ class StageResult:
     value: int
     bound: float
     seconds: float
+    units_proven: bool = False  # a priority stage: the demand units are optimal (replica tie-break maybe not)
 
 
 @dataclass
@@ -133,8 +176,11 @@ def _solve_stages(
             _set_hint(pm, run.solution)
         if run.solution is not None and st.maximize and st.ceiling is not None and inc_vals[k] >= st.ceiling:
             # The incumbent already reaches the stage's a-priori maximum: optimal without a solve.
-            run.results.append(StageResult(st.name, "optimal", inc_vals[k], float(inc_vals[k]), 0.0))
+            run.results.append(
+                StageResult(st.name, "optimal", inc_vals[k], float(inc_vals[k]), 0.0, st.priority is not None)
+            )
             pm.m.add(st.expr >= inc_vals[k])
+            fix_at_ceiling(pm, st)
             if st.priority is not None:
                 run.priorities_done_s = round(time.perf_counter() - t0, 3)
             continue
@@ -153,9 +199,12 @@ def _solve_stages(
         prm.random_seed = options.seed
         # On large models presolve takes many seconds and may drop the hint; search directly.
         prm.cp_model_presolve = len(pm.m.proto.variables) <= _PRESOLVE_MAX_VARS
-        cb = _Progress(st.name, t0, options.progress) if options.progress else None
+        best = inc_vals[k] if run.solution is not None else None
+        cb = _Progress(st, t0, options.progress, solver, best, min(_TIE_BREAK_GRACE, 0.2 * budget))
+        solver.best_bound_callback = cb.check
         ts = time.perf_counter()
-        status = solver.solve(pm.m, cb)
+        with cb:
+            status = solver.solve(pm.m, cb)
         name = solver.status_name(status).lower()
         secs = round(time.perf_counter() - ts, 4)
         found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
@@ -172,8 +221,13 @@ def _solve_stages(
             name = "unknown"  # no better solution found in time: keep the incumbent's value
         value = inc_vals[k]
         bound = solver.best_objective_bound if status != cp_model.INFEASIBLE else float(value)
-        run.results.append(StageResult(st.name, name, value, bound, secs))
+        units_proven = st.priority is not None and (
+            name == "optimal" or int(bound + 1e-6) // st.per_unit <= value // st.per_unit
+        )
+        run.results.append(StageResult(st.name, name, value, bound, secs, units_proven))
         pm.m.add(st.expr >= value if st.maximize else st.expr <= value)
+        if st.maximize and st.priority is not None and st.ceiling is not None and value >= st.ceiling:
+            fix_at_ceiling(pm, st)
         if st.priority is not None:
             run.priorities_done_s = round(time.perf_counter() - t0, 3)
     return run
@@ -201,7 +255,7 @@ def _bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, in
         if st.priority is None:
             continue
         r = by_name.get(st.name)
-        if r is not None and r.status == "optimal":
+        if r is not None and (r.status == "optimal" or r.units_proven):
             out[st.priority] = got.get(st.priority, 0)
             fixed.append((st.priority, r.value + st.constant))
             continue

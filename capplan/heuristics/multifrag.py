@@ -1,14 +1,16 @@
-"""Online policy for the benchmark simulator: joint fragmentation with exact scores and best-fit ties.
+"""Joint-fragmentation online policy (superseded as ``--policies capplan``; kept for comparison).
 
 FGD (Weng et al., ATC'23) scores a node by how much the expected fragmentation of its GPUs
 grows; the authors' scheduler squashes that growth through ``trunc(100 * sigmoid(d / 1000))``,
-so many nodes tie and a random one wins. This policy keeps the exact growth of the joint
-fragmentation (idle GPU capacity the typical pods cannot use because of GPU share, GPU count,
-model *or the node's remaining CPU and memory*) and breaks remaining ties by best fit (the node
-left with the least free CPU and memory relative to its size, then the least idle GPU).
+so many nodes tie. This policy adds host memory to the fragmentation (idle GPU capacity the
+typical pods cannot use because of GPU share, GPU count, model, CPU *or memory*); with the
+module switches below it can keep exact scores and break ties by best fit.
 
-It implements the policy interface of :mod:`capplan.bench.policies` (``score``, ``gpus``,
-``observe``); :func:`capplan.online.bench_policy` builds it for ``--policies capplan``.
+Measured on the default Alibaba trace (docs/benchmarks-fleet.md, docs/benchmarks-online.md):
+exact scores and best-fit ties lose hundreds of GPUs to FGD, and the memory term changes
+nothing measurable, so :func:`capplan.online.bench_policy` now returns
+:class:`capplan.heuristics.online_balance.BalancedFGD` instead. The class still implements the
+policy interface of :mod:`capplan.bench.policies` (``score``, ``gpus``, ``observe``).
 """
 
 from __future__ import annotations

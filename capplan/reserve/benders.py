@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import highspy
@@ -109,13 +109,18 @@ class Decomposition:
         #: integer columns other than gang blocks (purchase lots, commitments, chance indicators)
         self.plan_int = np.setdiff1d(self.int_cols, gang_all).astype(np.int32)
         self.z_all = self.z_col[self.z_col >= 0]
+        by_p: dict[int, list[int]] = {}
+        for (_c, _m, p), cols_ in self.gang_cols.items():
+            by_p.setdefault(p, []).extend(cols_)
+        #: gang columns per period, in period order (for the rounding dive)
+        self.gang_by_period = [np.array(sorted(by_p[p]), dtype=np.int32) for p in sorted(by_p)]
         #: gang_fit rows: (other columns, their coefficients, rhs, gang columns, gang sizes)
         self._fit: list[tuple[npt.NDArray[np.int32], Arr, float, npt.NDArray[np.int32], Arr]] = []
         for r, name in enumerate(A.row_names):
             if name.startswith("gang_fit_"):
                 idx, val = A.index[A.starts[r] : A.starts[r + 1]], A.value[A.starts[r] : A.starts[r + 1]]
-                g = np.isin(idx, gang_all)
-                self._fit.append((idx[~g], val[~g], float(A.row_upper[r]), idx[g], val[g]))
+                isg = np.isin(idx, gang_all)
+                self._fit.append((idx[~isg], val[~isg], float(A.row_upper[r]), idx[isg], val[isg]))
         self.cuts = 0
 
     def _interrupt(self, e: Any) -> None:
@@ -123,25 +128,28 @@ class Decomposition:
             e.interrupt()
 
     def _add_coverage(self, cols: _Cols, rows: _Rows) -> None:
-        """Induced rows: every hard guaranteed class can be covered in its worst scenario.
+        """Induced rows: each guaranteed class alone can be covered wherever its tier must be met.
 
-        For a class with service level 1 and period ``p``: ``sum_m ratio_m u_m + on-demand
-        >= max_w demand``, with ``u_m`` at most the model's capacity (and its whole-gang GPUs).
-        Every plan that meets the tier satisfies them, so the master stays a relaxation of the
+        For a guaranteed class and period ``p``: ``sum_m ratio_m u_m + on-demand >= q``, with
+        ``u_m`` at most the model's capacity (and its whole-gang GPUs) and ``q`` the demand that
+        only scenarios of total probability ``<= 1 - service_level`` exceed (the worst scenario
+        for service level 1): those are the only scenarios the chance constraint lets fall short.
+        Every plan that meets the tiers satisfies them, so the master stays a relaxation of the
         hard problem, and its plans stop relying on the priced ``unmet_guaranteed`` slack.
         """
         pr = self.p
         mi = {m: i for i, m in enumerate(pr.models)}
+        prob = np.array(pr.probabilities)
         for c, cl in enumerate(pr.classes):
             tier = pr.tiers[cl.tier]
-            if tier.kind != "guaranteed" or tier.service_level < 1:
+            if tier.kind != "guaranteed":
                 continue
             recs = [ro for ro in pr.recourse if ro.model in cl.ratios and ro.kind == "on_demand"]
             if any(ro.max_gpus is None for ro in recs):
                 continue
             extra = sum(cl.ratios[ro.model] * float(ro.max_gpus or 0.0) for ro in recs)
             for p in range(pr.periods):
-                need = float(pr.demand[:, c, p].max()) - extra
+                need = _quantile(pr.demand[:, c, p], prob, 1.0 - tier.service_level) - extra
                 if need <= 0:
                     continue
                 cover: list[tuple[int, float]] = []
@@ -371,6 +379,17 @@ class Decomposition:
         )
 
 
+def _quantile(values: Arr, prob: Arr, budget: float) -> float:
+    """The largest value left after dropping the largest values of total probability <= ``budget``."""
+    order = np.argsort(-values, kind="stable")
+    skipped = 0.0
+    for w in order:
+        if skipped + prob[w] > budget + 1e-9:
+            return float(values[w])
+        skipped += prob[w]
+    return 0.0
+
+
 def scenario_groups(problem: Problem, groups: int) -> list[list[int]]:
     """Split scenarios into ``groups`` groups of similar size, ordered by total demand."""
     W = len(problem.scenario_names)
@@ -413,5 +432,10 @@ class _Rows:
 
 
 def solve_decomposition(problem: Problem, settings: SolverSettings) -> RawSolution:
-    """Solve ``problem`` by L-shaped decomposition (see the module docstring)."""
-    return Decomposition(problem).solve(settings)
+    """Solve ``problem`` by L-shaped decomposition; building the master counts against the time limit."""
+    t0 = time.perf_counter()
+    dec = Decomposition(problem)
+    left = max(1.0, settings.time_limit - (time.perf_counter() - t0))
+    raw = dec.solve(replace(settings, time_limit=left))
+    raw.runtime_s = time.perf_counter() - t0
+    return raw

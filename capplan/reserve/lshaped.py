@@ -38,6 +38,10 @@ LP_SHARE = 0.45
 ALPHA = 0.5
 #: LP phase stops when its own gap is below this (the integer phase refines further)
 LP_GAP = 2e-4
+#: LP / dive / RENS rounds after the first (each uses the cuts of the plans before)
+CYCLES = 4
+#: largest scenario count for which the full integer master is solved after the rounding rounds
+FULL_MASTER_SCENARIOS = 50
 
 
 def choose_missed(prob: Arr, saving: Arr, budget: float) -> Arr:
@@ -71,6 +75,7 @@ class Search:
         self.it = 0
         tiers = dec.p.tiers
         chance = [k for k in range(len(tiers)) if (dec.z_col[k] >= 0).any()]
+        self._gang_bounds: tuple[Arr, Arr] | None = None
         self.budget = min((1.0 - tiers[k].service_level for k in chance), default=0.0)
 
     def left(self) -> float:
@@ -91,14 +96,15 @@ class Search:
         return np.array(self.d.h.getSolution().col_value)
 
     # --------------------------------------------------------------------------- LP phase
-    def lp_phase(self) -> Arr | None:
+    def lp_phase(self, share: float = LP_SHARE) -> Arr | None:
         """Stabilised Kelley on the master LP; returns the best LP point evaluated."""
         d = self.d
         d.set_integer(d.int_cols, False)
         d.h.setOptionValue("presolve", "off")
         core: Arr | None = None
         ub, alpha = INF, ALPHA
-        while self.left() > (1 - LP_SHARE) * self.s.time_limit:
+        stop = self.left() - share * self.left()
+        while self.left() > stop:
             self.it += 1
             xm = self._master(self.left(), self.s.gap)
             if xm is None:
@@ -164,10 +170,6 @@ class Search:
             lo = np.maximum(lo0, np.floor(box[ic] + 1e-6))
             up = np.minimum(up0, np.ceil(box[ic] - 1e-6) + widen)
             h.changeColsBounds(len(ic), ic, lo, up)
-        elif self.best is not None:
-            b = self.best
-            sol = np.concatenate([b.x[: d.n], [e.cost for e in b.evals]])
-            h.setSolution(len(sol), np.arange(len(sol), dtype=np.int32), sol)
         xm = self._master(self.left(), self.s.gap / 2)
         if box is not None:
             h.changeColsBounds(len(ic), ic, lo0, up0)
@@ -184,6 +186,50 @@ class Search:
                   self.elapsed(), self.lb, self.best.cost if self.best else INF, added)
         return added > 0
 
+    def dive(self, x: Arr) -> Arr | None:
+        """Round whole-gang blocks up (else down) in the master LP and fix them; the LP point after.
+
+        Whole gangs are what makes rounding the LP point hard: rounding purchases within their
+        floor/ceil box rarely leaves room for the gangs the LP spread fractionally over sites.
+        Fixing the gangs first and re-solving the LP moves purchases to support them, so the
+        floor/ceil box of the new point usually contains a plan (:meth:`mip_step`).
+        """
+        d, h = self.d, self.d.h
+        gi = d.gang_int
+        if not len(gi):
+            return x
+        lp = h.getLp()
+        self._gang_bounds = (np.asarray(lp.col_lower_)[gi].copy(), np.asarray(lp.col_upper_)[gi].copy())
+        lo0, up0 = self._gang_bounds
+        d.set_integer(d.int_cols, False)
+        h.setOptionValue("presolve", "off")
+        xm: Arr | None = x
+        for cols in d.gang_by_period:
+            assert xm is not None
+            k = np.searchsorted(gi, cols)
+            for rnd in (np.ceil, np.floor):
+                v = np.clip(rnd(xm[cols] - 1e-6 if rnd is np.ceil else xm[cols] + 1e-6), lo0[k], up0[k])
+                h.changeColsBounds(len(cols), cols, v, v)
+                trial = self._master(self.left(), self.s.gap)
+                if trial is not None:
+                    xm = trial
+                    break
+                h.changeColsBounds(len(cols), cols, lo0[k], up0[k])
+            if self.left() < 0.5 * self.s.time_limit * (1 - LP_SHARE):
+                return None
+        d.set_integer(d.plan_int, True)
+        h.setOptionValue("presolve", "on")
+        log.debug("dive: %.1fs %s", self.elapsed(), "ok" if xm is not None else "no LP point")
+        return xm
+
+    def restore_gangs(self) -> None:
+        """Undo :meth:`dive`'s bounds; all integer columns integer again."""
+        d = self.d
+        if self._gang_bounds is not None:
+            d.h.changeColsBounds(len(d.gang_int), d.gang_int, *self._gang_bounds)
+            self._gang_bounds = None
+        d.set_integer(d.int_cols, True)
+
     def run(self) -> RawSolution:
         """All phases; the incumbent and the best bound as a :class:`RawSolution`."""
         d = self.d
@@ -193,10 +239,31 @@ class Search:
         d.set_integer(d.int_cols, True)
         d.h.setOptionValue("presolve", "on")
         if x_lp is not None:
-            for widen in (0.0, 1.0, 8.0):
-                if self.mip_step(x_lp, widen) or self.best is not None:
-                    break
-        while not self.gap_ok() and self.left() > 0.3:
+            box = self.dive(x_lp)
+            if box is not None:
+                self.mip_step(box)
+            self.restore_gangs()
+            if self.best is None:
+                self.mip_step(x_lp)
+        for _ in range(CYCLES):
+            if self.gap_ok() or self.left() < 0.25 * self.s.time_limit:
+                break
+            before = self.best.cost if self.best else INF
+            x_lp = self.lp_phase(share=0.5)
+            d.set_integer(d.int_cols, True)
+            d.h.setOptionValue("presolve", "on")
+            if x_lp is None:
+                break
+            box = self.dive(x_lp)
+            if box is not None:
+                self.mip_step(box)
+            self.restore_gangs()
+            if not (self.best and self.best.cost < before - 1e-6 * abs(before)):
+                break
+        # the full master: exact, but its root cut loop ignores interrupts for tens of seconds on
+        # large scenario sets (dense, badly scaled cuts), so it only runs where it stays in time
+        full = len(d.p.scenario_names) <= FULL_MASTER_SCENARIOS
+        while full and not self.gap_ok() and self.left() > 0.3:
             if not self.mip_step(None):
                 break
         best = self.best

@@ -54,6 +54,11 @@ def solve(problem: Problem, settings: SolverSettings | None = None) -> Plan:
         raise ValueError(f"unknown method {s.method!r}; use auto, extensive or decomposition")
     raw = solve_decomposition(problem, s) if method == "decomposition" else ReservationModel(problem).solve(s)
     ranked: dict[str, Any] = {}
+    if raw.status == "infeasible" and method == "decomposition" and choose_method(problem, _auto(s)) == method:
+        # too large for the ranked extensive re-solve: keep the decomposition's plan, in which
+        # unmet guaranteed demand is priced far above every other cost (see docs/reservations.md)
+        ranked = {"hard_status": "infeasible", "ranked_by": "price"}
+        raw.status = "feasible"
     # a decomposition plan that leaves guaranteed demand unmet reports "infeasible": the ranked
     # re-solve below (extensive form) then minimises the unmet demand first, then cost.
     if raw.status in ("infeasible", "no_solution"):
@@ -79,6 +84,10 @@ def solve(problem: Problem, settings: SolverSettings | None = None) -> Plan:
     if raw.status not in ("optimal", "feasible"):
         raise SolveError(f"no solution found within {s.time_limit:g} s; raise --time-limit")
     return build_plan(problem, raw, ranked)
+
+
+def _auto(s: SolverSettings) -> SolverSettings:
+    return SolverSettings(s.time_limit, s.threads, s.gap, s.backend, "auto")
 
 
 #: scenario-period-class rows above which ``auto`` uses the decomposition
