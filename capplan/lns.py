@@ -48,6 +48,9 @@ def subproblem(p: Problem, assignments: list[Assignment], nodes: set[str],
         else:
             free[name] = [a.replica for a in inside]
     for w, reps in offer:
+        outside = any(a.node not in nodes for a in by_w.get(w.name, ()))
+        if (w.is_gang or w.topology.required) and outside:
+            continue  # its other replicas pin the domain; the sub-problem cannot see them
         if w.name not in fixed:
             free[w.name] = free.get(w.name, []) + reps
     works, running, back = [], [], {}

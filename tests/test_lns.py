@@ -34,3 +34,22 @@ def test_subproblem_fixes_replicas_of_split_gangs() -> None:
         w = p.workload(orig[0])
         assert w.is_gang or w.topology.required or orig in {r.key for r in p.running}
     assert all(back[(w.name, j)][0] == w.name for w in sub.workloads for j in range(w.replicas))
+
+
+def test_lns_keeps_required_domain_of_partly_placed_workload() -> None:
+    """A rack-bound workload with a replica placed outside the neighbourhood is not offered to it (no split)."""
+    from capplan.planner import solve
+    from capplan.scenario import problem_from_data
+
+    def node(n: str) -> dict[str, object]:
+        return {"name": n, "cpu": 8, "memory_gib": 64, "gpu": "H100-SXM5-80GB", "gpus": 1}
+
+    data = {"cluster": {"name": "h", "levels": ["rack", "node"],
+                        "racks": [{"name": "r0", "nodes": [node("n1")], "power_kw": 1},
+                                  {"name": "r1", "nodes": [node("n2")], "power_kw": 1}]},
+            "workloads": [{"name": "w0", "replicas": 2, "cpu": 1, "gpus": 1, "topology": {"required": "rack"},
+                           "sla": "guaranteed"}]}
+    p = problem_from_data(data)
+    for seed in range(4):
+        plan = solve(p, "lns", time_limit=2.0, seed=seed)  # raises if the validator finds a split
+        assert len(plan.assignments) == 1 and plan.status == "infeasible"

@@ -66,5 +66,7 @@ def test_every_strategy_plan_is_valid(data: dict[str, Any]) -> None:
         plan = solve(p, name, time_limit=2.0, seed=1)  # solve() raises if the validator finds a violation
         assert check_plan(p, plan) == []
         assert plan.strategy
-        if name == "cpsat" and plan.objective and greedy.objective:
-            assert plan.objective >= greedy.objective  # lexicographically never worse than its greedy hint
+        if name == "cpsat" and greedy.status != "infeasible":
+            # CP-SAT places guaranteed work first; when greedy meets every guarantee too, CP-SAT is never
+            # lexicographically worse than its greedy hint.
+            assert plan.objective >= greedy.objective
