@@ -92,7 +92,8 @@ def make_plan(p: Problem, strategy: str, assignments: list[Assignment], unplaced
     got = placed_units(p, assignments)
     bnd = bound if bound is not None else trivial_bound(p)
     obj = [got[q] for q in p.priorities]
-    bvec = [max(bnd.get(q, 0), got[q]) for q in p.priorities]
+    cap = p.cluster.gpus_total * UNITS_PER_GPU  # no priority can place more than every GPU: always valid
+    bvec = [max(min(bnd.get(q, 0), cap), got[q]) for q in p.priorities]
     placed = {a.key for a in assignments}
     guaranteed_missing = any(w.sla == "guaranteed" and any((w.name, r) not in placed for r in range(w.replicas))
                              for w in p.workloads)

@@ -6,11 +6,11 @@ builds it (``first_stage_only=True``, exported with its names) plus one cost var
 (:class:`capplan.reserve.recourse.RecourseLP`); its duals give an optimality cut
 ``theta_w >= Q_w(x^) + g_w (x - x^)`` in the tender (capacity, gang capacity, chance indicator).
 
-Phase 1 solves the LP relaxation of the master to convergence (cheap LP re-solves, many cuts);
-its bound is a valid lower bound of the MILP. Phase 2 restores integrality and alternates
-master MILP solves (warm-started with the best plan) and scenario evaluations until the gap
-between the best evaluated plan (upper bound) and the master's dual bound is within
-``settings.gap`` or the time runs out. The work grows linearly with the number of scenarios.
+The master also holds the recourse of a few scenario groups at their mean demand (Jensen) and
+coverage rows for the guaranteed classes (:meth:`Decomposition._add_coverage`). This module
+builds the master, evaluates tenders, adds cuts and repairs candidate plans; the search that
+drives it (stabilised LP phase, dive and RENS, local search, full master) is
+:mod:`capplan.reserve.lshaped`.
 """
 
 from __future__ import annotations
@@ -112,6 +112,11 @@ class Decomposition:
         by_p: dict[int, list[int]] = {}
         for (_c, _m, p), cols_ in self.gang_cols.items():
             by_p.setdefault(p, []).extend(cols_)
+        lots: dict[tuple[int, str], list[int]] = {}
+        for (o, site, _q), var in self.model.buy.items():
+            lots.setdefault((site, problem.purchases[o].model), []).append(A.col_index[var.name])
+        #: purchase-lot columns per (site, model): the local-search neighbourhoods
+        self.lot_groups = [np.array(sorted(v), dtype=np.int32) for _, v in sorted(lots.items())]
         #: gang columns per period, in period order (for the rounding dive)
         self.gang_by_period = [np.array(sorted(by_p[p]), dtype=np.int32) for p in sorted(by_p)]
         #: gang_fit rows: (other columns, their coefficients, rhs, gang columns, gang sizes)

@@ -5,16 +5,21 @@
    point evaluated so far. Cuts at ``x_s`` are valid everywhere; when none of them cuts off
    ``x_m`` the step falls back to ``a = 1`` (plain Kelley). This damps the zig-zag of
    first-stage purchases that made the plain L-shaped method need ~60 rounds.
-2. **Integer phase**: purchase lots, commitments and chance indicators are integer; whole-gang
-   blocks stay continuous (a relaxation: the master's dual bound stays valid). Each master plan
-   is *repaired* before its evaluation: gang blocks are set to ``floor(capacity / gang)``
-   (:meth:`Decomposition.floor_gangs`, optimal for given purchases) and the chance indicators
-   are re-chosen for the fixed plan (:func:`choose_missed`). The first integer master is
-   restricted to the floor/ceil box of the LP point (RENS), which gives a plan in seconds.
-3. **Exact phase**: when the relaxed-gang master stops producing new cuts but the gap is still
-   open, the gang blocks become integer too, so on small problems the search proves optimality.
+2. **Dive and RENS**: whole-gang blocks are rounded period by period in the master LP and fixed
+   (:meth:`Search.dive`), then the integer master is solved inside the floor/ceil box of the
+   resulting point. Each candidate plan is *repaired* before its exact evaluation: gang blocks
+   set to ``floor(capacity / gang)`` (:meth:`Decomposition.floor_gangs`, optimal for given
+   purchases) and the chance indicators re-chosen for the fixed plan (:func:`choose_missed`).
+   LP, dive and RENS repeat with the new cuts while the plan improves (``CYCLES``).
+3. **Local search**: the lots of one (site, model) at a time are re-optimised in a small integer
+   master with everything else fixed at the incumbent (:meth:`Search.local_search`).
+4. **Full integer master** (every integer column integer) for at most ``FULL_MASTER_SCENARIOS``
+   scenarios: it proves optimality on small problems. On large scenario sets the master has
+   thousands of dense, badly scaled cuts and HiGHS's root cut loop ignores interrupts for tens
+   of seconds, so the bound stays the LP bound there.
 
-The time limit covers everything; every HiGHS call gets the time that is left.
+The time limit covers everything: each HiGHS call gets the time that is left and an interrupt
+callback (:meth:`Decomposition._interrupt`) stops it at the deadline.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ ALPHA = 0.5
 LP_GAP = 2e-4
 #: LP / dive / RENS rounds after the first (each uses the cuts of the plans before)
 CYCLES = 4
+#: time limit of one local-search sub-MIP (s)
+LOCAL_SECONDS = 5.0
 #: largest scenario count for which the full integer master is solved after the rounding rounds
 FULL_MASTER_SCENARIOS = 50
 
@@ -230,6 +237,44 @@ class Search:
             self._gang_bounds = None
         d.set_integer(d.int_cols, True)
 
+    def local_search(self) -> None:
+        """Re-optimise the lots of one (site, model) at a time with everything else fixed.
+
+        Each neighbourhood is a small integer master (the other purchases, commitments and chance
+        indicators fixed at the incumbent; gang blocks free); its plan is repaired and evaluated
+        exactly like every other candidate. Sweeps repeat while they improve and time is left.
+        """
+        d, h = self.d, self.d.h
+        ic = d.plan_int
+        lp = h.getLp()
+        lo0, up0 = np.asarray(lp.col_lower_)[ic].copy(), np.asarray(lp.col_upper_)[ic].copy()
+        improved = True
+        while improved and self.best is not None:
+            improved = False
+            for cols in d.lot_groups:
+                if self.gap_ok() or self.left() < 0.1 * self.s.time_limit + 1.0:
+                    return
+                b = self.best
+                assert b is not None
+                free = np.isin(ic, cols)
+                lo = np.where(free, lo0, np.round(b.x[ic]))
+                up = np.where(free, up0, np.round(b.x[ic]))
+                h.changeColsBounds(len(ic), ic, lo, up)
+                self.it += 1
+                xm = self._master(min(self.left(), LOCAL_SECONDS), self.s.gap / 2)
+                h.changeColsBounds(len(ic), ic, lo0, up0)
+                if xm is None:
+                    continue
+                x = xm.copy()
+                x[d.int_cols] = np.round(x[d.int_cols])
+                if np.array_equal(x[ic], np.round(b.x[ic])):
+                    continue
+                before = b.cost
+                self.consider(x, xm)
+                log.debug("local %d: %.1fs ub %.6g", self.it, self.elapsed(), self.best.cost if self.best else INF)
+                if self.best is not None and self.best.cost < before - 1e-7 * abs(before):
+                    improved = True
+
     def run(self) -> RawSolution:
         """All phases; the incumbent and the best bound as a :class:`RawSolution`."""
         d = self.d
@@ -260,6 +305,8 @@ class Search:
             self.restore_gangs()
             if not (self.best and self.best.cost < before - 1e-6 * abs(before)):
                 break
+        if not self.gap_ok():
+            self.local_search()
         # the full master: exact, but its root cut loop ignores interrupts for tens of seconds on
         # large scenario sets (dense, badly scaled cuts), so it only runs where it stays in time
         full = len(d.p.scenario_names) <= FULL_MASTER_SCENARIOS
