@@ -162,3 +162,19 @@ def test_cpu_heavy_pod_goes_where_cpu_is_plenty() -> None:
         assert fgd[0] == fgd[1]  # FGD alone ties: the seed-shuffled order would decide
         sc = policy.score(state, heavy)
         assert sc[1] > sc[0]
+
+
+def test_cpu_only_pod_keeps_cpu_for_idle_gpus() -> None:
+    """A CPU-only pod goes to the node whose GPUs are all taken, not to one whose idle GPUs need the CPU."""
+    nodes = [TraceNode("idle", 48000, 65536, 4, "G2"), TraceNode("full", 48000, 65536, 4, "G2")]
+    mix = [TracePod(f"m{j}", 12000, 1024, 1, 1000, ()) for j in range(3)] + [TracePod("c", 8000, 1024, 0, 0, ())]
+    ctx = _ctx(nodes, mix)
+    cpu_pod = pod_view(PodTable.from_trace([TracePod("c", 8000, 1024, 0, 0, ())]), ctx.fleet, 0, {})
+    four = pod_view(PodTable.from_trace([TracePod("f", 4000, 1024, 4, 1000, ())]), ctx.fleet, 0, {})
+    for seed in range(4):
+        policy = BalancedFGD(dataclasses.replace(ctx, seed=seed))
+        state = SimState.empty(ctx.fleet)
+        state.apply(four, 1, (0, 1, 2, 3))  # "full": no idle GPU left, 44 cores free
+        policy.observe(state, 1)
+        sc = policy.score(state, cpu_pod)
+        assert sc[1] > sc[0]

@@ -13,7 +13,11 @@ CPU loses ``loss = usable_before - usable_after - g`` of them beyond what the po
 positive when a CPU-heavy pod drains the CPU of a CPU-poor node (G2: 12 vCPU per GPU),
 negative when a CPU-light pod uses GPUs that lacked CPU anyway, zero on CPU-rich nodes. The loss
 is rounded to ``1 / steps`` GPU and clipped to [-2, 2], so most ties stay ties and FGD's
-spreading still decides among them. Only the typical pods (FGD's own knowledge) are used up
+spreading still decides among them. For CPU-only pods the loss weighs far more (each half-GPU
+step is worth 12.5 FGD points), so it mostly comes first: FGD counts every idle GPU as fragment
+for a CPU-only shape, so its score hardly tells nodes apart for them. Measured: this keeps CPU
+for GPU pods on the CPU-heavy ``cpu250`` trace and changed nothing on ``default`` and
+``gpushare100`` (seed 42). Only the typical pods (FGD's own knowledge) are used up
 front; everything else is the current occupancy, so there is no lookahead.
 """
 
@@ -26,6 +30,7 @@ from capplan.bench.sim import MILLI, FloatArr, Pod, SimState
 
 STEPS = 2.0  # the loss is rounded to half a GPU
 WEIGHT = 0.4  # below one FGD score point: the second level only reorders FGD's ties
+CPU_WEIGHT = 100.0  # CPU-only pods: a half-GPU loss step (12.5 points) outweighs most FGD differences
 CLIP = 2.0
 
 
@@ -48,12 +53,16 @@ class BalancedFGD(FGDPolicy):
         The loss is rounded to ``1 / steps`` GPU.
     weight
         Scale of the second level; below 1 it only reorders nodes with equal FGD scores.
+    cpu_weight
+        The same scale for CPU-only pods (FGD scores lie in 0..100).
     """
 
-    def __init__(self, ctx: PolicyContext, steps: float = STEPS, weight: float = WEIGHT) -> None:
+    def __init__(self, ctx: PolicyContext, steps: float = STEPS, weight: float = WEIGHT,
+                 cpu_weight: float = CPU_WEIGHT) -> None:
         super().__init__(ctx)
         self.steps = steps
         self.weight = weight
+        self.cpu_weight = cpu_weight
         self.cpu_per_gpu = cpu_per_gpu(ctx)
 
     def loss(self, state: SimState, pod: Pod, rows: np.ndarray) -> FloatArr:
@@ -70,10 +79,11 @@ class BalancedFGD(FGDPolicy):
         return out
 
     def score(self, state: SimState, pod: Pod) -> FloatArr:
-        """FGD's integer score plus ``weight * (1 - (rounded clipped loss + 2) / 4)``."""
+        """FGD's integer score plus ``weight * (1 - (rounded clipped loss + 2) / 4)`` (``cpu_weight``: CPU-only)."""
         out = super().score(state, pod)
         rows = np.flatnonzero(out >= 0)  # FGD marks infeasible nodes with -1
         if len(rows):
             lost = np.clip(np.round(self.loss(state, pod, rows) * self.steps) / self.steps, -CLIP, CLIP)
-            out[rows] += self.weight * (1.0 - (lost + CLIP) / (2 * CLIP))
+            w = self.weight if pod.num else self.cpu_weight
+            out[rows] += w * (1.0 - (lost + CLIP) / (2 * CLIP))
         return out
