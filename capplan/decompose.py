@@ -144,12 +144,7 @@ def repair(p: Problem, assignments: list[Assignment]) -> tuple[list[Assignment],
     from capplan.reasons import explain
     from capplan.state import ClusterState
 
-    st = ClusterState(p)
-    for a in assignments:
-        w = p.workload(a.workload)
-        d = p.can_host(w, p.cluster.nodes[p.cluster.node_index[a.node]])
-        assert d is not None
-        st.place_assignment(w, d, a)
+    st = ClusterState.with_assignments(p, list(assignments))
     placer = GreedyPlacer(p, st)
     placed: dict[str, list[Assignment]] = defaultdict(list)
     for a in assignments:

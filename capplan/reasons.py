@@ -68,7 +68,8 @@ def _room_in_domain(st: ClusterState, w: Workload, nodes: list[int]) -> int:
     return len(done)
 
 
-_FAMILY_TEXT = {
+#: Text per constraint family, shared with the fleet-scale explanations.
+FAMILY_TEXT = {
     "cpu": "not enough free CPU", "memory": "not enough free host memory",
     "gpu": "no free GPU capacity of the right kind",
     "isolation": "isolation: the GPUs or nodes with room host another tenant",
@@ -104,5 +105,5 @@ def explain(st: ClusterState, w: Workload, missing: int) -> str:
         return f"ran out of room after placing the others ({missing} of {w.replicas} left)"
     family = max((f for f in fails if f not in ("model", "fits")), key=lambda f: fails[f], default="model")
     eligible = len(st.nodes) - fails["model"]
-    detail = _FAMILY_TEXT.get(family, family)
+    detail = FAMILY_TEXT.get(family, family)
     return f"needs {what}; {detail} on {fails[family]} of {eligible} eligible nodes"

@@ -260,6 +260,18 @@ class ClusterState:
         if pl.gpus:
             self._refresh(i)
 
+    @classmethod
+    def with_assignments(cls, problem: Problem, assignments: list[Assignment]) -> ClusterState:
+        """A state with ``assignments`` (e.g. a plan's or a running state) already applied."""
+        st = cls(problem)
+        nodes = problem.cluster.nodes
+        for a in assignments:
+            w = problem.workload(a.workload)
+            d = problem.can_host(w, nodes[problem.cluster.node_index[a.node]])
+            assert d is not None
+            st.place_assignment(w, d, a)
+        return st
+
     def place_assignment(self, w: Workload, d: Demand, a: Assignment) -> Placement:
         """Apply an existing assignment (running state) to the occupancy."""
         i = self.p.cluster.node_index[a.node]

@@ -391,12 +391,7 @@ def _from_solution(
 
 
 def _unplaced(p: Problem, assignments: list[Any], evictions: list[Any]) -> list[Unplaced]:
-    st = ClusterState(p)
-    for a in assignments:
-        w = p.workload(a.workload)
-        d = p.can_host(w, p.cluster.nodes[p.cluster.node_index[a.node]])
-        assert d is not None
-        st.place_assignment(w, d, a)
+    st = ClusterState.with_assignments(p, list(assignments))
     placed = {a.key for a in assignments}
     evicted = {(e.workload, e.replica): e for e in evictions}
     out: list[Unplaced] = []

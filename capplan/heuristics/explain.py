@@ -12,14 +12,10 @@ from capplan._base import MIB_PER_GIB, MILLI, UNITS_PER_GPU
 from capplan.heuristics.fleet import FREE, MIG, SHARED, FleetState
 from capplan.heuristics.placer import FleetPlacer
 from capplan.problem import Workload
+from capplan.reasons import FAMILY_TEXT
 from capplan.summary import describe_demand
 
-_TEXT = {
-    "cpu": "not enough free CPU", "memory": "not enough free host memory",
-    "gpu": "no free GPU capacity of the right kind",
-    "isolation": "isolation: the GPUs or nodes with room host another tenant",
-    "power": "power budget exhausted where GPUs are free",
-}
+_TEXT = FAMILY_TEXT
 
 
 def explain_fleet(placer: FleetPlacer, w: Workload, missing: int) -> str:
