@@ -94,10 +94,13 @@ def main() -> int:
             path.write_text(json.dumps(res))
             print(f"done {path.name}: {res['100']} / {res['130']} ({res['seconds']} s)", file=sys.stderr)
     results = [json.loads((args.out / f"{j[1]}-{j[2]}-{j[3]}.json").read_text()) for j in jobs]
+    from capplan.traces.alibaba import read_nodes
+
+    gpus = sum(n.gpus for n in read_nodes(args.data / "openb_node_list_gpu_node.csv"))
     wins = 0
     print(f"| trace file | policy | alloc % @100 (mean of {len(seeds)}) | FGD published @100 | diff | "
-          f"alloc % @130 | FGD published @130 | diff | unalloc. GPUs @100 ours / FGD | win |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          f"alloc % @130 | FGD published @130 | diff | unalloc. GPUs @100 ours / FGD | min..max @100 | s/run | win |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for f in files:
         for p in policies:
             mine = [r for r in results if r["file"] == f and r["policy"] == p]
@@ -105,9 +108,11 @@ def main() -> int:
             d = {pt: m[pt] - pub[f][pt] for pt in POINTS}
             win = all(v > 0 for v in d.values())
             wins += win and p == policies[0]
-            un = (100 - m[100]) * 62.12, (100 - pub[f][100]) * 62.12  # 6,212 GPUs in the node file
+            un = (100 - m[100]) * gpus / 100, (100 - pub[f][100]) * gpus / 100
             print(f"| {f} | {p} | {m[100]:.2f} | {pub[f][100]:.2f} | {d[100]:+.2f} | {m[130]:.2f} | "
-                  f"{pub[f][130]:.2f} | {d[130]:+.2f} | {un[0]:.0f} / {un[1]:.0f} | {'win' if win else 'LOSS'} |")
+                  f"{pub[f][130]:.2f} | {d[130]:+.2f} | {un[0]:.0f} / {un[1]:.0f} | "
+                  f"{min(float(r['100']) for r in mine):.2f}..{max(float(r['100']) for r in mine):.2f} | "
+                  f"{statistics.mean(float(r['seconds']) for r in mine):.0f} | {'win' if win else 'LOSS'} |")
     print(f"\n{policies[0]} wins {wins} of {len(files)} files ({time.perf_counter() - t0:.0f} s wall, "
           f"{args.jobs} processes)")
     return 0 if wins == len(files) else 1
