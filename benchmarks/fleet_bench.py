@@ -124,7 +124,7 @@ def synthetic(gpus: int, seed: int = 0) -> dict[str, Any]:
         else:
             w = {"name": f"svc{k}", "replicas": rng.choice([4, 8, 16, 32]), "gpus": rng.choice([1, 2, 4]),
                  "cpu": 16, "memory_gib": 128, "priority": 10}
-        replicas += w["replicas"]
+        replicas += int(w["replicas"])
         work.append(w)
     return {"cluster": {"name": f"synthetic-{gpus}", "levels": ["block", "rack", "node"], "blocks": blocks},
             "workloads": work}
