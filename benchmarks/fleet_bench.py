@@ -111,6 +111,7 @@ def synthetic(gpus: int, seed: int = 0) -> dict[str, Any]:
     while replicas < budget:
         kind = rng.random()
         k += 1
+        w: dict[str, Any]
         if kind < 0.04:
             size = rng.choice([1, 2, 4, 8, 16, 32, 64])  # nodes of 8 GPUs: gangs of 8..512 GPUs
             w = {"name": f"train{k}", "kind": "training", "replicas": size, "gpus": 8, "cpu": 96,
