@@ -9,6 +9,14 @@ Definitions (also in docs/benchmarks.md):
   use where it is (its GPU has too little free share, or its node lacks the CPU, the GPU model,
   enough fitting GPUs, or the memory of the smallest GPU pod), / cluster GPU milli x 100.
 * gangs: pods asking for several GPUs or several members; placed share and rack/block spread.
+
+From a ``Plan`` and its ``Problem`` (:func:`plan_metrics`; any strategy, batch protocol):
+
+* ``mig_compute_pct`` / ``mig_memory_pct``: over GPUs hosting at least one MIG instance in the
+  plan, used compute (memory) slices / the models' total compute (memory) slices x 100.
+* ``gangs_total`` / ``gangs_placed``: training workloads, and those with every replica placed.
+* ``gang_spread_mean``: mean over placed gangs of the number of domains they span at their
+  ``topology.preferred`` level, else ``topology.required``, else the outermost level above node.
 """
 
 from __future__ import annotations
@@ -21,8 +29,12 @@ import numpy as np
 
 from capplan.bench.frag import TypicalPods
 from capplan.bench.sim import MILLI, Fleet, PodTable, SimResult, SimState
+from capplan.plan import Plan
+from capplan.problem import Problem
 
 COLUMNS = ("policy", "seed", "arrived_pct", "allocation_pct", "unallocated_gpus", "fragmentation_pct", "seconds")
+# Plan-based columns appended to runs.csv after ``bound_pct`` (empty where not applicable).
+PLAN_COLUMNS = ("mig_compute_pct", "mig_memory_pct", "gangs_total", "gangs_placed", "gang_spread_mean")
 
 
 @dataclass
@@ -113,3 +125,71 @@ def final_metrics(fleet: Fleet, pods: PodTable, state: SimState, res: SimResult,
         "gang_blocks_mean": round(float(np.mean(blocks)), 3) if blocks and fleet.block.max() >= 0 else None,
         "placed_gpus_by_priority": {str(q): round(v, 3) for q, v in sorted(placed_by_prio.items(), reverse=True)},
     }
+
+
+def mig_utilisation(problem: Problem, plan: Plan) -> tuple[float | None, float | None]:
+    """(compute %, memory %) of slices used on GPUs hosting a MIG instance in ``plan``; None if none.
+
+    Each GPU hosting at least one MIG instance contributes its model's ``compute_slices`` and
+    ``memory_slices`` to the totals, and each instance its profile's slices to the used counts.
+    """
+    used_c: dict[tuple[str, int], int] = defaultdict(int)
+    used_m: dict[tuple[str, int], int] = defaultdict(int)
+    for a in plan.assignments:
+        if a.mig is None:
+            continue
+        model = problem.gpu_model(problem.cluster.nodes[problem.cluster.node_index[a.node]])
+        if model is None:
+            continue
+        prof = next(p for p in model.profiles if p.name == a.mig.profile)
+        for g in a.gpus:
+            used_c[(a.node, g)] += prof.compute_slices
+            used_m[(a.node, g)] += prof.memory_slices
+    if not used_c:
+        return None, None
+    tot_c = tot_m = 0
+    for node_name, _ in used_c:
+        model = problem.gpu_model(problem.cluster.nodes[problem.cluster.node_index[node_name]])
+        assert model is not None
+        tot_c += model.compute_slices
+        tot_m += model.memory_slices
+    return (round(100 * sum(used_c.values()) / tot_c, 2), round(100 * sum(used_m.values()) / tot_m, 2))
+
+
+def gang_metrics(problem: Problem, plan: Plan) -> tuple[int, int, float | None]:
+    """(gangs total, gangs placed, mean domains spanned by placed gangs or None).
+
+    A gang is a ``training`` workload; it is placed when all its replicas are assigned. Its
+    spread is the number of distinct domains of its ``preferred`` level (else ``required``, else
+    the outermost level above node) that host its replicas. None when no gang is placed or the
+    cluster has no level above node and the gang names none.
+    """
+    cluster = problem.cluster
+    nodes_of: dict[str, set[str]] = defaultdict(set)
+    count: dict[str, int] = defaultdict(int)
+    for a in plan.assignments:
+        nodes_of[a.workload].add(a.node)
+        count[a.workload] += 1
+    default = cluster.levels[0] if len(cluster.levels) > 1 else None
+    total = placed = 0
+    spans: list[int] = []
+    for w in problem.workloads:
+        if w.kind != "training":
+            continue
+        total += 1
+        if count.get(w.name, 0) < w.replicas:
+            continue
+        placed += 1
+        level = w.topology.preferred or w.topology.required or default
+        if level is not None:
+            spans.append(len({cluster.domain_of(cluster.nodes[cluster.node_index[n]], level)
+                              for n in nodes_of[w.name]}))
+    return total, placed, (round(float(np.mean(spans)), 3) if spans else None)
+
+
+def plan_metrics(problem: Problem, plan: Plan) -> dict[str, Any]:
+    """The :data:`PLAN_COLUMNS` values of ``plan`` (None where not applicable)."""
+    mig_c, mig_m = mig_utilisation(problem, plan)
+    total, placed, spread = gang_metrics(problem, plan)
+    return {"mig_compute_pct": mig_c, "mig_memory_pct": mig_m, "gangs_total": total,
+            "gangs_placed": placed, "gang_spread_mean": spread}

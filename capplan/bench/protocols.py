@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from capplan.bench.frag import TypicalPods, cluster_frag
-from capplan.bench.metrics import RunRecord, bin_records, final_metrics
+from capplan.bench.metrics import RunRecord, bin_records, final_metrics, plan_metrics
 from capplan.bench.policies import PolicyContext, make_policy
 from capplan.bench.sim import MILLI, Fleet, IntArr, PodTable, SimState, simulate
 from capplan.errors import InputError
@@ -125,25 +125,37 @@ class BatchRun:
     peak_mib: float
     status: str
     metrics: dict[str, Any]
+    plan_metrics: dict[str, Any] = field(default_factory=dict)
 
 
 def run_batch(nodes_data: dict[str, Any], trace_pods: list[TracePod], strategy: str, seed: int,
-              capacity_milli: int, time_limit: float = 60.0, tune: float = TUNE) -> BatchRun:
-    """Plan the online protocol's pod list (same seed) all at once with capplan strategy ``strategy``."""
+              capacity_milli: int, time_limit: float = 60.0, tune: float = TUNE,
+              replicas: list[int] | None = None, priority: list[int] | None = None) -> BatchRun:
+    """Plan the online protocol's pod list (same seed) all at once with capplan strategy ``strategy``.
+
+    ``replicas`` (synthetic suites) gives each pod's gang size: a pod with several members or
+    named ``train-*`` becomes a ``training`` workload (all members or none) with that many
+    replicas; ``priority`` gives each pod's priority (default 0).
+    """
     from capplan.catalog import load_catalog
     from capplan.planner import PlanOptions, solve
     from capplan.scenario import problem_from_data
     from capplan.traces.alibaba import pod_workload
 
-    pods = PodTable.from_trace(trace_pods)
+    pods = PodTable.from_trace(trace_pods, replicas=replicas, priority=priority)
     order = online_order(pods, capacity_milli, seed, tune)
     seen: dict[str, int] = {}
     workloads = []
-    for p in (trace_pods[int(i)] for i in order):
+    for i in (int(x) for x in order):
+        p = trace_pods[i]
         n = seen.get(p.name, 0)
         seen[p.name] = n + 1
         w = pod_workload(p)
         w["name"] = p.name if n == 0 else f"{p.name}-tuned-{n}"
+        if pods.replicas[i] > 1 or p.name.startswith("train-"):
+            w.update(kind="training", replicas=int(pods.replicas[i]))
+        if priority is not None:
+            w["priority"] = int(pods.priority[i])
         workloads.append(w)
     data = dict(nodes_data, workloads=workloads)
     problem = problem_from_data(data, load_catalog())
@@ -157,7 +169,8 @@ def run_batch(nodes_data: dict[str, Any], trace_pods: list[TracePod], strategy: 
     return BatchRun(policy=strategy, seed=seed, placed_gpus=float(sum(plan.objective)),
                     bound_gpus=float(sum(plan.bound)), capacity_gpus=capacity_milli / MILLI, demand_gpus=demand,
                     seconds=round(seconds, 3), peak_mib=round(peak / 2**20, 2), status=plan.status,
-                    metrics={k: v for k, v in plan.metrics.items() if isinstance(v, int | float | str)})
+                    metrics={k: v for k, v in plan.metrics.items() if isinstance(v, int | float | str)},
+                    plan_metrics=plan_metrics(problem, plan))
 
 
 def seeds_from(text: str) -> list[int]:

@@ -1,7 +1,8 @@
 """Benchmark report: a Markdown summary table and PNG plots (matplotlib, Agg backend).
 
 * ``summary.md``: per protocol (never mixed), per policy: mean allocation at 100% and at the
-  last arrived bin, unallocated GPUs and fragmentation at the end, seconds per run, runs.
+  last arrived bin, unallocated GPUs and fragmentation at the end, seconds per run, runs; batch
+  adds MIG slice utilisation, gangs placed/total and gang spread (empty cells: not applicable).
 * ``allocation.png``: mean allocation vs arrived workload per policy (online), with the FGD
   authors' published mean curves dashed when ``fgd-expected-results`` covers the same trace.
 * ``time.png``: seconds per run vs pods per run, per policy.
@@ -21,6 +22,20 @@ from capplan.fileio import write_text_atomic
 
 def _mean(xs: list[float]) -> float:
     return statistics.mean(xs) if xs else float("nan")
+
+
+def _cell(rows: list[dict[str, Any]], key: str, fmt: str = ".2f") -> str:
+    """Mean of ``key`` over rows that have a value, or an empty cell when none has."""
+    xs = [float(r[key]) for r in rows if r.get(key) is not None]
+    return format(statistics.mean(xs), fmt) if xs else ""
+
+
+def _gangs(rows: list[dict[str, Any]]) -> str:
+    """Mean ``placed/total`` gangs over rows that report gangs (empty when none does)."""
+    xs = [r for r in rows if r.get("gangs_total") is not None]
+    if not xs:
+        return ""
+    return f"{_mean([r['gangs_placed'] for r in xs]):.1f}/{_mean([r['gangs_total'] for r in xs]):.1f}"
 
 
 def summary_markdown(results: list[dict[str, Any]]) -> str:
@@ -48,15 +63,17 @@ def summary_markdown(results: list[dict[str, Any]]) -> str:
                            f"{_mean([res['final']['seconds'] for res in runs]):.2f} |")
         else:
             out += [f"### Batch protocol (pods known up front; {proto})", "",
-                    "| strategy | placed % of capacity | bound % | status | s/run | peak MiB |",
-                    "|---|---|---|---|---|---|"]
+                    "| strategy | placed % of capacity | bound % | status | s/run | peak MiB | MIG compute % | "
+                    "MIG memory % | gangs placed/total | gang spread |", "|---|---|---|---|---|---|---|---|---|---|"]
             for pol, runs in sorted(pols.items()):
                 rows = [res["rows"][0] for res in runs]
                 out.append(f"| {pol} | {_mean([r['allocation_pct'] for r in rows]):.2f} | "
                            f"{_mean([r['bound_pct'] for r in rows]):.2f} | "
                            f"{', '.join(sorted({res['final']['status'] for res in runs}))} | "
                            f"{_mean([r['seconds'] for r in rows]):.2f} | "
-                           f"{_mean([res['final']['peak_mib'] for res in runs]):.1f} |")
+                           f"{_mean([res['final']['peak_mib'] for res in runs]):.1f} | "
+                           f"{_cell(rows, 'mig_compute_pct')} | {_cell(rows, 'mig_memory_pct')} | "
+                           f"{_gangs(rows)} | {_cell(rows, 'gang_spread_mean', '.2f')} |")
         out.append("")
     return "\n".join(out)
 

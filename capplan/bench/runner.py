@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from capplan.bench.metrics import COLUMNS
+from capplan.bench.metrics import COLUMNS, PLAN_COLUMNS
 from capplan.fileio import write_text_atomic
 
 
@@ -79,13 +79,13 @@ def run_job(job: Job) -> dict[str, Any]:
     if job.protocol == "online":
         run = run_online(fleet, table, job.policy, job.seed)
         return {"job": asdict(job), "rows": [asdict(r) for r in run.rows], "final": run.final}
-    if any(r > 1 for r in table.replicas.tolist()):
-        raise ValueError("batch protocol on synthetic gangs: use the synthetic scenario with capplan plan")
-    b = run_batch(cluster, trace_pods, job.policy, job.seed, fleet.total_milli, job.time_limit)
+    syn = job.source.kind == "synthetic"
+    b = run_batch(cluster, trace_pods, job.policy, job.seed, fleet.total_milli, job.time_limit,
+                  replicas=table.replicas.tolist() if syn else None, priority=table.priority.tolist() if syn else None)
     pct = round(100 * b.placed_gpus / b.capacity_gpus, 3)
     row = {"arrived_pct": round(100 * b.demand_gpus / b.capacity_gpus), "allocation_pct": pct,
            "unallocated_gpus": round(b.capacity_gpus - b.placed_gpus, 3), "fragmentation_pct": None,
-           "seconds": b.seconds, "bound_pct": round(100 * b.bound_gpus / b.capacity_gpus, 3)}
+           "seconds": b.seconds, "bound_pct": round(100 * b.bound_gpus / b.capacity_gpus, 3), **b.plan_metrics}
     return {"job": asdict(job), "rows": [row], "final": asdict(b)}
 
 
@@ -126,7 +126,7 @@ def run_all(jobs: list[Job], out: Path, workers: int = 1, quiet: bool = False) -
 
 def write_tables(results: list[dict[str, Any]], out: Path) -> None:
     """Write runs.csv (per bin) and final.csv (per run) atomically."""
-    cols = ["protocol", *COLUMNS, "bound_pct"]
+    cols = ["protocol", *COLUMNS, "bound_pct", *PLAN_COLUMNS]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     w.writeheader()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 from pathlib import Path
@@ -155,6 +156,9 @@ def test_bench_cli_resumes(tmp_path: Path) -> None:
     assert {"policy", "seed", "arrived_pct", "allocation_pct", "unallocated_gpus", "fragmentation_pct",
             "seconds"} <= set(header)
     assert (out / "allocation.png").stat().st_size > 0 and (out / "summary.md").is_file()
+    with open(out / "runs.csv", newline="") as fh:
+        online = list(csv.DictReader(fh))
+    assert all(r["mig_compute_pct"] == "" and r["gangs_placed"] == "" for r in online)  # not applicable online
     marker = out / "runs" / "online-fgd-1.json"
     data = json.loads(marker.read_text())
     data["final"]["seconds"] = 12345.0
@@ -183,5 +187,11 @@ def test_bench_batch_protocol(tmp_path: Path) -> None:
     out = tmp_path / "o"
     assert main(["bench", "alibaba", "--nodes", str(nodes), "--pods", str(pods), "--protocol", "batch",
                  "--policies", "greedy", "--seeds", "1", "-q", "-o", str(out)]) == 0
-    row = (out / "runs.csv").read_text().splitlines()[1].split(",")
-    assert row[0] == "batch" and float(row[-1]) >= float(row[4])
+    with open(out / "runs.csv", newline="") as fh:
+        rows = list(csv.reader(fh))
+    header, row = rows[0], dict(zip(rows[0], rows[1], strict=True))
+    assert header[-6:] == ["bound_pct", "mig_compute_pct", "mig_memory_pct", "gangs_total", "gangs_placed",
+                           "gang_spread_mean"]
+    assert row["protocol"] == "batch" and float(row["bound_pct"]) >= float(row["allocation_pct"])
+    assert row["mig_compute_pct"] == "" and row["gangs_total"] == "0" and row["gang_spread_mean"] == ""
+    assert "gangs placed/total" in (out / "summary.md").read_text()
