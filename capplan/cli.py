@@ -107,7 +107,8 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
+def add_catalog_option(p: argparse.ArgumentParser) -> None:
+    """Add the shared ``--catalog FILE`` option (repeatable) to a sub-command."""
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",
                    help="extra GPU catalog file (YAML); may be repeated; overrides built-in models")
 
@@ -130,19 +131,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let preemptible running replicas of lower priority be evicted")
     p.add_argument("--allow-migration", action="store_true", help="let migratable running replicas move")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
-    _add_common(p)
+    add_catalog_option(p)
     p.set_defaults(func=_cmd_plan)
 
     p = sub.add_parser("validate", help="check a plan against a scenario with the independent validator")
     p.add_argument("scenario")
     p.add_argument("plan")
-    _add_common(p)
+    add_catalog_option(p)
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("catalog", help="list GPU models, or show one model's MIG profiles and placements")
     p.add_argument("model", nargs="?")
     p.add_argument("--json", action="store_true", help="print JSON")
-    _add_common(p)
+    add_catalog_option(p)
     p.set_defaults(func=_cmd_catalog)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the plan format")

@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from capplan.cli import add_catalog_option
 from capplan.errors import InputError, suggest
 
 
@@ -62,11 +63,5 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--allow-preemption", action="store_true", help="plan with preemption allowed")
     p.add_argument("--allow-migration", action="store_true", help="plan with migration allowed")
     p.add_argument("--json", action="store_true", help="print a JSON object")
-    p.add_argument(
-        "--catalog",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="extra GPU catalog file (YAML); may be repeated",
-    )
+    add_catalog_option(p)
     p.set_defaults(func=run)

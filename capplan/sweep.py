@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from capplan.cli import add_catalog_option
 from capplan.errors import InputError, PlanValidationError
 
 log = logging.getLogger("capplan.sweep")
@@ -219,7 +220,7 @@ def add_parser(sub: Any) -> None:
         default="local",
         help="local processes (default), serial, or ray (pip install 'capplan[ray]')",
     )
-    p.add_argument("--catalog", action="append", default=[], metavar="FILE")
+    add_catalog_option(p)
     p.set_defaults(func=run)
 
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from capplan.cli import add_catalog_option
 from capplan.errors import InputError
 
 EXPORTS = ("mig-parted", "bindings", "kueue-topology", "volcano-hypernodes")
@@ -24,13 +25,7 @@ def meta_path(scenario: str) -> Path:
 
 
 def _catalog_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--catalog",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="extra GPU catalog file (YAML); may be repeated",
-    )
+    add_catalog_option(p)
 
 
 def add_import_parser(sub: Any) -> None:

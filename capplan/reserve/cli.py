@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from capplan.cli import add_catalog_option
 from capplan.errors import InputError
 
 # Solver, report and plotting modules (PuLP, highspy, matplotlib) are imported inside `run`,
@@ -50,7 +51,7 @@ def add_parser(subparsers: Any) -> None:
         help="re-solve with a change and report the delta, e.g. lead_time=+2 price.H200=-10%%; "
         "join changes with commas to combine them",
     )
-    p.add_argument("--catalog", action="append", default=[], metavar="FILE", help="extra GPU catalog file")
+    add_catalog_option(p)
     p.set_defaults(func=run)
 
 
