@@ -9,7 +9,9 @@ GPU demand and the allocated GPU milli are recorded; ``arrived_pct`` bins are th
 demand as a whole percentage of capacity, and a bin's allocation is the mean over its records.
 
 Batch: the same pod list (same seed, same inflation) is handed to :func:`capplan.planner.solve`
-at once; the plan reports the placed GPUs and the planner's upper bound. Results of the two
+at once; the plan reports the placed GPUs and the planner's upper bound. On synthetic suites the
+recorded pod kinds are used: ``training`` pods become gangs and ``mig`` pods real MIG workloads
+(online they stay N/7 shares: the online baselines know no MIG geometry). Results of the two
 protocols are never ranked together.
 """
 
@@ -30,7 +32,11 @@ from capplan.bench.sim import MILLI, Fleet, IntArr, PodTable, SimState, simulate
 from capplan.errors import InputError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from capplan.problem import Problem
     from capplan.traces.alibaba import TracePod
+    from capplan.traces.synthetic import MigRequest
 
 TUNE = 1.3
 BINS = range(0, 131)
@@ -128,17 +134,21 @@ class BatchRun:
     plan_metrics: dict[str, Any] = field(default_factory=dict)
 
 
-def run_batch(nodes_data: dict[str, Any], trace_pods: list[TracePod], strategy: str, seed: int,
-              capacity_milli: int, time_limit: float = 60.0, tune: float = TUNE,
-              replicas: list[int] | None = None, priority: list[int] | None = None) -> BatchRun:
-    """Plan the online protocol's pod list (same seed) all at once with capplan strategy ``strategy``.
+def batch_problem(nodes_data: dict[str, Any], trace_pods: list[TracePod], seed: int, capacity_milli: int,
+                  tune: float = TUNE, replicas: list[int] | None = None, priority: list[int] | None = None,
+                  kinds: Sequence[str] | None = None,
+                  mig: Sequence[MigRequest | None] | None = None) -> tuple[Problem, float]:
+    """The batch protocol's problem: the online pod list for ``seed`` as workloads; and its GPU demand.
 
-    ``replicas`` (synthetic suites) gives each pod's gang size: a pod with several members or
-    named ``train-*`` becomes a ``training`` workload (all members or none) with that many
-    replicas; ``priority`` gives each pod's priority (default 0).
+    Per pod (synthetic suites; same index as ``trace_pods``): ``replicas`` gives the gang size
+    and ``priority`` the priority (default 0). With ``kinds``, a pod of kind ``training`` becomes
+    a ``training`` workload (all members or none) with that many replicas; without it (older
+    callers) a pod with several members or named ``train-*`` does. ``mig`` turns a pod with a
+    request into a MIG workload (``mig``: the profile, ``gpu_models``: the models offering it)
+    instead of its N/7 GPU share. Alibaba traces pass none of these. Inflation copies of a pod
+    are named ``<pod>-tuned-<n>``.
     """
     from capplan.catalog import load_catalog
-    from capplan.planner import PlanOptions, solve
     from capplan.scenario import problem_from_data
     from capplan.traces.alibaba import pod_workload
 
@@ -152,20 +162,40 @@ def run_batch(nodes_data: dict[str, Any], trace_pods: list[TracePod], strategy: 
         seen[p.name] = n + 1
         w = pod_workload(p)
         w["name"] = p.name if n == 0 else f"{p.name}-tuned-{n}"
-        if pods.replicas[i] > 1 or p.name.startswith("train-"):
+        gang = kinds[i] == "training" if kinds is not None else pods.replicas[i] > 1 or p.name.startswith("train-")
+        if gang:
             w.update(kind="training", replicas=int(pods.replicas[i]))
+        req = mig[i] if mig is not None else None
+        if req is not None:
+            for key in ("gpu_fraction", "gpus"):  # a 7g share is a whole GPU in the pod list
+                w.pop(key, None)
+            w.update(kind="inference", mig=req.profile, gpu_models=list(req.gpu_models))
         if priority is not None:
             w["priority"] = int(pods.priority[i])
         workloads.append(w)
-    data = dict(nodes_data, workloads=workloads)
-    problem = problem_from_data(data, load_catalog())
+    problem = problem_from_data(dict(nodes_data, workloads=workloads), load_catalog())
+    return problem, sum(pods.demand_milli(int(i)) for i in order) / MILLI
+
+
+def run_batch(nodes_data: dict[str, Any], trace_pods: list[TracePod], strategy: str, seed: int,
+              capacity_milli: int, time_limit: float = 60.0, tune: float = TUNE,
+              replicas: list[int] | None = None, priority: list[int] | None = None,
+              kinds: Sequence[str] | None = None, mig: Sequence[MigRequest | None] | None = None) -> BatchRun:
+    """Plan the online protocol's pod list (same seed) all at once with capplan strategy ``strategy``.
+
+    The problem is :func:`batch_problem` (same per-pod arguments); the plan comes from
+    :func:`capplan.planner.solve`, which validates it.
+    """
+    from capplan.planner import PlanOptions, solve
+
+    problem, demand = batch_problem(nodes_data, trace_pods, seed, capacity_milli, tune, replicas, priority,
+                                    kinds, mig)
     tracemalloc.start()
     t0 = time.perf_counter()
     plan = solve(problem, strategy, PlanOptions(time_limit=time_limit, seed=seed))
     seconds = time.perf_counter() - t0
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    demand = sum(pods.demand_milli(int(i)) for i in order) / MILLI
     return BatchRun(policy=strategy, seed=seed, placed_gpus=float(sum(plan.objective)),
                     bound_gpus=float(sum(plan.bound)), capacity_gpus=capacity_milli / MILLI, demand_gpus=demand,
                     seconds=round(seconds, 3), peak_mib=round(peak / 2**20, 2), status=plan.status,

@@ -54,8 +54,8 @@ class Job:
 
 
 @lru_cache(maxsize=4)
-def _load(source: Source) -> tuple[Any, Any, list[Any], dict[str, Any]]:
-    """(fleet, pod table, trace pods, scenario cluster data) for a source, cached per process."""
+def _load(source: Source) -> tuple[Any, Any, list[Any], dict[str, Any], Any]:
+    """(fleet, pod table, trace pods, scenario cluster data, Synthetic or None), cached per process."""
     from capplan.bench.sim import Fleet, PodTable
     from capplan.traces.alibaba import read_nodes, read_pods, trace_data
 
@@ -65,23 +65,33 @@ def _load(source: Source) -> tuple[Any, Any, list[Any], dict[str, Any]]:
         syn = generate(load_config(source.config))
         fleet = Fleet.from_trace(syn.nodes, rack=syn.rack, block=syn.block)
         table = PodTable.from_trace(syn.pods, replicas=syn.replicas, priority=syn.priority)
-        return fleet, table, syn.pods, {"cluster": syn.cluster_data()}
+        return fleet, table, syn.pods, {"cluster": syn.cluster_data()}, syn
     nodes, pods = read_nodes(source.nodes), read_pods(source.pods)
     data = trace_data(nodes, [], source.label)
-    return Fleet.from_trace(nodes), PodTable.from_trace(pods), pods, {"cluster": data["cluster"]}
+    return Fleet.from_trace(nodes), PodTable.from_trace(pods), pods, {"cluster": data["cluster"]}, None
 
 
 def run_job(job: Job) -> dict[str, Any]:
-    """Run one job and return its JSON-ready result (module level: picklable for worker processes)."""
+    """Run one job and return its JSON-ready result (module level: picklable for worker processes).
+
+    Batch runs of synthetic suites pass the recorded kinds (gangs) and MIG requests (real MIG
+    profiles); online runs and Alibaba traces use the pod list alone.
+    """
     from capplan.bench.protocols import run_batch, run_online
 
-    fleet, table, trace_pods, cluster = _load(job.source)
+    fleet, table, trace_pods, cluster, syn = _load(job.source)
     if job.protocol == "online":
         run = run_online(fleet, table, job.policy, job.seed)
         return {"job": asdict(job), "rows": [asdict(r) for r in run.rows], "final": run.final}
-    syn = job.source.kind == "synthetic"
-    b = run_batch(cluster, trace_pods, job.policy, job.seed, fleet.total_milli, job.time_limit,
-                  replicas=table.replicas.tolist() if syn else None, priority=table.priority.tolist() if syn else None)
+    if syn is not None:
+        from capplan.catalog import load_catalog
+        from capplan.traces.synthetic import mig_requests
+
+        b = run_batch(cluster, trace_pods, job.policy, job.seed, fleet.total_milli, job.time_limit,
+                      replicas=list(syn.replicas), priority=list(syn.priority), kinds=syn.kinds,
+                      mig=mig_requests(syn, load_catalog()))
+    else:
+        b = run_batch(cluster, trace_pods, job.policy, job.seed, fleet.total_milli, job.time_limit)
     pct = round(100 * b.placed_gpus / b.capacity_gpus, 3)
     row = {"arrived_pct": round(100 * b.demand_gpus / b.capacity_gpus), "allocation_pct": pct,
            "unallocated_gpus": round(b.capacity_gpus - b.placed_gpus, 3), "fragmentation_pct": None,
@@ -137,7 +147,8 @@ def write_tables(results: list[dict[str, Any]], out: Path) -> None:
     write_text_atomic(out / "runs.csv", buf.getvalue())
     keys: list[str] = []
     for res in results:
-        keys += [k for k in res["final"] if k not in keys and not isinstance(res["final"][k], dict)]
+        keys += [k for k in res["final"] if k not in keys and k not in ("protocol", "policy", "seed")
+                 and not isinstance(res["final"][k], dict)]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=["protocol", "policy", "seed", *keys], extrasaction="ignore",
                        lineterminator="\n")

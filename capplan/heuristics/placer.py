@@ -56,7 +56,13 @@ class FleetPlacer:
         self.scorer = scorer
         self.dem = Demands(st)
         self.bulk = BulkPlacer(st, scorer, self.dem)
+        self.switched_at: int | None = None  # set by callers that change the scorer part-way
         self._domains: dict[str, tuple[np.ndarray, list[str]]] = {}
+
+    def use_scorer(self, scorer: Scorer) -> None:
+        """Rank the following placements with ``scorer`` (e.g. a cheaper one near a deadline)."""
+        self.scorer = scorer
+        self.bulk.scorer = scorer
 
     def domains(self, level: str) -> tuple[np.ndarray, list[str]]:
         """(domain id per node, domain names) for topology ``level``."""

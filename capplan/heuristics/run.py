@@ -27,8 +27,13 @@ def make_scorer(name: ScoreName, p: Problem, st: FleetState, workloads: list[Wor
 
 def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = None,
           st: FleetState | None = None, targets: dict[str, np.ndarray] | None = None,
-          seed: int = 0) -> tuple[list[Assignment], list[Unplaced], FleetPlacer]:
+          seed: int = 0, deadline: float | None = None) -> tuple[list[Assignment], list[Unplaced], FleetPlacer]:
     """Place the workloads of ``p`` (running replicas stay) in ``order`` (default :func:`batch_order`).
+
+    With ``deadline`` (a :func:`time.perf_counter` value), workloads reached after it are scored
+    by best fit instead of ``score``: an FGD score costs far more per candidate on large fleets,
+    and the pass must end close to the caller's time limit (the switch is recorded in
+    ``placer.switched_at``, the index of the first workload scored by best fit).
 
     Returns
     -------
@@ -44,7 +49,10 @@ def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = N
     for a in p.running:
         running.setdefault(a.workload, []).append(a)
     missed: list[tuple[Workload, list[int]]] = []
-    for w in order if order is not None else batch_order(p, seed=seed):
+    for k, w in enumerate(order if order is not None else batch_order(p, seed=seed)):
+        if deadline is not None and placer.switched_at is None and time.perf_counter() > deadline:
+            placer.use_scorer(BestFit())
+            placer.switched_at = k
         taken = {a.replica for a in running.get(w.name, [])}
         free_ids = [r for r in range(w.replicas) if r not in taken]
         if not free_ids:
@@ -82,13 +90,16 @@ def plan_heuristic(p: Problem, options: PlanOptions, score: ScoreName = "fgd") -
     from capplan.summary import make_plan, placed_units
 
     t0 = time.perf_counter()
-    assignments, unplaced, _ = place(p, score, seed=options.seed)
+    # The bound gets a fifth of the limit; the constructive pass switches to best fit at 60%.
+    assignments, unplaced, placer = place(p, score, seed=options.seed, deadline=t0 + 0.6 * options.time_limit)
     achieved = placed_units(p, assignments)
     bound = lexicographic_bound(p, {q: achieved[q] for q in p.priorities},
                                 time_limit=max(0.5, options.time_limit * 0.2))
+    extra: dict[str, object] = {"bound_seconds": round(bound.seconds, 3), "bound_exact": bound.converged}
+    if placer.switched_at is not None:
+        extra["bestfit_from_workload"] = placer.switched_at
     plan = make_plan(p, "heuristic", assignments, unplaced, bound=bound.per_priority,
-                     seconds=time.perf_counter() - t0, seed=options.seed,
-                     extra_metrics={"bound_seconds": round(bound.seconds, 3), "bound_exact": bound.converged})
+                     seconds=time.perf_counter() - t0, seed=options.seed, extra_metrics=extra)
     if options.progress:
         options.progress({"stage": "heuristic", "elapsed": round(time.perf_counter() - t0, 3),
                           "objective": list(plan.objective), "bound": list(plan.bound), "gap": plan.gap})

@@ -104,3 +104,20 @@ def test_rollback_restores_state() -> None:
     assert all(np.array_equal(x, y) for x, y in zip(before, (st.cpu, st.used, st.power_free, st.free_whole),
                                                         strict=True))
     assert assignments
+
+
+def test_past_deadline_switches_to_best_fit_and_stays_valid() -> None:
+    """A deadline already passed makes every workload use best fit; the plan equals best fit's and is valid."""
+    import time
+
+    p = load_scenario(EXAMPLES / "mixed-fleet.yaml")
+    late, _, placer = place(p, "fgd", deadline=time.perf_counter() - 1.0)
+    assert placer.switched_at == 0
+    assert isinstance(placer.scorer, BestFit)
+    plain, _, _ = place(p, "bestfit")
+    assert sorted(late, key=repr) == sorted(plain, key=repr)
+    on_time, _, placer2 = place(p, "fgd", deadline=time.perf_counter() + 3600.0)
+    assert placer2.switched_at is None and isinstance(placer2.scorer, Fgd)
+    plan = solve(p, "heuristic", PlanOptions(time_limit=1e-9))
+    assert check_plan(p, plan) == [] and plan.metrics.get("bestfit_from_workload") == 0
+    _ = on_time
