@@ -143,7 +143,8 @@ def plan_lns(p: Problem, options: PlanOptions) -> Plan:
         if not sub.workloads:
             continue
         left = deadline - time.perf_counter()
-        sub_plan = plan_cpsat(sub, replace(options, time_limit=max(0.5, min(5.0, left)), progress=None, workers=1))
+        sub_plan = plan_cpsat(sub, replace(options, time_limit=max(0.5, min(5.0, left)), progress=None, workers=1),
+                              repair_racks=False)
         old = [a for a in assignments if a.node in nodes]
         fwd = {v: k for k, v in back.items()}
         old_sub = [a.model_copy(update={"replica": fwd[a.key][1]}) for a in old if a.key in fwd]

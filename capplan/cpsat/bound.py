@@ -20,7 +20,9 @@ from capplan.cpsat.constraints import SLOT_SHARE, slot_share, tdp_of
 from capplan.cpsat.index import Index
 
 
-class _Lp:
+class Lp:
+    """A small LP in row form: variables with upper bounds, rows ``sum coef * x <= rhs``."""
+
     def __init__(self) -> None:
         self.ub: list[float] = []
         self.rows: list[tuple[dict[int, float], float]] = []  # sum coef * x <= rhs
@@ -56,7 +58,7 @@ def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
     p = ix.p
     if any(r.optional for r in ix.runs):
         return None  # running replicas that may leave would need their own variables; skip the bound
-    lp = _Lp()
+    lp = Lp()
     c: dict[tuple[str, int], int] = {}
     for w in p.workloads:
         for i in ix.cands[w.name]:
@@ -107,25 +109,18 @@ def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
         g = math.gcd(*(t for _, t in members))
         lp.le({busy[ni.index]: float(t // g) for ni, t in members}, float(d.power_w // g))
 
-    def stage_terms(prio: int | None) -> tuple[dict[int, float], float]:
-        ws = [w for w in p.workloads if (w.sla == "guaranteed" if prio is None else w.priority == prio)]
-        scale = 1 if prio is None else sum(w.replicas for w in ws) + 1
-        terms: dict[int, float] = {}
-        const = 0.0
-        for w in ws:
-            for i, d in ix.cands[w.name].items():
-                terms[c[(w.name, i)]] = float(1 if prio is None else d.units * scale + 1)
-            for r in ix.running_of.get(w.name, []):
-                const += 1 if prio is None else r.demand.units * scale + 1
-        return terms, const
-
     for prio, value in fixed:
-        terms, const = stage_terms(prio)
+        terms, const = stage_terms(ix, c, prio)
         lp.le({k: -v for k, v in terms.items()}, const - value)
-    obj, const = stage_terms(target)
-    n = len(lp.ub)
+    obj, const = stage_terms(ix, c, target)
     if not obj:
         return const
+    return solve_lp(lp, obj, const)
+
+
+def solve_lp(lp: Lp, obj: dict[int, float], const: float) -> float | None:
+    """Maximise ``obj`` over ``lp`` with HiGHS; the optimum plus ``const`` (padded up), or None."""
+    n = len(lp.ub)
     rows, cols, vals, rhs = [], [], [], []
     for row, (terms, b) in enumerate(lp.rows):
         for k, v in terms.items():
@@ -141,3 +136,22 @@ def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
     if res.status != 0:
         return None
     return float(-res.fun) + const + 1e-6 * max(1.0, abs(float(res.fun)))
+
+
+def stage_terms(ix: Index, c: dict[tuple[str, int], int], prio: int | None) -> tuple[dict[int, float], float]:
+    """LP terms (variable of ``c[(workload, node)]`` -> coefficient) and constant of a stage's value.
+
+    As in :mod:`capplan.cpsat.objective`: the guaranteed stage counts replicas; a priority stage
+    counts ``units * scale + 1`` per replica; running replicas add to the constant.
+    """
+    p = ix.p
+    ws = [w for w in p.workloads if (w.sla == "guaranteed" if prio is None else w.priority == prio)]
+    scale = 1 if prio is None else sum(w.replicas for w in ws) + 1
+    terms: dict[int, float] = {}
+    const = 0.0
+    for w in ws:
+        for i, d in ix.cands[w.name].items():
+            terms[c[(w.name, i)]] = float(1 if prio is None else d.units * scale + 1)
+        for r in ix.running_of.get(w.name, []):
+            const += 1 if prio is None else r.demand.units * scale + 1
+    return terms, const

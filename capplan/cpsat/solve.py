@@ -11,26 +11,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from ortools.sat.python import cp_model
 
 from capplan.cpsat.aggregate import break_node_symmetry, greedy_hint, sort_plan_nodes
-from capplan.cpsat.bound import stage_bounds
 from capplan.cpsat.constraints import add_all
-from capplan.cpsat.decode import DecodeError, decode
 from capplan.cpsat.index import build_index
 from capplan.cpsat.model import PlacementModel
 from capplan.cpsat.objective import Stage, build_stages, fix_at_ceiling
+from capplan.cpsat.repair import lex_key, regions
+from capplan.cpsat.result import Run, StageResult, from_solution, greedy_as_cpsat, repaired
 from capplan.greedy import plan_greedy
-from capplan.plan import Plan, Unplaced
+from capplan.plan import Assignment, Plan
 from capplan.planner import PlanOptions
 from capplan.problem import Problem
-from capplan.reasons import explain
-from capplan.state import ClusterState
-from capplan.summary import make_plan, placed_units, trivial_bound
-from capplan.validate import check_plan
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
@@ -96,27 +91,6 @@ class _Progress(cp_model.CpSolverSolutionCallback):
             self.units_proven = True
             if time.perf_counter() >= self.stop_after:
                 self.solver.stop_search()
-
-
-@dataclass
-class StageResult:
-    """Outcome of one stage solve."""
-
-    name: str
-    status: str
-    value: int
-    bound: float
-    seconds: float
-    units_proven: bool = False  # a priority stage: the demand units are optimal (replica tie-break maybe not)
-
-
-@dataclass
-class Run:
-    """State of a lexicographic solve."""
-
-    solution: list[int] | None = None
-    results: list[StageResult] = field(default_factory=list)
-    priorities_done_s: float = 0.0  # seconds from the start until the last priority stage ended
 
 
 def _complete_hint(
@@ -233,53 +207,7 @@ def _solve_stages(
     return run
 
 
-def _bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, int]) -> tuple[dict[int, int], bool]:
-    """Per-priority bound (lexicographic) and whether every priority stage was proven optimal.
-
-    Proven stages are bounded by their value; the first unproven one by the smaller of CP-SAT's
-    bound and the LP capacity bound (:mod:`capplan.cpsat.bound`); later ones by the trivial bound.
-    """
-    p = pm.p
-    trivial = trivial_bound(p)
-    out = dict(trivial)
-    if any(r.optional for r in pm.ix.runs):
-        # With evictions or moves the model restricts some choices (see docs/placement-model.md),
-        # so its proofs are not proofs for the full problem: report the trivial bound only.
-        return out, False
-    by_name = {r.name: r for r in run.results}
-    g = by_name.get("guaranteed")
-    if any(s.name == "guaranteed" for s in stages) and (g is None or g.status != "optimal"):
-        return out, False
-    fixed: list[tuple[int | None, int]] = [(None, g.value)] if g is not None else []
-    for st in stages:
-        if st.priority is None:
-            continue
-        r = by_name.get(st.name)
-        if r is not None and (r.status == "optimal" or r.units_proven):
-            out[st.priority] = got.get(st.priority, 0)
-            fixed.append((st.priority, r.value + st.constant))
-            continue
-        cands = [trivial.get(st.priority, 0) * st.per_unit + st.per_unit - 1]
-        if r is not None and abs(r.bound) != float("inf"):
-            cands.append(int(r.bound + 1e-6) + st.constant)
-        lp = stage_bounds(pm.ix, fixed, st.priority)
-        if lp is not None:
-            cands.append(int(lp))
-        out[st.priority] = max(min(cands) // st.per_unit, got.get(st.priority, 0))
-        return out, False
-    return out, True
-
-
-def _lex_key(p: Problem, plan: Plan) -> tuple[int, ...]:
-    placed = {(a.workload) for a in plan.assignments}
-    g = sum(1 for a in plan.assignments if p.workload(a.workload).sla == "guaranteed")
-    units = placed_units(p, plan.assignments)
-    reps = [sum(1 for a in plan.assignments if p.workload(a.workload).priority == q) for q in p.priorities]
-    _ = placed
-    return (g, *[x for q, n in zip(p.priorities, reps, strict=True) for x in (units[q], n)])
-
-
-def plan_cpsat(problem: Problem, options: PlanOptions) -> Plan:
+def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True) -> Plan:
     """Plan ``problem`` with the exact CP-SAT model (see ``docs/placement-model.md``).
 
     Parameters
@@ -289,6 +217,10 @@ def plan_cpsat(problem: Problem, options: PlanOptions) -> Plan:
     options
         ``time_limit`` (whole solve), ``seed``, ``workers``, ``allow_preemption``,
         ``allow_migration`` and an optional ``progress`` callback.
+    repair_racks
+        When the stages leave a priority unproven, spend the second half of the time re-solving
+        racks and pairs of racks (:mod:`capplan.cpsat.repair`). Off for those small solves
+        themselves, which also skip the tie-breaking stages (topology, fragmentation).
 
     Returns
     -------
@@ -298,7 +230,9 @@ def plan_cpsat(problem: Problem, options: PlanOptions) -> Plan:
         priority; ``metrics.cpsat`` holds per-stage statistics.
     """
     t0 = time.perf_counter()
-    deadline = t0 + options.time_limit * 0.9
+    final = t0 + options.time_limit * 0.9
+    repairable = repair_racks and not problem.running and len(regions(problem)) >= 2
+    deadline = t0 + options.time_limit * (0.3 if repairable else 0.9)
     greedy = plan_greedy(problem, options)
     if options.progress:
         options.progress(
@@ -310,11 +244,13 @@ def plan_cpsat(problem: Problem, options: PlanOptions) -> Plan:
             }
         )
     if deadline - time.perf_counter() < max(0.3, 0.1 * options.time_limit):
-        return _greedy_as_cpsat(greedy, t0, {"fallback": "greedy", "reason": "no time left after greedy"})
+        return greedy_as_cpsat(greedy, t0, {"fallback": "greedy", "reason": "no time left after greedy"})
     pm = PlacementModel(build_index(problem, options))
     add_all(pm)
     groups = break_node_symmetry(pm)
     stages = build_stages(pm)
+    if not repair_racks:  # a rack's small solve: only the placement stages count (see repair.lex_key)
+        stages = [st for st in stages if st.priority is not None or st.name == "guaranteed"]
     for var, value in greedy_hint(pm, sort_plan_nodes(pm, greedy, groups)).items():
         pm.m.add_hint(var, value)
     completed = _complete_hint(pm, stages, options, (deadline - time.perf_counter()) / 4)
@@ -326,80 +262,15 @@ def plan_cpsat(problem: Problem, options: PlanOptions) -> Plan:
         "variables": len(pm.m.proto.variables),
         "constraints": len(pm.m.proto.constraints),
     }
-    plan = _from_solution(problem, pm, stages, run, options, t0, stats)
-    if plan is not None and _lex_key(problem, plan) >= _lex_key(problem, greedy):
+    plan = from_solution(problem, pm, stages, run, options, t0, stats)
+    if plan is not None and repairable and plan.status != "optimal":
+        plan = repaired(problem, pm, stages, run, options, t0, final, plan, _solve_sub)
+    if plan is not None and lex_key(problem, list(plan.assignments)) >= lex_key(problem, list(greedy.assignments)):
         return plan
     stats["fallback"] = "greedy"
-    return _greedy_as_cpsat(greedy, t0, stats)
+    return greedy_as_cpsat(greedy, t0, stats)
 
 
-def _greedy_as_cpsat(greedy: Plan, t0: float, stats: dict[str, object]) -> Plan:
-    """The greedy plan reported by the cpsat strategy (with why CP-SAT's own result was not used)."""
-    return greedy.model_copy(
-        update={
-            "strategy": "cpsat",
-            "solve_seconds": round(time.perf_counter() - t0, 4),
-            "metrics": {**greedy.metrics, "cpsat": stats},
-        }
-    )
-
-
-def _from_solution(
-    p: Problem,
-    pm: PlacementModel,
-    stages: list[Stage],
-    run: Run,
-    options: PlanOptions,
-    t0: float,
-    stats: dict[str, object],
-) -> Plan | None:
-    sol = run.solution
-    if sol is None:
-        return None
-
-    def val(x: Any) -> int:
-        return x if isinstance(x, int) else sol[x.index]
-
-    try:
-        dec = decode(pm, val)
-    except DecodeError as exc:  # a modelling bug: report it and fall back to greedy
-        log.warning("cpsat: could not decode the solution (%s); using the greedy plan", exc)
-        stats["decode_error"] = str(exc)
-        return None
-    unplaced = _unplaced(p, dec.assignments, dec.evictions)
-    got = placed_units(p, dec.assignments)
-    bound, optimal = _bounds(pm, stages, run, got)
-    plan = make_plan(
-        p,
-        "cpsat",
-        dec.assignments,
-        unplaced,
-        bound=bound,
-        seconds=time.perf_counter() - t0,
-        seed=options.seed,
-        evictions=dec.evictions,
-        migrations=dec.migrations,
-        proven_optimal=optimal,
-        extra_metrics={"cpsat": stats},
-    )
-    violations = check_plan(p, plan)
-    if violations:
-        log.warning("cpsat: decoded plan violates %s; using the greedy plan", violations[:3])
-        stats["violations"] = violations[:5]
-        return None
-    return plan
-
-
-def _unplaced(p: Problem, assignments: list[Any], evictions: list[Any]) -> list[Unplaced]:
-    st = ClusterState.with_assignments(p, list(assignments))
-    placed = {a.key for a in assignments}
-    evicted = {(e.workload, e.replica): e for e in evictions}
-    out: list[Unplaced] = []
-    for w in p.workloads:
-        ev = [r for r in range(w.replicas) if (w.name, r) in evicted]
-        if ev:
-            out.append(Unplaced(workload=w.name, replicas=tuple(ev), reason=evicted[(w.name, ev[0])].reason))
-        missing = [r for r in range(w.replicas) if (w.name, r) not in placed and (w.name, r) not in evicted]
-        if missing:
-            out.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=explain(st, w, len(missing))))
-    return out
+def _solve_sub(sub: Problem, opts: PlanOptions) -> list[Assignment]:
+    """A rack's (or node pair's) small exact solve for :mod:`capplan.cpsat.repair`."""
+    return list(plan_cpsat(sub, opts, repair_racks=False).assignments)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-import capplan.cpsat.solve as cpsat_solve
+import capplan.cpsat.result as cpsat_result
 from capplan.cpsat.decode import DecodeError
 from capplan.cpsat.index import build_index
 from capplan.cpsat.model import PlacementModel
@@ -41,7 +41,7 @@ def test_falls_back_to_greedy_when_decoding_fails(small_h100_pod: Problem, monke
     def broken(*_: Any) -> Any:
         raise DecodeError("simulated")
 
-    monkeypatch.setattr(cpsat_solve, "decode", broken)
+    monkeypatch.setattr(cpsat_result, "decode", broken)
     plan = solve(small_h100_pod, "cpsat", ONE_WORKER)
     greedy = solve(small_h100_pod, "greedy", ONE_WORKER)
     assert plan.metrics["cpsat"]["fallback"] == "greedy"
