@@ -58,8 +58,13 @@ class RandomPolicy:
         self.rng = np.random.default_rng(ctx.seed + 7919)
 
     def score(self, state: SimState, pod: Pod) -> FloatArr:
-        """A random integer score in [0, 100] per node (ties: first in the shuffled node order)."""
-        return _f(self.rng.integers(0, 101, len(state.cpu_left)))
+        """A random real score per node, so the best feasible node is uniform among them.
+
+        Integer scores in [0, 100] would tie on ~1% of a thousand feasible nodes, and ties go to
+        the first node in the fixed shuffled order: that packs instead of spreading and placed
+        1.8-5.2 points more than the authors' Random (which picks one candidate uniformly).
+        """
+        return _f(self.rng.random(len(state.cpu_left)))
 
     def gpus(self, state: SimState, pod: Pod, node: int) -> tuple[int, ...]:
         """A random GPU with room for a share; lowest-numbered free GPUs otherwise."""

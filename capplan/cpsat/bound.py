@@ -10,6 +10,7 @@ point of this LP, so its optimum is a valid upper bound for the stage.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 
 import numpy as np
 from scipy.optimize import linprog
@@ -18,6 +19,7 @@ from scipy.sparse import coo_matrix
 from capplan._base import UNITS_PER_GPU
 from capplan.cpsat.constraints import SLOT_SHARE, slot_share, tdp_of
 from capplan.cpsat.index import Index
+from capplan.problem import Workload
 
 
 class Lp:
@@ -78,9 +80,12 @@ def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
     running = {w.name: len(ix.running_of.get(w.name, [])) for w in p.workloads}
     for w in p.workloads:
         lp.le({c[(w.name, i)]: 1.0 for i in ix.cands[w.name]}, float(w.replicas - running[w.name]))
+    on_node: dict[int, list[tuple[Workload, int]]] = defaultdict(list)
+    for (wn, n), v in c.items():
+        on_node[n].append((p.workload(wn), v))
     for ni in ix.nodes:
         i = ni.index
-        mine = [(p.workload(wn), v) for (wn, n), v in c.items() if n == i]
+        mine = on_node[i]
         cpu0, mem0 = run_cpu.get(i, (0, 0))
         lp.le({v: float(w.cpu_milli) for w, v in mine if w.cpu_milli}, float(ni.node.cpu_milli - cpu0))
         lp.le({v: float(w.memory_mib) for w, v in mine if w.memory_mib}, float(ni.node.memory_mib - mem0))

@@ -30,6 +30,7 @@ from capplan.cpsat.constraints import tdp_of
 from capplan.cpsat.index import Index
 from capplan.cpsat.layouts import enumerate_multisets
 from capplan.plan import MigSlot
+from capplan.problem import Workload
 
 ANY = "*"
 
@@ -51,10 +52,13 @@ def config_bound(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
     for w in p.workloads:
         lp.le({c[(w.name, i)]: 1.0 for i in ix.cands[w.name]}, float(w.replicas))
     iso = {w.tenant for w in p.workloads if w.isolation == "tenant"}
+    on_node: dict[int, list[tuple[Workload, int]]] = defaultdict(list)
+    for (wn, i), v in c.items():
+        on_node[i].append((p.workload(wn), v))
     busy: dict[int, dict[int, float]] = {}
     for ni in ix.nodes:
         if ni.model is not None:
-            busy[ni.index] = _node(lp, ix, ni.index, c, iso)
+            busy[ni.index] = _node(lp, ix, ni.index, on_node[ni.index], iso)
     cl = p.cluster
     for d in cl.domains:
         if d.power_w is None:
@@ -78,14 +82,12 @@ def config_bound(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
     return solve_lp(lp, obj, const)
 
 
-def _node(lp: Lp, ix: Index, i: int, c: dict[tuple[str, int], int], iso: set[str]) -> dict[int, float]:
+def _node(lp: Lp, ix: Index, i: int, mine: list[tuple[Workload, int]], iso: set[str]) -> dict[int, float]:
     """Configuration variables and coverage rows of node ``i``; returns its busy-GPU terms."""
-    p = ix.p
     ni = ix.nodes[i]
     model = ni.model
     assert model is not None
-    dem = {w.name: ix.cands[w.name][i] for (w_name, n) in c if n == i for w in [p.workload(w_name)]}
-    mine = [(p.workload(wn), c[(wn, i)]) for wn in dem]
+    dem = {w.name: ix.cands[w.name][i] for w, _ in mine}
     lp.le({v: float(w.cpu_milli) for w, v in mine if w.cpu_milli}, float(ni.node.cpu_milli))
     lp.le({v: float(w.memory_mib) for w, v in mine if w.memory_mib}, float(ni.node.memory_mib))
     free, fixed_whole, fixed_shared = len(ni.unfixed), len(ni.whole_fixed), len(ni.shared_fixed)

@@ -9,6 +9,7 @@ the independent validator. So the result is never worse than greedy and never in
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from typing import Any
@@ -83,8 +84,10 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 
     def check(self, bound: float) -> None:
         """Stop the search when the bound and the incumbent have the same units."""
-        self.bound = min(self.bound, bound)
         st = self.stage
+        if st.maximize and self.best is not None and bound < self.best:
+            return  # below a known solution: not a bound yet (see _solve_stages)
+        self.bound = min(self.bound, bound)
         if not st.maximize or st.priority is None or st.per_unit <= 1 or self.best is None:
             return
         if int(self.bound + 1e-6) // st.per_unit <= self.best // st.per_unit:
@@ -194,9 +197,14 @@ def _solve_stages(
         else:
             name = "unknown"  # no better solution found in time: keep the incumbent's value
         value = inc_vals[k]
-        bound = solver.best_objective_bound if status != cp_model.INFEASIBLE else float(value)
+        bound = solver.best_objective_bound
+        if status == cp_model.INFEASIBLE or (bound < value if st.maximize else bound > value):
+            # Not a bound: CP-SAT reports one on the wrong side of a known solution when it stops
+            # before computing any (e.g. a stage cut off at once on a slow machine), and a stage
+            # "infeasible" under an incumbent that meets it would be a modelling error. Claim nothing.
+            bound = math.inf if st.maximize else -math.inf
         units_proven = st.priority is not None and (
-            name == "optimal" or int(bound + 1e-6) // st.per_unit <= value // st.per_unit
+            name == "optimal" or (math.isfinite(bound) and int(bound + 1e-6) // st.per_unit <= value // st.per_unit)
         )
         run.results.append(StageResult(st.name, name, value, bound, secs, units_proven))
         pm.m.add(st.expr >= value if st.maximize else st.expr <= value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from capplan.planner import PlanOptions, choose_strategy, solve
 from capplan.problem import Problem
 from capplan.validate import check_plan
 
-from .conftest import ONE_WORKER
+from .conftest import ONE_WORKER, node, scenario
 
 
 def test_progress_reports_greedy_then_stages(small_h100_pod: Problem) -> None:
@@ -65,3 +66,31 @@ def test_model_size_does_not_grow_with_replicas(small_h100_pod: Problem) -> None
 def test_auto_prefers_cpsat_for_small_problems(small_h100_pod: Problem) -> None:
     """`auto` picks the exact model for a small problem."""
     assert choose_strategy(small_h100_pod) == "cpsat"
+
+
+def test_a_stage_stopped_at_once_claims_no_proof(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CP-SAT stopped before any bound reports 0 as its bound: that must not prove the incumbent optimal."""
+    from ortools.sat.python import cp_model
+
+    import capplan.cpsat.solve as cpsat_solve
+
+    p = scenario([node("n1"), node("n2", gpu="A100-SXM4-80GB")],
+                 [{"name": "big", "gpus": 3, "replicas": 5, "priority": 10, "cpu": 1},
+                  {"name": "chat", "mig": "3g.40gb", "replicas": 9, "priority": 10, "cpu": 1}])
+
+    class NoTime(cp_model.CpSolver):
+        def solve(self, model: Any, cb: Any = None) -> Any:  # type: ignore[override]
+            if not self.parameters.fix_variables_to_their_hinted_value:  # the hint completion keeps its time
+                self.parameters.max_time_in_seconds = 0.0
+            return super().solve(model, cb)
+
+    exact = solve(p, "cpsat", ONE_WORKER)
+    monkeypatch.setattr(cpsat_solve.cp_model, "CpSolver", NoTime)
+    plan = solve(p, "cpsat", ONE_WORKER)
+    stages = plan.metrics["cpsat"]["stages"]
+    assert stages[0]["status"] == "unknown" and stages[0]["bound"] == float("inf")
+    assert json.loads(plan.model_dump_json())["metrics"]["cpsat"]["stages"][0]["bound"] is None  # strict JSON
+    assert plan.status != "optimal"
+    assert not any(s["units_proven"] for s in stages if s["status"] != "optimal")
+    assert all(b >= o for b, o in zip(plan.bound, plan.objective, strict=True))
+    assert all(b >= o - 1e-9 for b, o in zip(plan.bound, exact.objective, strict=True))
