@@ -72,20 +72,19 @@ def test_a_stage_stopped_at_once_claims_no_proof(monkeypatch: pytest.MonkeyPatch
     """CP-SAT stopped before any bound reports 0 as its bound: that must not prove the incumbent optimal."""
     from ortools.sat.python import cp_model
 
-    import capplan.cpsat.solve as cpsat_solve
 
     p = scenario([node("n1"), node("n2", gpu="A100-SXM4-80GB")],
                  [{"name": "big", "gpus": 3, "replicas": 5, "priority": 10, "cpu": 1},
                   {"name": "chat", "mig": "3g.40gb", "replicas": 9, "priority": 10, "cpu": 1}])
 
     class NoTime(cp_model.CpSolver):
-        def solve(self, model: Any, cb: Any = None) -> Any:  # type: ignore[override]
+        def solve(self, model: Any, cb: Any = None) -> Any:
             if not self.parameters.fix_variables_to_their_hinted_value:  # the hint completion keeps its time
                 self.parameters.max_time_in_seconds = 0.0
             return super().solve(model, cb)
 
     exact = solve(p, "cpsat", ONE_WORKER)
-    monkeypatch.setattr(cpsat_solve.cp_model, "CpSolver", NoTime)
+    monkeypatch.setattr(cp_model, "CpSolver", NoTime)
     plan = solve(p, "cpsat", ONE_WORKER)
     stages = plan.metrics["cpsat"]["stages"]
     assert stages[0]["status"] == "unknown" and stages[0]["bound"] == float("inf")
