@@ -17,6 +17,7 @@ protocols are never ranked together.
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import random
 import time
 import tracemalloc
@@ -34,6 +35,7 @@ from capplan.errors import InputError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from capplan.plan import Plan
     from capplan.problem import Problem
     from capplan.traces.alibaba import TracePod
     from capplan.traces.synthetic import MigRequest
@@ -177,6 +179,18 @@ def batch_problem(nodes_data: dict[str, Any], trace_pods: list[TracePod], seed: 
     return problem, sum(pods.demand_milli(int(i)) for i in order) / MILLI
 
 
+def _solve_measured(problem: Problem, strategy: str, time_limit: float, seed: int) -> tuple[Plan, float, float]:
+    """Solve in this (fresh) process: the plan, wall seconds and the process's peak RSS in MiB."""
+    import resource
+
+    from capplan.planner import PlanOptions, solve
+
+    t0 = time.perf_counter()
+    plan = solve(problem, strategy, PlanOptions(time_limit=time_limit, seed=seed))
+    seconds = time.perf_counter() - t0
+    return plan, seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def run_batch(nodes_data: dict[str, Any], trace_pods: list[TracePod], strategy: str, seed: int,
               capacity_milli: int, time_limit: float = 60.0, tune: float = TUNE,
               replicas: list[int] | None = None, priority: list[int] | None = None,
@@ -186,19 +200,16 @@ def run_batch(nodes_data: dict[str, Any], trace_pods: list[TracePod], strategy: 
     The problem is :func:`batch_problem` (same per-pod arguments); the plan comes from
     :func:`capplan.planner.solve`, which validates it.
     """
-    from capplan.planner import PlanOptions, solve
-
     problem, demand = batch_problem(nodes_data, trace_pods, seed, capacity_milli, tune, replicas, priority,
                                     kinds, mig)
-    tracemalloc.start()
-    t0 = time.perf_counter()
-    plan = solve(problem, strategy, PlanOptions(time_limit=time_limit, seed=seed))
-    seconds = time.perf_counter() - t0
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    # A fresh process per solve: its peak resident memory is the solve's (solver C++ allocations
+    # included, which tracemalloc misses), and tracing Python allocations would slow model building
+    # several-fold, eating the planners' time limit.
+    with mp.get_context("spawn").Pool(1) as pool:
+        plan, seconds, peak_mib = pool.apply(_solve_measured, (problem, strategy, time_limit, seed))
     return BatchRun(policy=strategy, seed=seed, placed_gpus=float(sum(plan.objective)),
                     bound_gpus=float(sum(plan.bound)), capacity_gpus=capacity_milli / MILLI, demand_gpus=demand,
-                    seconds=round(seconds, 3), peak_mib=round(peak / 2**20, 2), status=plan.status,
+                    seconds=round(seconds, 3), peak_mib=round(peak_mib, 2), status=plan.status,
                     metrics={k: v for k, v in plan.metrics.items() if isinstance(v, int | float | str)},
                     plan_metrics=plan_metrics(problem, plan))
 

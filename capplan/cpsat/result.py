@@ -90,7 +90,8 @@ def repaired(p: Problem, pm: PlacementModel, stages: list[Stage], run: Run, opti
     got, rstats = repair(p, list(plan.assignments), options, deadline, solve_sub)
     stats = dict(plan.metrics.get("cpsat", {}), repair=rstats)
     if not rstats.get("regions_improved"):
-        return plan.model_copy(update={"metrics": {**plan.metrics, "cpsat": stats}})
+        return plan.model_copy(update={"metrics": {**plan.metrics, "cpsat": stats},
+                                       "solve_seconds": round(time.perf_counter() - t0, 4)})
     bound, optimal = bounds(pm, stages, run, placed_units(p, got))
     better = make_plan(p, "cpsat", got, unplaced_of(p, got, []), bound=bound, seconds=time.perf_counter() - t0,
                        seed=options.seed, proven_optimal=optimal, extra_metrics={"cpsat": stats})

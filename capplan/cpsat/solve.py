@@ -271,12 +271,12 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
         "constraints": len(pm.m.proto.constraints),
     }
     plan = from_solution(problem, pm, stages, run, options, t0, stats)
-    if plan is not None and repairable and plan.status != "optimal":
+    if plan is None or lex_key(problem, list(plan.assignments)) < lex_key(problem, list(greedy.assignments)):
+        stats["fallback"] = "greedy"
+        plan = greedy_as_cpsat(greedy, t0, stats)
+    if repairable and plan.status != "optimal":  # also from the greedy plan when CP-SAT found nothing better
         plan = repaired(problem, pm, stages, run, options, t0, final, plan, _solve_sub)
-    if plan is not None and lex_key(problem, list(plan.assignments)) >= lex_key(problem, list(greedy.assignments)):
-        return plan
-    stats["fallback"] = "greedy"
-    return greedy_as_cpsat(greedy, t0, stats)
+    return plan
 
 
 def _solve_sub(sub: Problem, opts: PlanOptions) -> list[Assignment]:
