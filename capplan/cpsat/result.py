@@ -47,7 +47,8 @@ class Run:
     priorities_done_s: float = 0.0  # seconds from the start until the last priority stage ended
 
 
-def bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, int]) -> tuple[dict[int, int], bool]:
+def bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, int],
+           lp: bool = True) -> tuple[dict[int, int], bool]:
     """Per-priority bound (lexicographic) and whether every priority stage was proven optimal.
 
     Proven stages are bounded by their value; the first unproven one by the smaller of CP-SAT's
@@ -76,9 +77,10 @@ def bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, int
         cands = [trivial.get(st.priority, 0) * st.per_unit + st.per_unit - 1]
         if r is not None and abs(r.bound) != float("inf"):
             cands.append(int(r.bound + 1e-6) + st.constant)
-        for lp in (stage_bounds(pm.ix, fixed, st.priority), config_bound(pm.ix, fixed, st.priority)):
-            if lp is not None:
-                cands.append(int(lp))
+        if lp:  # the LP relaxations (skipped by small solves whose callers compare placements only)
+            for b in (stage_bounds(pm.ix, fixed, st.priority), config_bound(pm.ix, fixed, st.priority)):
+                if b is not None:
+                    cands.append(int(b))
         out[st.priority] = max(min(cands) // st.per_unit, got.get(st.priority, 0))
         return out, False
     return out, True
@@ -121,6 +123,7 @@ def from_solution(
     options: PlanOptions,
     t0: float,
     stats: dict[str, object],
+    lp_bounds: bool = True,
 ) -> Plan | None:
     sol = run.solution
     if sol is None:
@@ -137,7 +140,7 @@ def from_solution(
         return None
     unplaced = unplaced_of(p, dec.assignments, dec.evictions)
     got = placed_units(p, dec.assignments)
-    bound, optimal = bounds(pm, stages, run, got)
+    bound, optimal = bounds(pm, stages, run, got, lp_bounds)
     plan = make_plan(
         p,
         "cpsat",

@@ -226,9 +226,10 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
         ``time_limit`` (whole solve), ``seed``, ``workers``, ``allow_preemption``,
         ``allow_migration`` and an optional ``progress`` callback.
     repair_racks
-        When the stages leave a priority unproven, spend the second half of the time re-solving
-        racks and pairs of racks (:mod:`capplan.cpsat.repair`). Off for those small solves
-        themselves, which also skip the tie-breaking stages (topology, fragmentation).
+        When a priority may stay unproven, the stages get the first 30% of the limit and region
+        repair (:mod:`capplan.cpsat.repair`) runs until 90% if one does. False for the small
+        solves of repair and LNS themselves, which also skip the tie-breaking stages (topology,
+        fragmentation) and the LP bounds: their callers compare placements only.
 
     Returns
     -------
@@ -270,7 +271,7 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
         "variables": len(pm.m.proto.variables),
         "constraints": len(pm.m.proto.constraints),
     }
-    plan = from_solution(problem, pm, stages, run, options, t0, stats)
+    plan = from_solution(problem, pm, stages, run, options, t0, stats, lp_bounds=repair_racks)
     if plan is None or lex_key(problem, list(plan.assignments)) < lex_key(problem, list(greedy.assignments)):
         stats["fallback"] = "greedy"
         plan = greedy_as_cpsat(greedy, t0, stats)
