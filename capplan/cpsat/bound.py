@@ -38,7 +38,8 @@ class Lp:
             self.rows.append((terms, rhs))
 
 
-def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | None) -> float | None:
+def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | None,
+                 time_limit: float | None = None) -> float | None:
     """LP bound of the stage ``target`` (a priority, or None for guaranteed) given fixed stages.
 
     Parameters
@@ -50,12 +51,14 @@ def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
         :mod:`capplan.cpsat.objective` (running pinned replicas included).
     target
         The stage to bound.
+    time_limit
+        Seconds for HiGHS; None for no limit.
 
     Returns
     -------
     float or None
         The bound in the stage's units (including pinned running replicas), or None if the LP
-        failed.
+        failed or ran out of time.
     """
     p = ix.p
     if any(r.optional for r in ix.runs):
@@ -114,17 +117,33 @@ def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
         g = math.gcd(*(t for _, t in members))
         lp.le({busy[ni.index]: float(t // g) for ni, t in members}, float(d.power_w // g))
 
+    return solve_stage(lp, ix, c, fixed, target, time_limit)
+
+
+def solve_stage(lp: Lp, ix: Index, c: dict[tuple[str, int], int], fixed: list[tuple[int | None, int]],
+                target: int | None, time_limit: float | None) -> float | None:
+    """Add the fixed stages' rows to ``lp`` and maximise stage ``target``; its bound or None.
+
+    A priority stage's value counts ``units * scale + 1`` per replica, with ``scale`` the number
+    of replicas plus one (millions and more); rows and objective are divided by ``scale`` so that
+    HiGHS sees coefficients near the demand units (the unscaled rows made it take minutes on
+    512-node problems), and the optimum is scaled back and padded up.
+    """
     for prio, value in fixed:
-        terms, const = stage_terms(ix, c, prio)
-        lp.le({k: -v for k, v in terms.items()}, const - value)
-    obj, const = stage_terms(ix, c, target)
+        terms, const, scale = stage_terms(ix, c, prio)
+        lp.le({k: -v / scale for k, v in terms.items()}, (const - value) / scale)
+    obj, const, scale = stage_terms(ix, c, target)
     if not obj:
         return const
-    return solve_lp(lp, obj, const)
+    opt = solve_lp(lp, {k: v / scale for k, v in obj.items()}, time_limit)
+    if opt is None:
+        return None
+    best = opt * scale + const
+    return best + 1e-6 * max(1.0, abs(best))
 
 
-def solve_lp(lp: Lp, obj: dict[int, float], const: float) -> float | None:
-    """Maximise ``obj`` over ``lp`` with HiGHS; the optimum plus ``const`` (padded up), or None."""
+def solve_lp(lp: Lp, obj: dict[int, float], time_limit: float | None = None) -> float | None:
+    """Maximise ``obj`` over ``lp`` with HiGHS; the optimum, or None (infeasible, failed, out of time)."""
     n = len(lp.ub)
     rows, cols, vals, rhs = [], [], [], []
     for row, (terms, b) in enumerate(lp.rows):
@@ -137,17 +156,20 @@ def solve_lp(lp: Lp, obj: dict[int, float], const: float) -> float | None:
     cost = np.zeros(n)
     for k, v in obj.items():
         cost[k] = -v
-    res = linprog(cost, A_ub=a, b_ub=np.array(rhs), bounds=list(zip([0.0] * n, lp.ub, strict=True)), method="highs")
+    options = {} if time_limit is None else {"time_limit": max(0.01, time_limit)}
+    res = linprog(cost, A_ub=a, b_ub=np.array(rhs), bounds=list(zip([0.0] * n, lp.ub, strict=True)),
+                  method="highs", options=options)
     if res.status != 0:
         return None
-    return float(-res.fun) + const + 1e-6 * max(1.0, abs(float(res.fun)))
+    return float(-res.fun)
 
 
-def stage_terms(ix: Index, c: dict[tuple[str, int], int], prio: int | None) -> tuple[dict[int, float], float]:
-    """LP terms (variable of ``c[(workload, node)]`` -> coefficient) and constant of a stage's value.
+def stage_terms(ix: Index, c: dict[tuple[str, int], int],
+                prio: int | None) -> tuple[dict[int, float], float, float]:
+    """LP terms (variable of ``c[(workload, node)]`` -> coefficient), constant and scale of a stage's value.
 
-    As in :mod:`capplan.cpsat.objective`: the guaranteed stage counts replicas; a priority stage
-    counts ``units * scale + 1`` per replica; running replicas add to the constant.
+    As in :mod:`capplan.cpsat.objective`: the guaranteed stage counts replicas (scale 1); a
+    priority stage counts ``units * scale + 1`` per replica; running replicas add to the constant.
     """
     p = ix.p
     ws = [w for w in p.workloads if (w.sla == "guaranteed" if prio is None else w.priority == prio)]
@@ -159,4 +181,4 @@ def stage_terms(ix: Index, c: dict[tuple[str, int], int], prio: int | None) -> t
             terms[c[(w.name, i)]] = float(1 if prio is None else d.units * scale + 1)
         for r in ix.running_of.get(w.name, []):
             const += 1 if prio is None else r.demand.units * scale + 1
-    return terms, const
+    return terms, const, float(scale)

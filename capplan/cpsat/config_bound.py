@@ -25,7 +25,7 @@ import math
 from collections import defaultdict
 
 from capplan._base import MILLI
-from capplan.cpsat.bound import Lp, solve_lp, stage_terms
+from capplan.cpsat.bound import Lp, solve_stage
 from capplan.cpsat.constraints import tdp_of
 from capplan.cpsat.index import Index
 from capplan.cpsat.layouts import enumerate_multisets
@@ -35,11 +35,12 @@ from capplan.problem import Workload
 ANY = "*"
 
 
-def config_bound(ix: Index, fixed: list[tuple[int | None, int]], target: int | None) -> float | None:
+def config_bound(ix: Index, fixed: list[tuple[int | None, int]], target: int | None,
+                 time_limit: float | None = None) -> float | None:
     """Configuration-LP bound of stage ``target`` given the values of the ``fixed`` stages.
 
     Parameters and return value as :func:`capplan.cpsat.bound.stage_bounds`; None when the
-    problem has running replicas or the LP fails.
+    problem has running replicas or the LP fails or runs out of time.
     """
     p = ix.p
     if ix.runs:
@@ -73,13 +74,7 @@ def config_bound(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
             for v, k in busy[ni.index].items():
                 terms[v] = terms.get(v, 0.0) + k * (t // g)
         lp.le(terms, float(d.power_w // g))
-    for prio, value in fixed:
-        terms, const = stage_terms(ix, c, prio)
-        lp.le({k: -v for k, v in terms.items()}, const - value)
-    obj, const = stage_terms(ix, c, target)
-    if not obj:
-        return const
-    return solve_lp(lp, obj, const)
+    return solve_stage(lp, ix, c, fixed, target, time_limit)
 
 
 def _node(lp: Lp, ix: Index, i: int, mine: list[tuple[Workload, int]], iso: set[str]) -> dict[int, float]:

@@ -48,7 +48,7 @@ class Run:
 
 
 def bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, int],
-           lp: bool = True) -> tuple[dict[int, int], bool]:
+           lp: bool = True, deadline: float | None = None) -> tuple[dict[int, int], bool]:
     """Per-priority bound (lexicographic) and whether every priority stage was proven optimal.
 
     Proven stages are bounded by their value; the first unproven one by the smaller of CP-SAT's
@@ -78,7 +78,10 @@ def bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, int
         if r is not None and abs(r.bound) != float("inf"):
             cands.append(int(r.bound + 1e-6) + st.constant)
         if lp:  # the LP relaxations (skipped by small solves whose callers compare placements only)
-            for b in (stage_bounds(pm.ix, fixed, st.priority), config_bound(pm.ix, fixed, st.priority)):
+            for k, fn in enumerate((stage_bounds, config_bound)):
+                # each LP gets its share of the time left before ``deadline`` (a bound stopped early is none)
+                left = None if deadline is None else max(0.2, (deadline - time.perf_counter()) / (2 - k))
+                b = fn(pm.ix, fixed, st.priority, left)
                 if b is not None:
                     cands.append(int(b))
         out[st.priority] = max(min(cands) // st.per_unit, got.get(st.priority, 0))
@@ -94,7 +97,7 @@ def repaired(p: Problem, pm: PlacementModel, stages: list[Stage], run: Run, opti
     if not rstats.get("regions_improved"):
         return plan.model_copy(update={"metrics": {**plan.metrics, "cpsat": stats},
                                        "solve_seconds": round(time.perf_counter() - t0, 4)})
-    bound, optimal = bounds(pm, stages, run, placed_units(p, got))
+    bound, optimal = bounds(pm, stages, run, placed_units(p, got), deadline=t0 + options.time_limit)
     better = make_plan(p, "cpsat", got, unplaced_of(p, got, []), bound=bound, seconds=time.perf_counter() - t0,
                        seed=options.seed, proven_optimal=optimal, extra_metrics={"cpsat": stats})
     violations = check_plan(p, better)
@@ -140,7 +143,7 @@ def from_solution(
         return None
     unplaced = unplaced_of(p, dec.assignments, dec.evictions)
     got = placed_units(p, dec.assignments)
-    bound, optimal = bounds(pm, stages, run, got, lp_bounds)
+    bound, optimal = bounds(pm, stages, run, got, lp_bounds, deadline=t0 + options.time_limit)
     plan = make_plan(
         p,
         "cpsat",
