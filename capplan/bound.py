@@ -304,7 +304,7 @@ def upper_bound(p: Problem, time_limit: float = 10.0) -> Bound:
 
 
 def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float = 10.0,
-                        base: Bound | None = None) -> Bound:
+                        base: Bound | None = None, guaranteed_met: bool = True) -> Bound:
     """:func:`upper_bound` tightened for the priority order, given units a plan ``achieved``.
 
     When a plan meets the bound of every priority above ``q``, any plan at least as good
@@ -312,6 +312,9 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
     the relaxation of all these priorities together with their placed units as floors (and
     stays bounded by its own value). Below the first priority whose objective is under its
     bound nothing changes. The result is a valid lexicographic upper bound on every plan.
+    Guaranteed replicas come before every priority in that order: unless the plan places all of
+    them (``guaranteed_met``), a better plan may place less of the priorities, so nothing is
+    tightened.
 
     Parameters
     ----------
@@ -323,10 +326,14 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
         Seconds for all the relaxations.
     base
         :func:`upper_bound` of ``p`` when already computed.
+    guaranteed_met
+        Whether the plan places every replica of every guaranteed workload.
     """
     t0 = time.perf_counter()
     deadline = t0 + time_limit
     base = base or upper_bound(p, time_limit=time_limit / 2)
+    if not guaranteed_met:
+        return base
     out = dict(base.per_priority)
     converged = base.converged
     types = BinTypes.of(p)

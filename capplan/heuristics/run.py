@@ -93,8 +93,10 @@ def plan_heuristic(p: Problem, options: PlanOptions, score: ScoreName = "fgd") -
     # The bound gets a fifth of the limit; the constructive pass switches to best fit at 60%.
     assignments, unplaced, placer = place(p, score, seed=options.seed, deadline=t0 + 0.6 * options.time_limit)
     achieved = placed_units(p, assignments)
+    placed = {a.key for a in assignments}
+    met = all((w.name, r) in placed for w in p.workloads if w.sla == "guaranteed" for r in range(w.replicas))
     bound = lexicographic_bound(p, {q: achieved[q] for q in p.priorities},
-                                time_limit=max(0.5, options.time_limit * 0.2))
+                                time_limit=max(0.5, options.time_limit * 0.2), guaranteed_met=met)
     extra: dict[str, object] = {"bound_seconds": round(bound.seconds, 3), "bound_exact": bound.converged}
     if placer.switched_at is not None:
         extra["bestfit_from_workload"] = placer.switched_at

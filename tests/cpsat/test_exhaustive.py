@@ -171,3 +171,20 @@ def test_cpsat_matches_exhaustive_search(seed: int) -> None:
     assert key(p, plan.assignments) == exhaustive_best(p)
     if plan.status != "infeasible":
         assert plan.status == "optimal" and plan.gap == 0
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_every_strategys_bound_covers_the_exhaustive_optimum(seed: int) -> None:
+    """Each strategy's bound per priority is at least the lexicographic optimum's placed demand there."""
+    import capplan.strategies  # noqa: F401  (registers the built-in strategies)
+    from capplan._base import UNITS_PER_GPU
+    from capplan.planner import STRATEGIES, PlanOptions
+
+    p = random_tiny(seed)
+    best = exhaustive_best(p)
+    opt_gpus = [best[1 + 2 * k] / UNITS_PER_GPU for k in range(len(p.priorities))]
+    for name in sorted(STRATEGIES):
+        plan = solve(p, name, PlanOptions(time_limit=5, seed=0, workers=1))
+        assert len(plan.bound) == len(opt_gpus)
+        for b, o in zip(plan.bound, opt_gpus, strict=True):
+            assert b >= o - 1e-6, (name, plan.bound, opt_gpus)
