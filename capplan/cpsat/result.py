@@ -107,6 +107,23 @@ def repaired(p: Problem, pm: PlacementModel, stages: list[Stage], run: Run, opti
     return better
 
 
+def repaired_from_greedy(p: Problem, plan: Plan, options: PlanOptions, t0: float, deadline: float,
+                         solve_sub: Callable[[Problem, PlanOptions], list[Assignment]]) -> Plan:
+    """Region repair of the greedy plan without the full model; the bound stays the trivial one."""
+    got, rstats = repair(p, list(plan.assignments), options, deadline, solve_sub)
+    stats = dict(plan.metrics.get("cpsat", {}), repair=rstats)
+    if not rstats.get("regions_improved"):
+        return plan.model_copy(update={"metrics": {**plan.metrics, "cpsat": stats},
+                                       "solve_seconds": round(time.perf_counter() - t0, 4)})
+    better = make_plan(p, "cpsat", got, unplaced_of(p, got, []), bound=trivial_bound(p),
+                       seconds=time.perf_counter() - t0, seed=options.seed, extra_metrics={"cpsat": stats})
+    violations = check_plan(p, better)
+    if violations:
+        log.warning("cpsat: rack repair gave an invalid plan %s; keeping the plan before it", violations[:3])
+        return plan
+    return better
+
+
 def greedy_as_cpsat(greedy: Plan, t0: float, stats: dict[str, object]) -> Plan:
     """The greedy plan reported by the cpsat strategy (with why CP-SAT's own result was not used)."""
     return greedy.model_copy(

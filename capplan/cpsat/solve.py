@@ -22,7 +22,7 @@ from capplan.cpsat.index import build_index
 from capplan.cpsat.model import PlacementModel
 from capplan.cpsat.objective import Stage, build_stages, fix_at_ceiling
 from capplan.cpsat.repair import lex_key, regions
-from capplan.cpsat.result import Run, StageResult, from_solution, greedy_as_cpsat, repaired
+from capplan.cpsat.result import Run, StageResult, from_solution, greedy_as_cpsat, repaired, repaired_from_greedy
 from capplan.greedy import plan_greedy
 from capplan.plan import Assignment, Plan
 from capplan.planner import PlanOptions
@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
 
 _PRESOLVE_MAX_VARS = 15_000
+# Model build time per candidate (workload, node) pair, a conservative figure from this machine
+# (512 nodes x 240 workloads = 123k pairs: about 37 s to build, constrain, stage and hint).
+_BUILD_SECONDS_PER_PAIR = 2e-4
 _TIE_BREAK_GRACE = 1.0  # seconds a stage whose units are proven keeps searching for the replica tie-break
 _WEIGHT = {"guaranteed": 1.0, "moves": 0.5, "shape": 0.5}  # share of the remaining time; priorities 2.0
 
@@ -254,7 +257,17 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
         )
     if deadline - time.perf_counter() < max(0.3, 0.1 * options.time_limit):
         return greedy_as_cpsat(greedy, t0, {"fallback": "greedy", "reason": "no time left after greedy"})
-    pm = PlacementModel(build_index(problem, options))
+    ix = build_index(problem, options)
+    pairs = sum(len(c) for c in ix.cands.values())
+    if pairs * _BUILD_SECONDS_PER_PAIR > 0.6 * (final - time.perf_counter()):
+        # The model alone would take most of the limit: keep the time for repair (small models).
+        stats: dict[str, object] = {"fallback": "greedy",
+                                    "reason": f"a model of {pairs} (workload, node) pairs would not be built in time"}
+        early = greedy_as_cpsat(greedy, t0, stats)
+        if repairable and early.status != "optimal":
+            early = repaired_from_greedy(problem, early, options, t0, final, _solve_sub)
+        return early
+    pm = PlacementModel(ix)
     add_all(pm)
     groups = break_node_symmetry(pm)
     stages = build_stages(pm)
@@ -266,7 +279,7 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
         deadline = max(deadline, time.perf_counter() + 0.25 * (final - time.perf_counter()))
     completed = _complete_hint(pm, stages, options, (deadline - time.perf_counter()) / 4)
     run = _solve_stages(pm, stages, options, t0, deadline, completed)
-    stats: dict[str, object] = {
+    stats = {
         "stages": [r.__dict__ for r in run.results],
         "hint_complete": completed is not None,
         "priorities_done_s": run.priorities_done_s,

@@ -93,3 +93,16 @@ def test_a_stage_stopped_at_once_claims_no_proof(monkeypatch: pytest.MonkeyPatch
     assert not any(s["units_proven"] for s in stages if s["status"] != "optimal")
     assert all(b >= o for b, o in zip(plan.bound, plan.objective, strict=True))
     assert all(b >= o - 1e-9 for b, o in zip(plan.bound, exact.objective, strict=True))
+
+
+def test_a_model_too_large_for_the_limit_is_not_built(small_h100_pod: Problem, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the estimated build time exceeds the budget, the greedy plan (repaired by racks) comes back, valid."""
+    import capplan.cpsat.solve as cpsat_solve
+
+    monkeypatch.setattr(cpsat_solve, "_BUILD_SECONDS_PER_PAIR", 1e6)
+    monkeypatch.setattr(cpsat_solve, "PlacementModel", None)  # building it would fail loudly
+    plan = solve(small_h100_pod, "cpsat", ONE_WORKER)
+    greedy = solve(small_h100_pod, "greedy", ONE_WORKER)
+    assert "would not be built in time" in plan.metrics["cpsat"]["reason"]
+    assert check_plan(small_h100_pod, plan) == [] and plan.strategy == "cpsat"
+    assert tuple(plan.objective) >= tuple(greedy.objective)
