@@ -119,12 +119,7 @@ def plots(results: list[dict[str, Any]], out: Path, published: dict[str, dict[in
         ax.set_xlabel("arrived workload (% of GPU capacity)")
         ax.set_ylabel("GPU allocation (%)")
         ax.set_title("Online protocol: allocation vs arrived workload (mean over seeds)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        path = out / "allocation.png"
-        _save(fig, path)
-        plt.close(fig)
-        written.append(path)
+        written.append(_finish(plt, fig, ax, out / "allocation.png"))
     pts2: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for res in results:
         f = res["final"]
@@ -137,13 +132,17 @@ def plots(results: list[dict[str, Any]], out: Path, published: dict[str, dict[in
         ax.set_xlabel("pods per run (online) / GPU demand (batch)")
         ax.set_ylabel("seconds per run")
         ax.set_yscale("log")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        path = out / "time.png"
-        _save(fig, path)
-        plt.close(fig)
-        written.append(path)
+        written.append(_finish(plt, fig, ax, out / "time.png"))
     return written
+
+
+def _finish(plt: Any, fig: Any, ax: Any, path: Path) -> Path:
+    """Grid, legend, atomic PNG write and close: the common end of every plot."""
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    _save(fig, path)
+    plt.close(fig)
+    return path
 
 
 def _save(fig: Any, path: Path) -> None:

@@ -9,7 +9,6 @@ point of this LP, so its optimum is a valid upper bound for the stage.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 
 import numpy as np
@@ -17,7 +16,7 @@ from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
 from capplan._base import UNITS_PER_GPU
-from capplan.cpsat.constraints import SLOT_SHARE, slot_share, tdp_of
+from capplan.cpsat.constraints import SLOT_SHARE, power_budgets, slot_share
 from capplan.cpsat.index import Index
 from capplan.problem import Workload
 
@@ -105,18 +104,8 @@ def stage_bounds(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
                 }
                 terms[busy[i]] = -float(SLOT_SHARE)
                 lp.le(terms, -float(run_slots.get(i, 0)))
-    cl = p.cluster
-    for d in cl.domains:
-        if d.power_w is None:
-            continue
-        lvl = cl.levels.index(d.level)
-        members = [(ni, tdp_of(ni)) for ni in ix.nodes if tdp_of(ni) and ni.node.path[lvl] == d.name]
-        if not members:
-            continue
-        # Busy GPUs are integers in every plan: divide by the gcd of the TDPs and round down.
-        g = math.gcd(*(t for _, t in members))
-        lp.le({busy[ni.index]: float(t // g) for ni, t in members}, float(d.power_w // g))
-
+    for budget, members in power_budgets(ix):
+        lp.le({busy[ni.index]: float(t) for ni, t in members}, float(budget))
     return solve_stage(lp, ix, c, fixed, target, time_limit)
 
 

@@ -21,12 +21,11 @@ topology are relaxed. Problems with running replicas are not handled (None).
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 
 from capplan._base import MILLI
 from capplan.cpsat.bound import Lp, solve_stage
-from capplan.cpsat.constraints import tdp_of
+from capplan.cpsat.constraints import power_budgets
 from capplan.cpsat.index import Index
 from capplan.cpsat.layouts import enumerate_multisets
 from capplan.plan import MigSlot
@@ -60,20 +59,12 @@ def config_bound(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
     for ni in ix.nodes:
         if ni.model is not None:
             busy[ni.index] = _node(lp, ix, ni.index, on_node[ni.index], iso)
-    cl = p.cluster
-    for d in cl.domains:
-        if d.power_w is None:
-            continue
-        lvl = cl.levels.index(d.level)
-        members = [(ni, tdp_of(ni)) for ni in ix.nodes if tdp_of(ni) and ni.node.path[lvl] == d.name]
-        if not members:
-            continue
-        g = math.gcd(*(t for _, t in members))
+    for budget, members in power_budgets(ix):
         terms: dict[int, float] = {}
         for ni, t in members:
             for v, k in busy[ni.index].items():
-                terms[v] = terms.get(v, 0.0) + k * (t // g)
-        lp.le(terms, float(d.power_w // g))
+                terms[v] = terms.get(v, 0.0) + k * t
+        lp.le(terms, float(budget))
     return solve_stage(lp, ix, c, fixed, target, time_limit)
 
 

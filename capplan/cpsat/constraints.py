@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from capplan._base import MILLI
-from capplan.cpsat.index import NodeInfo, Run, released_gpus
+from capplan.cpsat.index import Index, NodeInfo, Run, released_gpus
 from capplan.cpsat.model import PlacementModel
 from capplan.problem import Demand, Workload
 
@@ -281,22 +281,30 @@ def tdp_of(ni: NodeInfo) -> int:
     return ni.model.tdp_w if ni.model is not None and ni.model.tdp_w else 0
 
 
-def add_power(pm: PlacementModel) -> None:
-    """GPU power (TDP per busy GPU) of each domain with a budget."""
-    cl = pm.p.cluster
+def power_budgets(ix: Index) -> list[tuple[int, list[tuple[NodeInfo, int]]]]:
+    """Per domain with a power budget: ``(budget // g, [(node, TDP // g), ...])``, ``g`` the gcd of the TDPs.
+
+    Busy GPUs are integers, so dividing by the gcd of the TDPs and rounding the budget down is
+    exact; it matters because presolve (which would do it) is off on large models and the LP
+    bounds otherwise count a fractional GPU per domain (38.08 kW / 700 W = 54.4).
+    """
+    cl = ix.p.cluster
+    out = []
     for d in cl.domains:
         if d.power_w is None:
             continue
         lvl = cl.levels.index(d.level)
-        members = [(ni, tdp_of(ni)) for ni in pm.ix.nodes if tdp_of(ni) and ni.node.path[lvl] == d.name]
-        if not members:
-            continue
-        # Busy GPUs are integers, so dividing by the gcd of the TDPs and rounding the budget down
-        # is exact; it matters because presolve (which would do it) is off on large models and
-        # the LP bound otherwise counts a fractional GPU per domain (38.08 kW / 700 W = 54.4).
-        g = math.gcd(*(t for _, t in members))
-        draw = _sum((t // g) * busy_gpus(pm, ni.index) for ni, t in members)
-        pm.m.add(draw <= d.power_w // g)
+        members = [(ni, tdp_of(ni)) for ni in ix.nodes if tdp_of(ni) and ni.node.path[lvl] == d.name]
+        if members:
+            g = math.gcd(*(t for _, t in members))
+            out.append((d.power_w // g, [(ni, t // g) for ni, t in members]))
+    return out
+
+
+def add_power(pm: PlacementModel) -> None:
+    """GPU power (TDP per busy GPU) of each domain with a budget."""
+    for budget, members in power_budgets(pm.ix):
+        pm.m.add(_sum(t * busy_gpus(pm, ni.index) for ni, t in members) <= budget)
 
 
 def add_eviction_rules(pm: PlacementModel) -> None:

@@ -117,8 +117,9 @@ def repair(
         return assignments, stats
     current = list(assignments)
     tried: set[tuple[int, ...]] = set()  # neighbourhoods solved with no improvement since
+    order = _neighbourhoods(p, current, regs)  # recomputed only when the plan changes
     while time.perf_counter() < deadline - 0.5:
-        todo = [n for n in _neighbourhoods(p, current, regs) if tuple(n) not in tried]
+        todo = [n for n in order if tuple(n) not in tried]
         if not todo:
             break
         region = todo[0]
@@ -143,6 +144,7 @@ def repair(
         # Only neighbourhoods overlapping the region can improve now: elsewhere the arrangement is
         # unchanged and the left-out pool only shrank.
         tried = {t for t in tried if not set(t) & set(region)}
+        order = _neighbourhoods(p, current, regs)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     return current, stats
 

@@ -89,34 +89,24 @@ def bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, int
     return out, True
 
 
-def repaired(p: Problem, pm: PlacementModel, stages: list[Stage], run: Run, options: PlanOptions, t0: float,
-             deadline: float, plan: Plan, solve_sub: Callable[[Problem, PlanOptions], list[Assignment]]) -> Plan:
-    """The plan after rack repair (its bound recomputed for the new objective), if that passes the validator."""
+BoundOf = Callable[[dict[int, int]], tuple[dict[int, int], bool]]
+
+
+def repaired(p: Problem, plan: Plan, options: PlanOptions, t0: float, deadline: float,
+             solve_sub: Callable[[Problem, PlanOptions], list[Assignment]], bound_of: BoundOf) -> Plan:
+    """The plan after region repair, if that passes the validator.
+
+    ``bound_of`` gives the bound per priority and whether it is proven, for the placed units of
+    the repaired plan (:func:`bounds` with the model, or the trivial bound without one).
+    """
     got, rstats = repair(p, list(plan.assignments), options, deadline, solve_sub)
     stats = dict(plan.metrics.get("cpsat", {}), repair=rstats)
     if not rstats.get("regions_improved"):
         return plan.model_copy(update={"metrics": {**plan.metrics, "cpsat": stats},
                                        "solve_seconds": round(time.perf_counter() - t0, 4)})
-    bound, optimal = bounds(pm, stages, run, placed_units(p, got), deadline=t0 + options.time_limit)
+    bound, optimal = bound_of(placed_units(p, got))
     better = make_plan(p, "cpsat", got, unplaced_of(p, got, []), bound=bound, seconds=time.perf_counter() - t0,
                        seed=options.seed, proven_optimal=optimal, extra_metrics={"cpsat": stats})
-    violations = check_plan(p, better)
-    if violations:
-        log.warning("cpsat: rack repair gave an invalid plan %s; keeping the plan before it", violations[:3])
-        return plan
-    return better
-
-
-def repaired_from_greedy(p: Problem, plan: Plan, options: PlanOptions, t0: float, deadline: float,
-                         solve_sub: Callable[[Problem, PlanOptions], list[Assignment]]) -> Plan:
-    """Region repair of the greedy plan without the full model; the bound stays the trivial one."""
-    got, rstats = repair(p, list(plan.assignments), options, deadline, solve_sub)
-    stats = dict(plan.metrics.get("cpsat", {}), repair=rstats)
-    if not rstats.get("regions_improved"):
-        return plan.model_copy(update={"metrics": {**plan.metrics, "cpsat": stats},
-                                       "solve_seconds": round(time.perf_counter() - t0, 4)})
-    better = make_plan(p, "cpsat", got, unplaced_of(p, got, []), bound=trivial_bound(p),
-                       seconds=time.perf_counter() - t0, seed=options.seed, extra_metrics={"cpsat": stats})
     violations = check_plan(p, better)
     if violations:
         log.warning("cpsat: rack repair gave an invalid plan %s; keeping the plan before it", violations[:3])

@@ -22,11 +22,12 @@ from capplan.cpsat.index import build_index
 from capplan.cpsat.model import PlacementModel
 from capplan.cpsat.objective import Stage, build_stages, fix_at_ceiling
 from capplan.cpsat.repair import lex_key, regions
-from capplan.cpsat.result import Run, StageResult, from_solution, greedy_as_cpsat, repaired, repaired_from_greedy
+from capplan.cpsat.result import Run, StageResult, bounds, from_solution, greedy_as_cpsat, repaired
 from capplan.greedy import plan_greedy
 from capplan.plan import Assignment, Plan
 from capplan.planner import PlanOptions
 from capplan.problem import Problem
+from capplan.summary import trivial_bound
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
@@ -265,7 +266,8 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
                                     "reason": f"a model of {pairs} (workload, node) pairs would not be built in time"}
         early = greedy_as_cpsat(greedy, t0, stats)
         if repairable and early.status != "optimal":
-            early = repaired_from_greedy(problem, early, options, t0, final, _solve_sub)
+            early = repaired(problem, early, options, t0, final, _solve_sub,
+                             lambda _: (trivial_bound(problem), False))
         return early
     pm = PlacementModel(ix)
     add_all(pm)
@@ -291,7 +293,8 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
         stats["fallback"] = "greedy"
         plan = greedy_as_cpsat(greedy, t0, stats)
     if repairable and plan.status != "optimal":  # also from the greedy plan when CP-SAT found nothing better
-        plan = repaired(problem, pm, stages, run, options, t0, final, plan, _solve_sub)
+        plan = repaired(problem, plan, options, t0, final, _solve_sub,
+                        lambda got: bounds(pm, stages, run, got, deadline=t0 + options.time_limit))
     return plan
 
 
