@@ -69,19 +69,16 @@ def _binding(
         inst = [i for i in pr.installed if i.site == s and i.start <= p < i.end]
         arrived = [o for o in orders if o.site == site.name and lab.index(o.arrival_period) <= p]
         by_name = {po.name: po for po in pr.purchases}
-        if site.power_w is not None:
-            used = sum(i.count * i.power_w for i in inst) + sum(
-                o.count * by_name[o.option].power_w for o in arrived
+        # (per-GPU attribute, site capacity, what it is, unit, display scale): power, then rack space
+        for attr, cap, what, unit, scale in (("power_w", site.power_w, "power", "kW", 1000.0),
+                                             ("rack_units_per_gpu", site.rack_units, "rack space", "units", 1.0)):
+            if cap is None:
+                continue
+            used = sum(i.count * getattr(i, attr) for i in inst) + sum(
+                o.count * getattr(by_name[o.option], attr) for o in arrived
             )
-            if used + min(po.lot_size * po.power_w for po in here) > site.power_w + EPS:
-                why.append(f"power at {site.name}: {used / 1000:g} of {site.power_w / 1000:g} kW in {lab[p]}")
-                sites.append(site.name)
-        if site.rack_units is not None:
-            used = sum(i.count * i.rack_units_per_gpu for i in inst) + sum(
-                o.count * by_name[o.option].rack_units_per_gpu for o in arrived
-            )
-            if used + min(po.lot_size * po.rack_units_per_gpu for po in here) > site.rack_units + EPS:
-                why.append(f"rack space at {site.name}: {used:g} of {site.rack_units:g} units in {lab[p]}")
+            if used + min(po.lot_size * getattr(po, attr) for po in here) > cap + EPS:
+                why.append(f"{what} at {site.name}: {used / scale:g} of {cap / scale:g} {unit} in {lab[p]}")
                 sites.append(site.name)
         if site.max_installs is not None:
             full = [

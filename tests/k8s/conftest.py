@@ -13,6 +13,12 @@ LEVELS = [("block", "cloud.provider.com/topology-block"), ("rack", "cloud.provid
 LEVEL_ARGS = [f"--level-label={lv}={lb}" for lv, lb in LEVELS]
 
 
+def import_sample_argv(out: Path, *extra: str) -> list[str]:
+    """``capplan import kubernetes`` of the sample nodes and pods to ``out``, with ``extra`` options."""
+    return ["import", "kubernetes", "--nodes", str(DATA / "nodes.json"), "--pods", str(DATA / "pods.json"),
+            *extra, "-o", str(out)]
+
+
 @pytest.fixture
 def nodes_doc() -> dict[str, Any]:
     """`kubectl get nodes -o json` of the sample cluster (H100, A100 mixed/single MIG, MI300X, CPU)."""

@@ -8,29 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import DATA, LEVEL_ARGS, k8s_main
+from .conftest import DATA, LEVEL_ARGS, import_sample_argv, k8s_main
 
 
 @pytest.fixture
 def imported(tmp_path: Path) -> Path:
     """The sample cluster imported to a scenario (with its .k8s.json metadata)."""
     out = tmp_path / "cluster.yaml"
-    assert (
-        k8s_main(
-            [
-                "import",
-                "kubernetes",
-                "--nodes",
-                str(DATA / "nodes.json"),
-                "--pods",
-                str(DATA / "pods.json"),
-                *LEVEL_ARGS,
-                "-o",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert k8s_main(import_sample_argv(out, *LEVEL_ARGS)) == 0
     return out
 
 
@@ -77,19 +62,7 @@ def test_bad_import_writes_nothing(
 ) -> None:
     """Bad options or inputs exit 2, name the field and write no file."""
     out = tmp_path / "c.yaml"
-    code = k8s_main(
-        [
-            "import",
-            "kubernetes",
-            "--nodes",
-            str(DATA / "nodes.json"),
-            "--pods",
-            str(DATA / "pods.json"),
-            *args,
-            "-o",
-            str(out),
-        ]
-    )
+    code = k8s_main(import_sample_argv(out, *args))
     assert code == 2 and needle in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []
 

@@ -21,7 +21,7 @@ from capplan.planner import solve
 from capplan.scenario import load_scenario
 from capplan.validate import check_plan
 
-from .conftest import DATA, LEVEL_ARGS, LEVELS, k8s_main
+from .conftest import DATA, LEVEL_ARGS, LEVELS, import_sample_argv, k8s_main
 
 
 def _apply_mig_parted(
@@ -109,22 +109,7 @@ def _apply_bindings(pods: dict[str, Any], doc: dict[str, Any], scenario: Any) ->
 def test_round_trip(tmp_path: Path) -> None:
     """Every planned replica is running after the exports are applied, and the re-import validates."""
     scen, plan_f = tmp_path / "c.yaml", tmp_path / "plan.json"
-    assert (
-        k8s_main(
-            [
-                "import",
-                "kubernetes",
-                "--nodes",
-                str(DATA / "nodes.json"),
-                "--pods",
-                str(DATA / "pods.json"),
-                *LEVEL_ARGS,
-                "-o",
-                str(scen),
-            ]
-        )
-        == 0
-    )
+    assert k8s_main(import_sample_argv(scen, *LEVEL_ARGS)) == 0
     problem = load_scenario(scen)
     plan = solve(problem, "greedy")
     plan_f.write_text(plan.to_json())
