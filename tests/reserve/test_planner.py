@@ -46,6 +46,20 @@ def test_unmet_guaranteed_names_site_power() -> None:
     assert any(b.startswith("power at site-1") for b in u.binding)
 
 
+def test_unmet_guaranteed_names_site_rack_space() -> None:
+    """A site with 6 rack units and 1 unit per GPU holds 6 GPUs; demand 10 leaves 4 short: rack space at site-1."""
+    d = planning(
+        periods=1,
+        sites=[{"name": "site-1", "rack_units": 6}],
+        options={"purchases": [{"model": "H100-SXM5", "lead_time": 0, "unit_cost": 10}]},
+        scenarios=[{"name": "base", "probability": 1, "demand": {"train": 10}}],
+    )
+    _, plan = solved(d)
+    (u,) = plan.unmet
+    assert u.sites == ("site-1",) and u.shortfall_gpus == pytest.approx(4, abs=1e-3)
+    assert any(b.startswith("rack space at site-1: 6 of 6 units") for b in u.binding)
+
+
 def test_deterministic_output() -> None:
     """Two solves of the same problem give the same plan (apart from the runtime)."""
     path = EXAMPLES[0]
