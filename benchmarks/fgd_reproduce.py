@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from capplan.errors import InputError
-from capplan.fileio import write_text_atomic
+from capplan.io.files import write_text_atomic
+from capplan.model.errors import InputError
 
 if TYPE_CHECKING:
     from capplan.bench.sim import Fleet, PodTable
@@ -125,7 +125,7 @@ def load_run(path: Path, file: str, policy: str, seed: int) -> Run | None:
 def _inputs(data: str, file: str) -> tuple[Fleet, PodTable]:
     """The fleet and pods of one trace file, read once per worker process."""
     from capplan.bench.sim import Fleet, PodTable
-    from capplan.traces.alibaba import read_nodes, read_pods
+    from capplan.io.alibaba import read_nodes, read_pods
 
     fleet = Fleet.from_trace(read_nodes(Path(data) / NODES))
     return fleet, PodTable.from_trace(read_pods(pod_file(Path(data), file)))

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from capplan.catalog import load_catalog
-from capplan.planner import PlanOptions, solve
-from capplan.scenario import problem_from_data
+from capplan.io.scenario import problem_from_data
+from capplan.model.catalog import load_catalog
+from capplan.placement import PlanOptions, solve
 
 DATA = Path(__file__).parents[2] / "shared" / "data" / "alibaba-gpu-v2023"
 
@@ -33,7 +33,7 @@ def peak_gib() -> float:
 
 def bench_trace(strategy: str, time_limit: float) -> None:
     """(a) All pods of the default file known up front: plan, bound and gap."""
-    from capplan.traces.alibaba import load_alibaba
+    from capplan.io.alibaba import load_alibaba
 
     p = load_alibaba(DATA / "openb_node_list_gpu_node.csv", DATA / "openb_pod_list_default.csv")
     t = time.perf_counter()
@@ -46,8 +46,8 @@ def bench_trace(strategy: str, time_limit: float) -> None:
 
 def bench_online(seeds: int, pods_file: str) -> None:
     """(b) FGD protocol: shuffle by seed, append sampled pods to 130% of capacity, place on arrival."""
-    from capplan.online import OnlineScheduler
-    from capplan.traces.alibaba import read_nodes, read_pods, trace_data
+    from capplan.io.alibaba import read_nodes, read_pods, trace_data
+    from capplan.placement.online import OnlineScheduler
 
     nodes, pods = read_nodes(DATA / "openb_node_list_gpu_node.csv"), read_pods(DATA / pods_file)
     cap = sum(n.gpus for n in nodes) * 1000

@@ -1,6 +1,6 @@
 """Issue 4 target (c): synthetic fleets from 1k to 100k GPUs, time, peak memory and gap by size.
 
-Each size runs in a fresh process (so peak RSS is per size) through ``capplan.planner.solve``,
+Each size runs in a fresh process (so peak RSS is per size) through ``capplan.placement.planner.solve``,
 which validates the plan with the independent validator. Prints Markdown rows, writes a JSON
 file of the results and a log-log PNG plot (matplotlib, Agg)::
 
@@ -30,10 +30,10 @@ def run_one(gpus: int, strategy: str, time_limit: float) -> dict[str, Any]:
     """Build, solve (validated) and measure one size in this process."""
     from fleet_bench import synthetic
 
-    import capplan.strategies  # noqa: F401  (strategy imports outside the timing)
-    from capplan.catalog import load_catalog
-    from capplan.planner import PlanOptions, solve
-    from capplan.scenario import problem_from_data
+    import capplan.placement.strategies  # noqa: F401  (strategy imports outside the timing)
+    from capplan.io.scenario import problem_from_data
+    from capplan.model.catalog import load_catalog
+    from capplan.placement import PlanOptions, solve
 
     t = time.perf_counter()
     p = problem_from_data(synthetic(gpus), load_catalog())

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from capplan.greedy import plan_greedy
-from capplan.planner import PlanOptions
-from capplan.problem import Problem
-from capplan.scenario import load_scenario
-from capplan.traces.alibaba import load_alibaba
-from capplan.validate import check_plan
+from capplan.io.alibaba import load_alibaba
+from capplan.io.scenario import load_scenario
+from capplan.model.problem import Problem
+from capplan.model.validate import check_plan
+from capplan.placement.core.options import PlanOptions
+from capplan.placement.greedy import plan_greedy
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO.parent / "shared" / "data" / "alibaba-gpu-v2023"

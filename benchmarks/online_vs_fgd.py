@@ -36,7 +36,7 @@ def _one(args: tuple[str, str, str, int]) -> dict[str, object]:
     data, file, policy, seed = args
     from capplan.bench.protocols import run_online
     from capplan.bench.sim import Fleet, PodTable
-    from capplan.traces.alibaba import read_nodes, read_pods
+    from capplan.io.alibaba import read_nodes, read_pods
 
     fleet = Fleet.from_trace(read_nodes(Path(data) / "openb_node_list_gpu_node.csv"))
     pods = PodTable.from_trace(read_pods(Path(data) / f"openb_pod_list_{file}.csv"))
@@ -94,7 +94,7 @@ def main() -> int:
             path.write_text(json.dumps(res))
             print(f"done {path.name}: {res['100']} / {res['130']} ({res['seconds']} s)", file=sys.stderr)
     results = [json.loads((args.out / f"{j[1]}-{j[2]}-{j[3]}.json").read_text()) for j in jobs]
-    from capplan.traces.alibaba import read_nodes
+    from capplan.io.alibaba import read_nodes
 
     gpus = sum(n.gpus for n in read_nodes(args.data / "openb_node_list_gpu_node.csv"))
     wins = 0

@@ -146,10 +146,9 @@ def _write_instances() -> list[Path]:
 
 
 def _one(path: str, planner: str, limit: float, workers: int, q: Any) -> None:
-    from capplan.planner import PlanOptions, _load_builtin, solve
-    from capplan.scenario import load_scenario
-
-    _load_builtin()  # import every strategy (OR-Tools, ...) before the clock starts
+    import capplan.placement.strategies  # noqa: F401  (every strategy, OR-Tools, ... before the clock starts)
+    from capplan.io.scenario import load_scenario
+    from capplan.placement import PlanOptions, solve
     p = load_scenario(path)
     first: list[float] = []
     t0 = time.perf_counter()

@@ -2,16 +2,21 @@
 
 The main entry points are :func:`load_scenario` (a validated, immutable :class:`Problem`),
 :func:`solve` (one planner interface, many strategies; the result is checked by the independent
-validator) and :func:`check_plan` (the validator itself).
+validator) and :func:`check_plan` (the validator itself). ``STRATEGIES`` and ``register`` are
+loaded on first use (PEP 562), so ``import capplan`` does not load OR-Tools.
 """
 
-from capplan.catalog import Catalog, GpuModel, MigProfile, load_catalog
-from capplan.errors import CapplanError, InputError, PlanValidationError
-from capplan.plan import Assignment, Eviction, Migration, MigSlot, Plan, Unplaced
-from capplan.planner import STRATEGIES, PlanOptions, register, solve
-from capplan.problem import Cluster, Node, Problem, Workload
-from capplan.scenario import dump_scenario, load_scenario, problem_from_data
-from capplan.validate import assert_valid, check_plan
+from __future__ import annotations
+
+from typing import Any
+
+from capplan.io.scenario import dump_scenario, load_scenario, problem_from_data
+from capplan.model.catalog import Catalog, GpuModel, MigProfile, load_catalog
+from capplan.model.errors import CapplanError, InputError, PlanValidationError
+from capplan.model.plan import Assignment, Eviction, Migration, MigSlot, Plan, Unplaced
+from capplan.model.problem import Cluster, Node, Problem, Workload
+from capplan.model.validate import assert_valid, check_plan
+from capplan.placement import PlanOptions, solve
 
 __version__ = "0.1.0"
 
@@ -21,3 +26,11 @@ __all__ = [
     "Unplaced", "Workload", "assert_valid", "check_plan", "dump_scenario", "load_catalog", "load_scenario",
     "problem_from_data", "register", "solve",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("STRATEGIES", "register"):
+        from capplan.placement import strategies
+
+        return getattr(strategies, name)
+    raise AttributeError(f"module 'capplan' has no attribute {name!r}")

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from capplan.problem import Problem
-from capplan.scenario import problem_from_data
+from capplan.io.scenario import problem_from_data
+from capplan.model.problem import Problem
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "models" / "examples"

@@ -29,8 +29,8 @@ import numpy as np
 
 from capplan.bench.frag import TypicalPods
 from capplan.bench.sim import MILLI, Fleet, PodTable, SimResult, SimState
-from capplan.plan import Plan
-from capplan.problem import Problem
+from capplan.model.plan import Plan
+from capplan.model.problem import Problem
 
 COLUMNS = ("policy", "seed", "arrived_pct", "allocation_pct", "unallocated_gpus", "fragmentation_pct", "seconds")
 # Plan-based columns appended to runs.csv after ``bound_pct`` (empty where not applicable).

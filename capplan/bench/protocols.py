@@ -8,7 +8,7 @@ that would exceed it). Pods arrive in that order and never leave. After every po
 GPU demand and the allocated GPU milli are recorded; ``arrived_pct`` bins are the arrived
 demand as a whole percentage of capacity, and a bin's allocation is the mean over its records.
 
-Batch: the same pod list (same seed, same inflation) is handed to :func:`capplan.planner.solve`
+Batch: the same pod list (same seed, same inflation) is handed to :func:`capplan.placement.planner.solve`
 at once; the plan reports the placed GPUs and the planner's upper bound. On synthetic suites the
 recorded pod kinds are used: ``training`` pods become gangs and ``mig`` pods real MIG workloads
 (online they stay N/7 shares: the online baselines know no MIG geometry). Results of the two
@@ -30,15 +30,15 @@ from capplan.bench.frag import TypicalPods, cluster_frag
 from capplan.bench.metrics import RunRecord, bin_records, final_metrics, plan_metrics
 from capplan.bench.policies import PolicyContext, make_policy
 from capplan.bench.sim import MILLI, Fleet, IntArr, PodTable, SimState, simulate
-from capplan.errors import InputError
+from capplan.model.errors import InputError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from capplan.plan import Plan
-    from capplan.problem import Problem
-    from capplan.traces.alibaba import TracePod
-    from capplan.traces.synthetic import MigRequest
+    from capplan.bench.synthetic import MigRequest
+    from capplan.io.alibaba import TracePod
+    from capplan.model.plan import Plan
+    from capplan.model.problem import Problem
 
 TUNE = 1.3
 BINS = range(0, 131)
@@ -150,9 +150,9 @@ def batch_problem(nodes_data: dict[str, Any], trace_pods: list[TracePod], seed: 
     instead of its N/7 GPU share. Alibaba traces pass none of these. Inflation copies of a pod
     are named ``<pod>-tuned-<n>``.
     """
-    from capplan.catalog import load_catalog
-    from capplan.scenario import problem_from_data
-    from capplan.traces.alibaba import pod_workload
+    from capplan.io.alibaba import pod_workload
+    from capplan.io.scenario import problem_from_data
+    from capplan.model.catalog import load_catalog
 
     pods = PodTable.from_trace(trace_pods, replicas=replicas, priority=priority)
     order = online_order(pods, capacity_milli, seed, tune)
@@ -183,7 +183,7 @@ def _solve_measured(problem: Problem, strategy: str, time_limit: float, seed: in
     """Solve in this (fresh) process: the plan, wall seconds and the process's peak RSS in MiB."""
     import resource
 
-    from capplan.planner import PlanOptions, solve
+    from capplan.placement import PlanOptions, solve
 
     t0 = time.perf_counter()
     plan = solve(problem, strategy, PlanOptions(time_limit=time_limit, seed=seed))
@@ -198,7 +198,7 @@ def run_batch(nodes_data: dict[str, Any], trace_pods: list[TracePod], strategy: 
     """Plan the online protocol's pod list (same seed) all at once with capplan strategy ``strategy``.
 
     The problem is :func:`batch_problem` (same per-pod arguments); the plan comes from
-    :func:`capplan.planner.solve`, which validates it.
+    :func:`capplan.placement.planner.solve`, which validates it.
     """
     problem, demand = batch_problem(nodes_data, trace_pods, seed, capacity_milli, tune, replicas, priority,
                                     kinds, mig)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from capplan.bench.policies import PUBLISHED_NAMES
-from capplan.fileio import write_text_atomic
+from capplan.io.files import write_text_atomic
 
 
 def _mean(xs: list[float]) -> float:
@@ -148,7 +148,7 @@ def _finish(plt: Any, fig: Any, ax: Any, path: Path) -> Path:
 def _save(fig: Any, path: Path) -> None:
     import io
 
-    from capplan.fileio import write_bytes_atomic
+    from capplan.io.files import write_bytes_atomic
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from capplan.bench.metrics import COLUMNS, PLAN_COLUMNS
-from capplan.fileio import write_text_atomic
+from capplan.io.files import write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,10 @@ class Job:
 def _load(source: Source) -> tuple[Any, Any, list[Any], dict[str, Any], Any]:
     """(fleet, pod table, trace pods, scenario cluster data, Synthetic or None), cached per process."""
     from capplan.bench.sim import Fleet, PodTable
-    from capplan.traces.alibaba import read_nodes, read_pods, trace_data
+    from capplan.io.alibaba import read_nodes, read_pods, trace_data
 
     if source.kind == "synthetic":
-        from capplan.traces.synthetic import generate, load_config
+        from capplan.bench.synthetic import generate, load_config
 
         syn = generate(load_config(source.config))
         fleet = Fleet.from_trace(syn.nodes, rack=syn.rack, block=syn.block)
@@ -84,8 +84,8 @@ def run_job(job: Job) -> dict[str, Any]:
         run = run_online(fleet, table, job.policy, job.seed)
         return {"job": asdict(job), "rows": [asdict(r) for r in run.rows], "final": run.final}
     if syn is not None:
-        from capplan.catalog import load_catalog
-        from capplan.traces.synthetic import mig_requests
+        from capplan.bench.synthetic import mig_requests
+        from capplan.model.catalog import load_catalog
 
         b = run_batch(cluster, trace_pods, job.policy, job.seed, fleet.total_milli, job.time_limit,
                       replicas=list(syn.replicas), priority=list(syn.priority), kinds=syn.kinds,
@@ -113,7 +113,7 @@ def _progress(done: int, total: int, t0: float, quiet: bool) -> None:
 
 def run_all(jobs: list[Job], out: Path, workers: int = 1, quiet: bool = False) -> list[dict[str, Any]]:
     """Run the jobs not finished yet (in parallel), then rebuild runs.csv and final.csv."""
-    from capplan.executor import LocalExecutor, SerialExecutor
+    from capplan.placement.core.executor import LocalExecutor, SerialExecutor
 
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)

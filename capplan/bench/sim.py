@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-    from capplan.bench.policies import Policy
-    from capplan.traces.alibaba import TraceNode, TracePod
+    from capplan.io.alibaba import TraceNode, TracePod
 
 MILLI = 1000
 IntArr = npt.NDArray[np.int64]
@@ -260,3 +259,11 @@ def simulate(fleet: Fleet, pods: PodTable, order: IntArr, policy: Policy, seed: 
         res.arrived_milli.append(arrived)
         res.used_milli.append(state.used_milli)
     return state, res
+
+
+class Policy(Protocol):
+    """Scores nodes for a pod (higher is better); see :mod:`capplan.bench.policies` for the optional methods."""
+
+    def score(self, state: SimState, pod: Pod) -> FloatArr:
+        """One score per node, higher is better."""
+        ...

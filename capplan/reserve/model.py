@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from capplan._base import Frozen
-from capplan.errors import InputError
-from capplan.fileio import load_yaml_or_json
+from capplan.io.files import load_yaml_or_json
+from capplan.model.errors import InputError
+from capplan.model.units import Frozen
 
 #: A period reference: a label such as ``2027-03`` (``2027-03-01`` for weekly horizons)
 #: or a 0-based period index.

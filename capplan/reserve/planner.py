@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from capplan.errors import CapplanError
+from capplan.model.errors import CapplanError
 from capplan.reserve.benders import solve_decomposition
 from capplan.reserve.diagnose import explain
 from capplan.reserve.milp import TOL, RawSolution, ReservationModel, SolverSettings

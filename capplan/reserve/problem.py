@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from capplan.catalog import Catalog, builtin_catalog
-from capplan.errors import InputError, suggest
+from capplan.model.catalog import Catalog, builtin_catalog
+from capplan.model.errors import InputError, suggest
 from capplan.reserve.model import DemandSeries, PeriodRef, PlanningFile
 
 HOURS = {"month": 730.0, "week": 168.0}

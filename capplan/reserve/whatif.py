@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.catalog import Catalog, builtin_catalog
-from capplan.errors import InputError, suggest
+from capplan.model.catalog import Catalog, builtin_catalog
+from capplan.model.errors import InputError, suggest
 from capplan.reserve.milp import SolverSettings
 from capplan.reserve.model import PlanningFile, parse_planning
 from capplan.reserve.planner import solve

@@ -17,13 +17,13 @@ from capplan.bench.metrics import bin_records
 from capplan.bench.policies import POLICIES, PolicyContext, make_policy
 from capplan.bench.protocols import online_order, run_online, seeds_from
 from capplan.bench.sim import Fleet, PodTable, SimState, simulate
-from capplan.cli import main
-from capplan.errors import InputError
-from capplan.plan import Assignment, Plan, Unplaced
-from capplan.scenario import problem_from_data
-from capplan.summary import make_plan
-from capplan.traces.alibaba import TraceNode, TracePod, trace_data
-from capplan.validate import check_plan
+from capplan.cli.main import main
+from capplan.io.alibaba import TraceNode, TracePod, trace_data
+from capplan.io.scenario import problem_from_data
+from capplan.model.errors import InputError
+from capplan.model.plan import Assignment, Plan, Unplaced
+from capplan.model.validate import check_plan
+from capplan.placement.core.summary import make_plan
 
 MODELS = ("T4", "G2", "P100")
 ONLINE = [p for p in POLICIES if p != "capplan"]

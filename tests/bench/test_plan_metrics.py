@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from capplan.bench.metrics import gang_metrics, mig_utilisation, plan_metrics
-from capplan.plan import Assignment, MigSlot, Unplaced
-from capplan.problem import Problem
-from capplan.scenario import problem_from_data
-from capplan.summary import make_plan
-from capplan.validate import check_plan
+from capplan.io.scenario import problem_from_data
+from capplan.model.plan import Assignment, MigSlot, Unplaced
+from capplan.model.problem import Problem
+from capplan.model.validate import check_plan
+from capplan.placement.core.summary import make_plan
 
 H100 = "H100-SXM5-80GB"
 

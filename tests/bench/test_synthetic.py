@@ -8,9 +8,9 @@ import pytest
 
 from capplan.bench.protocols import run_online
 from capplan.bench.sim import Fleet, PodTable
-from capplan.errors import InputError
-from capplan.scenario import problem_from_data
-from capplan.traces.synthetic import SynthConfig, generate, load_config
+from capplan.bench.synthetic import SynthConfig, generate, load_config
+from capplan.io.scenario import problem_from_data
+from capplan.model.errors import InputError
 
 CONFIGS = Path(__file__).parents[2] / "benchmarks" / "configs"
 
@@ -55,7 +55,7 @@ def test_batch_on_synthetic_gangs_reports_gang_columns(tmp_path: Path) -> None:
     """The batch protocol plans synthetic gangs as training workloads and fills the gang columns."""
     import csv
 
-    from capplan.cli import main
+    from capplan.cli.main import main
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text("seed: 3\nblocks: 2\nracks_per_block: 2\nnodes_per_rack: 2\nload: 0.9\n"

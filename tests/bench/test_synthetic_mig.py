@@ -13,13 +13,7 @@ from hypothesis import strategies as st
 
 from capplan.bench.metrics import plan_metrics
 from capplan.bench.protocols import batch_problem
-from capplan.catalog import load_catalog
-from capplan.errors import InputError
-from capplan.plan import Plan
-from capplan.planner import PlanOptions, solve
-from capplan.problem import Problem
-from capplan.traces.alibaba import TracePod
-from capplan.traces.synthetic import (
+from capplan.bench.synthetic import (
     MIG_FAMILIES,
     MODELS,
     SynthConfig,
@@ -29,7 +23,13 @@ from capplan.traces.synthetic import (
     load_config,
     mig_requests,
 )
-from capplan.validate import check_plan
+from capplan.io.alibaba import TracePod
+from capplan.model.catalog import load_catalog
+from capplan.model.errors import InputError
+from capplan.model.plan import Plan
+from capplan.model.problem import Problem
+from capplan.model.validate import check_plan
+from capplan.placement import PlanOptions, solve
 
 CATALOG = load_catalog()
 ALL_FAMILIES = {f: 1.0 for f in MIG_FAMILIES}
@@ -159,7 +159,7 @@ def test_random_small_suites_give_valid_batch_plans(seed: int, racks: int, load:
 
 def test_cli_batch_fills_mig_columns_and_summary(tmp_path: Path) -> None:
     """Batch CLI on a MIG suite fills the MIG columns and summary; final.csv names each column once."""
-    from capplan.cli import main
+    from capplan.cli.main import main
 
     cfg = tmp_path / "mig.yaml"
     cfg.write_text("seed: 2\nblocks: 1\nracks_per_block: 2\nnodes_per_rack: 1\nmodels: {H100: 1.0}\nload: 1.0\n"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from capplan.errors import InputError
-from capplan.reserve.cli import add_parser, main, run
+from capplan.cli.reserve import add_parser, main, run
+from capplan.model.errors import InputError
 from tests.reserve.conftest import planning
 
 FILES = {"plan.json", "report.md", "demand_vs_capacity.png", "cost_breakdown.png"}

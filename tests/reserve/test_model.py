@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from capplan.errors import InputError
+from capplan.model.errors import InputError
 from capplan.reserve.model import parse_planning
 from capplan.reserve.problem import build_problem
 from tests.reserve.conftest import planning

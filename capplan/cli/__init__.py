@@ -1,0 +1,18 @@
+"""The ``capplan`` command line: the only place with argparse, exit codes and console output.
+
+One module per command, listed explicitly in :mod:`capplan.cli.main`; see ``docs/cli.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``capplan`` command; return the exit code (the console script's entry point)."""
+    from capplan.cli.main import main as _main
+
+    return _main(argv)
+
+
+__all__ = ["main"]

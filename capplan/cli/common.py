@@ -1,0 +1,48 @@
+"""What every command shares: exit codes, the ``--catalog`` option and checked option types."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_GUARANTEE, EXIT_INVALID = 0, 1, 2, 3, 4
+SEED_MAX = 2**31 - 1
+
+
+def add_catalog_option(p: argparse.ArgumentParser) -> None:
+    """Add the shared ``--catalog FILE`` option (repeatable) to a sub-command."""
+    p.add_argument("--catalog", action="append", default=[], metavar="FILE",
+                   help="extra GPU catalog file (YAML); may be repeated; overrides built-in models")
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite, positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite positive number of seconds, got {text!r}")
+    return value
+
+
+def workers(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return value
+
+
+def seed(text: str) -> int:
+    """An argparse type: an integer seed in ``0..2**31-1``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer in 0..{SEED_MAX}, got {text!r}") from None
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"must be in 0..{SEED_MAX}, got {text!r}")
+    return value

@@ -1,0 +1,198 @@
+"""``capplan import kubernetes`` and ``capplan export mig-parted|bindings|kueue-topology|volcano-hypernodes``.
+
+Import writes the scenario and, next to it, ``<scenario>.k8s.json``: the level-label mapping and
+the pod behind every replica, which the exports read to name pods and label keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from capplan.cli.common import add_catalog_option
+from capplan.model.errors import InputError
+
+EXPORTS = ("mig-parted", "bindings", "kueue-topology", "volcano-hypernodes")
+
+
+def meta_path(scenario: str) -> Path:
+    """Where the import metadata of ``scenario`` lives: ``cluster.yaml`` -> ``cluster.k8s.json``."""
+    p = Path(scenario)
+    return p.with_name(p.stem + ".k8s.json")
+
+
+def _catalog_arg(p: argparse.ArgumentParser) -> None:
+    add_catalog_option(p)
+
+
+def add_import_parser(sub: Any) -> None:
+    """Register ``capplan import kubernetes``."""
+    p = sub.add_parser(
+        "kubernetes",
+        help="nodes (and pods) from kubectl JSON -> scenario",
+        description="Turn `kubectl get nodes -o json` (and `kubectl get pods -A -o json`, "
+        "optionally with PriorityClass, PyTorchJob, TrainJob, PodGroup and Kueue "
+        "Workload objects in the same List) into a scenario file.",
+    )
+    p.add_argument("--nodes", required=True, metavar="NODES.json", help="kubectl nodes JSON, or - for stdin")
+    p.add_argument("--pods", metavar="PODS.json", help="kubectl pods JSON (a List; may hold job objects)")
+    p.add_argument(
+        "--level-label",
+        action="append",
+        default=[],
+        metavar="LEVEL=LABEL",
+        help="topology level from a node label, outermost first; repeat, e.g. "
+        "--level-label block=example.com/block --level-label rack=example.com/rack",
+    )
+    p.add_argument(
+        "--mig-parted",
+        metavar="CONFIG.yaml",
+        help="mig-parted config the nodes' nvidia.com/mig.config labels refer to (exact per-GPU layouts)",
+    )
+    p.add_argument(
+        "--reconfigure-mig",
+        action="store_true",
+        help="do not keep today's MIG/partition layouts: the planner may re-partition every GPU",
+    )
+    p.add_argument("--name", default="kubernetes", help="cluster name (default kubernetes)")
+    p.add_argument("-o", "--output", required=True, metavar="SCENARIO.yaml", help="scenario file to write")
+    _catalog_arg(p)
+    p.set_defaults(func=run_import)
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``capplan export``."""
+    p = sub.add_parser(
+        "export", help="write what Kubernetes tools apply: mig-parted, bindings, Kueue, Volcano"
+    )
+    p.add_argument("format", choices=EXPORTS)
+    p.add_argument("scenario", help="scenario file (from `capplan import kubernetes` or hand-written)")
+    p.add_argument("plan", nargs="?", help="plan JSON (required for mig-parted and bindings)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE")
+    p.add_argument("--meta", metavar="FILE", help="import metadata (default: <scenario>.k8s.json if present)")
+    p.add_argument(
+        "--level-label",
+        action="append",
+        default=[],
+        metavar="LEVEL=LABEL",
+        help="label key of a level (overrides the import metadata)",
+    )
+    p.add_argument(
+        "--node-labels",
+        metavar="FILE",
+        help="mig-parted: where to write the per-node label document (default FILE.node-labels.json)",
+    )
+    p.add_argument(
+        "--patch",
+        choices=("nodeSelector", "affinity"),
+        default="nodeSelector",
+        help="bindings: pin pods with a nodeSelector (default) or a required node affinity",
+    )
+    p.add_argument(
+        "--kueue-api-version",
+        default="kueue.x-k8s.io/v1beta1",
+        help="apiVersion of the Kueue objects (default kueue.x-k8s.io/v1beta1)",
+    )
+    _catalog_arg(p)
+    p.set_defaults(func=run_export)
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """Run ``capplan import kubernetes``; exit code."""
+    from capplan.io.files import load_yaml_or_json, write_text_atomic
+    from capplan.io.k8s.importer import import_kubernetes
+    from capplan.io.k8s.labels import parse_level_labels
+    from capplan.io.k8s.mig import parse_mig_parted
+    from capplan.io.scenario import dump_scenario
+    from capplan.model.catalog import load_catalog
+
+    levels = parse_level_labels(args.level_label)
+    catalog = load_catalog(args.catalog)
+    nodes = load_yaml_or_json(args.nodes, "nodes file")
+    pods = load_yaml_or_json(args.pods, "pods file") if args.pods else None
+    configs = (
+        parse_mig_parted(load_yaml_or_json(args.mig_parted, "mig-parted config")) if args.mig_parted else None
+    )
+    res = import_kubernetes(
+        nodes, pods, levels, catalog, configs, keep_mig=not args.reconfigure_mig, name=args.name
+    )
+    for w in res.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    cmd = " ".join(["capplan import kubernetes", *(f"--level-label {x}" for x in args.level_label)])
+    head = (
+        f"# Imported from Kubernetes by `{cmd}`; pod names and label keys in {meta_path(args.output).name}\n"
+    )
+    write_text_atomic(meta_path(args.output), json.dumps(res.meta, indent=1) + "\n")
+    write_text_atomic(args.output, head + dump_scenario(res.problem))
+    p = res.problem
+    print(
+        f"imported {len(p.cluster.nodes)} nodes ({p.cluster.gpus_total} GPUs), {len(p.workloads)} workloads, "
+        f"{len(p.running)} running replicas -> {args.output}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _meta(args: argparse.Namespace) -> dict[str, Any] | None:
+    from capplan.io.files import load_yaml_or_json
+
+    path = args.meta or (str(meta_path(args.scenario)) if meta_path(args.scenario).exists() else None)
+    if path is None:
+        return None
+    data = load_yaml_or_json(path, "import metadata")
+    if not isinstance(data, dict) or data.get("format") != "capplan-k8s/v1":
+        raise InputError("format", f"{path} is not capplan import metadata (format capplan-k8s/v1)")
+    return data
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Run ``capplan export``; exit code."""
+    from capplan.io.files import load_yaml_or_json, write_text_atomic
+    from capplan.io.k8s.export import bindings, mig_parted_yaml
+    from capplan.io.k8s.labels import parse_level_labels
+    from capplan.io.k8s.topology import kueue_objects, volcano_hypernodes, yaml_documents
+    from capplan.io.scenario import load_scenario
+    from capplan.model.plan import Plan
+    from capplan.model.validate import check_plan
+
+    problem = load_scenario(args.scenario, args.catalog)
+    meta = _meta(args)
+    labels = {lv: lb for lv, lb in (meta or {}).get("levels", [])}
+    labels.update(dict(parse_level_labels(args.level_label)))
+    plan = None
+    if args.format in ("mig-parted", "bindings"):
+        if not args.plan:
+            raise InputError(
+                "PLAN",
+                f"export {args.format} needs the plan file: capplan export {args.format} "
+                "SCENARIO PLAN -o FILE",
+            )
+        plan = Plan.from_data(load_yaml_or_json(args.plan, "plan"))
+        bad = check_plan(problem, plan)
+        if bad:
+            raise InputError(
+                "PLAN",
+                f"the plan does not fit the scenario ({len(bad)} violations, first: {bad[0]}); "
+                "run `capplan validate SCENARIO PLAN`",
+            )
+    if args.format == "mig-parted":
+        assert plan is not None
+        text, doc = mig_parted_yaml(problem, plan)
+        labels_out = args.node_labels or f"{args.output}.node-labels.json"
+        write_text_atomic(labels_out, json.dumps(doc, indent=1) + "\n")
+        write_text_atomic(args.output, text)
+        print(f"{len(doc['nodes'])} node label(s) -> {labels_out}", file=sys.stderr)
+    elif args.format == "bindings":
+        assert plan is not None
+        write_text_atomic(args.output, json.dumps(bindings(problem, plan, meta, args.patch), indent=1) + "\n")
+    elif args.format == "kueue-topology":
+        write_text_atomic(
+            args.output, yaml_documents(kueue_objects(problem, labels, api_version=args.kueue_api_version))
+        )
+    else:
+        write_text_atomic(args.output, yaml_documents(volcano_hypernodes(problem)))
+    print(f"wrote {args.format} -> {args.output}", file=sys.stderr)
+    return 0

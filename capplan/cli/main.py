@@ -1,0 +1,190 @@
+"""The ``capplan`` command line.
+
+Exit codes (a public contract, see docs/cli.md): 0 success; 3 a plan was written but a
+guaranteed workload could not be placed; 2 bad input (nothing written); 1 internal error;
+4 ``validate`` found rule violations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import traceback
+from collections.abc import Sequence
+
+from capplan import __version__
+from capplan.cli import alibaba, bench, common, explain, k8s, reserve, sweep
+from capplan.cli.common import (
+    EXIT_GUARANTEE,
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    EXIT_INVALID,
+    EXIT_OK,
+    add_catalog_option,
+)
+from capplan.model.errors import InputError, PlanValidationError
+
+log = logging.getLogger("capplan")
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from capplan.io.files import write_text_atomic
+    from capplan.io.scenario import load_scenario
+    from capplan.placement import solve
+    from capplan.placement.core.options import PlanOptions
+    from capplan.placement.core.summary import summary_text
+
+    problem = load_scenario(args.scenario, args.catalog)
+    from capplan.cli.progress import stderr_progress
+
+    opts = PlanOptions(time_limit=args.time_limit, seed=args.seed, allow_preemption=args.allow_preemption,
+                       allow_migration=args.allow_migration, workers=args.workers,
+                       progress=stderr_progress(quiet=args.quiet))
+    plan = solve(problem, args.strategy, opts)
+    text = plan.to_json()
+    if args.output:
+        write_text_atomic(args.output, text)
+    else:
+        sys.stdout.write(text)
+    if not args.quiet:
+        print(summary_text(problem, plan), file=sys.stderr)
+    return EXIT_GUARANTEE if plan.status == "infeasible" else EXIT_OK
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from capplan.io.files import load_yaml_or_json
+    from capplan.io.scenario import load_scenario
+    from capplan.model.plan import Plan
+    from capplan.model.validate import check_plan
+
+    problem = load_scenario(args.scenario, args.catalog)
+    plan = Plan.from_data(load_yaml_or_json(args.plan, "plan"))
+    violations = check_plan(problem, plan)
+    for v in violations:
+        print(f"violation: {v}", file=sys.stderr)
+    if violations:
+        print(f"plan is INVALID: {len(violations)} violation(s)", file=sys.stderr)
+        return EXIT_INVALID
+    print(f"plan is valid ({len(plan.assignments)} assignments, status {plan.status})", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_catalog(args: argparse.Namespace) -> int:
+    from capplan.model.catalog import load_catalog
+
+    cat = load_catalog(args.catalog)
+    if args.model:
+        m = cat.get(args.model, "MODEL")
+        if args.json:
+            print(m.model_dump_json(indent=1))
+            return EXIT_OK
+        print(f"{m.name} ({m.vendor}): {m.memory_gib or '?'} GiB, TDP {m.tdp_w or '?'} W, "
+              f"partitioning {m.partitioning}")
+        if m.aliases:
+            print(f"  aliases: {', '.join(m.aliases)}")
+        if m.profiles:
+            print(f"  {m.compute_slices} compute slices, {m.memory_slices} memory slices"
+                  + (", one mode per GPU" if m.homogeneous else ""))
+            print(f"  {'profile':<12} {'compute':>7} {'mem.sl':>6} {'GiB':>6} {'max':>4}  starts")
+            for p in m.profiles:
+                print(f"  {p.name:<12} {p.compute_slices:>7} {p.memory_slices:>6} {p.memory_gib:>6g} "
+                      f"{p.max_count:>4}  {list(p.starts)}")
+        if m.source:
+            print(f"  source: {m.source}")
+        return EXIT_OK
+    if args.json:
+        print(json.dumps([m.model_dump(mode="json") for m in cat.models], indent=1))
+        return EXIT_OK
+    print(f"{'model':<16} {'vendor':<8} {'GiB':>6} {'TDP W':>6}  partitioning / profiles")
+    for m in cat.models:
+        profs = ", ".join(p.name for p in m.profiles) if m.profiles else "-"
+        mem = f"{m.memory_gib:g}" if m.memory_gib else "?"
+        print(f"{m.name:<16} {m.vendor:<8} {mem:>6} {m.tdp_w or '?':>6}  {m.partitioning}: {profs}")
+    return EXIT_OK
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from capplan.model.plan import json_schema
+
+    print(json.dumps(json_schema(), indent=1))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``capplan`` command."""
+    parser = argparse.ArgumentParser(prog="capplan", description="Optimization-based GPU capacity planning.")
+    parser.add_argument("--version", action="version", version=f"capplan {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress and details to stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("plan", help="place workloads on a cluster; JSON plan to stdout or -o")
+    p.add_argument("scenario", help="scenario file (YAML or JSON)")
+    p.add_argument("-o", "--output", help="write the JSON plan here (atomically) instead of stdout")
+    p.add_argument("--strategy", default="auto", help="planner: auto (by size), greedy, ... (default auto)")
+    p.add_argument("--time-limit", type=common.seconds, default=60.0, metavar="S", help="seconds (default 60)")
+    p.add_argument("--seed", type=common.seed, default=0, help="random seed (default 0)")
+    p.add_argument("--workers", type=common.workers, default=1, help="parallel solver workers (default 1)")
+    p.add_argument("--allow-preemption", action="store_true",
+                   help="let preemptible running replicas of lower priority be evicted")
+    p.add_argument("--allow-migration", action="store_true", help="let migratable running replicas move")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    add_catalog_option(p)
+    p.set_defaults(func=_cmd_plan)
+
+    p = sub.add_parser("validate", help="check a plan against a scenario with the independent validator")
+    p.add_argument("scenario")
+    p.add_argument("plan")
+    add_catalog_option(p)
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("catalog", help="list GPU models, or show one model's MIG profiles and placements")
+    p.add_argument("model", nargs="?")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    add_catalog_option(p)
+    p.set_defaults(func=_cmd_catalog)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of the plan format")
+    p.set_defaults(func=_cmd_schema)
+
+    imp = sub.add_parser("import", help="turn a trace or a cluster export into a scenario file")
+    imp_sub = imp.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    for cmd in COMMANDS:
+        cmd.add_parser(sub)
+    for src in IMPORT_SOURCES:
+        src.add_import_parser(imp_sub)
+    return parser
+
+
+# The command modules, listed explicitly; each imports its heavy modules inside its ``run``.
+COMMANDS = (explain, reserve, bench, k8s, sweep)
+IMPORT_SOURCES = (alibaba, k8s)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``capplan`` command; return the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="capplan: %(message)s",
+                        stream=sys.stderr)
+    try:
+        code: int = args.func(args)
+        return code
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except PlanValidationError as exc:
+        print(f"internal error: a planner produced an invalid plan (not written): {exc}", file=sys.stderr)
+        return EXIT_INTERNAL
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERNAL
+    except Exception:
+        traceback.print_exc()
+        print("internal error: please report this with the input that caused it", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

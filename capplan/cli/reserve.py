@@ -1,0 +1,135 @@
+"""``capplan reserve PLANFILE -o DIR``: plan orders and reservations.
+
+Exit codes: 0 plan written and every guaranteed tier met; 3 plan written but a guaranteed tier
+cannot be met (the report and ``plan.json`` name the period, site and binding constraint);
+2 bad input (nothing written); 1 internal error or no solution within the time limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from capplan.cli import common
+from capplan.cli.common import add_catalog_option
+from capplan.model.errors import InputError
+
+# Solver, report and plotting modules (PuLP, highspy, matplotlib) are imported inside `run`,
+# so that registering the sub-command costs nothing on other `capplan` commands.
+
+EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_UNMET = 0, 1, 2, 3
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``reserve`` sub-command on an argparse ``subparsers`` object."""
+    p = subparsers.add_parser(
+        "reserve",
+        help="plan GPU purchases and cloud reservations under uncertain demand",
+        description="Two-stage stochastic MILP: what to order or reserve, and when. "
+        "Writes DIR/plan.json, DIR/report.md, DIR/demand_vs_capacity.png, DIR/cost_breakdown.png.",
+    )
+    p.add_argument("planfile", help="planning file (YAML or JSON), see docs/reservations.md")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
+    p.add_argument(
+        "--time-limit", type=common.seconds, default=60.0, metavar="S", help="solver time limit per solve (s)"
+    )
+    p.add_argument("--threads", type=common.workers, default=1, help="solver threads (default 1, deterministic)")
+    p.add_argument("--gap", type=float, default=1e-4, help="relative MIP gap (default 1e-4)")
+    p.add_argument(
+        "--method",
+        choices=("auto", "extensive", "decomposition"),
+        default="auto",
+        help="extensive MILP, L-shaped decomposition, or auto (decomposition for large scenario sets)",
+    )
+    p.add_argument(
+        "--what-if",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="K=V",
+        help="re-solve with a change and report the delta, e.g. lead_time=+2 price.H200=-10%%; "
+        "join changes with commas to combine them",
+    )
+    add_catalog_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``capplan reserve``; returns the exit code (raises :class:`InputError` for bad input)."""
+    from capplan.io.files import write_bytes_atomic, write_text_atomic
+    from capplan.model.catalog import load_catalog
+    from capplan.reserve.check import check_plan
+    from capplan.reserve.milp import SolverSettings
+    from capplan.reserve.model import load_planning
+    from capplan.reserve.planner import SolveError, solve
+    from capplan.reserve.problem import build_problem
+    from capplan.reserve.report import cost_breakdown_png, demand_capacity_png, markdown_report
+    from capplan.reserve.whatif import parse_whatif, run_whatifs
+
+    if args.threads < 1:
+        raise InputError("--threads", "must be >= 1")
+    for i, w in enumerate(args.what_if):
+        parse_whatif(w, f"--what-if[{i}]")  # fail on syntax before solving
+    catalog = load_catalog(args.catalog)
+    pf = load_planning(args.planfile)
+    problem = build_problem(pf, catalog)
+    settings = SolverSettings(
+        time_limit=args.time_limit, threads=args.threads, gap=args.gap, method=getattr(args, "method", "auto")
+    )
+    try:
+        plan = solve(problem, settings)
+        if args.what_if:
+            from dataclasses import replace
+
+            plan = replace(plan, what_if=run_whatifs(pf, plan, args.what_if, settings, catalog))
+    except SolveError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL
+    violations = check_plan(problem, plan)
+    if violations:
+        print(
+            "error: internal: the plan fails the independent check: " + "; ".join(violations[:5]),
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+    files = {
+        "plan.json": plan.to_json().encode(),
+        "report.md": markdown_report(plan, args.planfile).encode(),
+        "demand_vs_capacity.png": demand_capacity_png(plan),
+        "cost_breakdown.png": cost_breakdown_png(plan),
+    }
+    out = Path(args.output)
+    for name, data in files.items():
+        write_bytes_atomic(out / name, data) if name.endswith(".png") else write_text_atomic(
+            out / name, data.decode()
+        )
+    print(plan.summary())
+    for w in plan.what_if:
+        print(f"what-if {w['what_if']}: {w['status']}, total cost {w['cost_delta']['total']:+,.0f}")
+    if not plan.guaranteed_met:
+        for u in plan.unmet[:3]:
+            print(f"unmet: {u.line()}", file=sys.stderr)
+        return EXIT_UNMET
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry point (``python -m capplan.cli.reserve reserve PLANFILE -o DIR``)."""
+    parser = argparse.ArgumentParser(prog="capplan")
+    sub = parser.add_subparsers(required=True)
+    add_parser(sub)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except Exception as exc:  # pragma: no cover - last-resort guard
+        print(f"error: internal: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

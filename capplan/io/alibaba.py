@@ -1,0 +1,155 @@
+"""Loader for the Alibaba GPU cluster trace v2023 ("openb") and every variant file of that family.
+
+Node files have ``sn, cpu_milli, memory_mib, gpu, model``. Pod files have at least
+``cpu_milli, memory_mib, num_gpu, gpu_milli`` (the ``multigpu*`` variants have only five columns,
+``name`` among them); ``gpu_spec`` (``A|B``: allowed models), ``qos``, ``pod_phase`` and the
+timestamps are optional. Columns are matched by name, so any order works.
+
+Semantics, exactly as in the trace: a pod's GPUs are all on one node; a pod with
+``gpu_milli < 1000`` (and ``num_gpu == 1``) time-shares one GPU; ``gpu_spec`` lists the
+accepted GPU models (empty: any). Each pod becomes one workload named after the pod with one
+replica: ``shared`` with ``gpu_fraction`` for GPU-sharing pods, ``gpus: num_gpu`` for whole-GPU
+pods, CPU-only otherwise. The trace has no topology: levels are ``[node]``.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from capplan.io.scenario import problem_from_data
+from capplan.model.catalog import Catalog, load_catalog
+from capplan.model.errors import InputError
+from capplan.model.problem import Problem
+from capplan.model.units import MIB_PER_GIB, MILLI
+
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+POD_REQUIRED = ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+
+
+@dataclass(frozen=True)
+class TraceNode:
+    """One node row: id, CPU (milli), memory (MiB), GPU count and model ('' for CPU-only)."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpus: int
+    model: str
+
+
+@dataclass(frozen=True)
+class TracePod:
+    """One pod row: GPUs requested, milli-GPU per GPU, CPU, memory and accepted models."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int
+    gpu_milli: int
+    gpu_spec: tuple[str, ...] = ()
+    qos: str = ""
+    creation_time: int = 0
+
+    @property
+    def gpu_demand_milli(self) -> int:
+        """Total GPU demand in milli-GPU (``num_gpu * gpu_milli``)."""
+        return self.num_gpu * self.gpu_milli
+
+
+def _rows(path: str | Path, required: tuple[str, ...], what: str) -> Iterator[tuple[int, dict[str, str]]]:
+    try:
+        fh = open(path, newline="", encoding="utf-8")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise InputError("", f"cannot read {what} file {path}: {exc.strerror}") from None
+    with fh:
+        reader = csv.DictReader(fh)
+        cols = reader.fieldnames or []
+        missing = [c for c in required if c not in cols]
+        if missing:
+            raise InputError(f"{path}:1", f"{what} file lacks column(s) {missing}; found {cols}")
+        yield from enumerate(reader, start=2)
+
+
+def _int(row: dict[str, str], key: str, where: str, default: int | None = None) -> int:
+    raw = (row.get(key) or "").strip()
+    if raw == "" and default is not None:
+        return default
+    try:
+        val = int(float(raw))
+    except ValueError:
+        raise InputError(f"{where}.{key}", f"expected a whole number, got {raw!r}") from None
+    if val < 0:
+        raise InputError(f"{where}.{key}", f"must not be negative, got {val}")
+    return val
+
+
+def read_nodes(path: str | Path) -> list[TraceNode]:
+    """Read a node CSV of the trace."""
+    out = []
+    for line, row in _rows(path, NODE_COLUMNS, "node"):
+        where = f"{path}:{line}"
+        out.append(TraceNode(name=row["sn"].strip(), cpu_milli=_int(row, "cpu_milli", where),
+                             memory_mib=_int(row, "memory_mib", where), gpus=_int(row, "gpu", where, 0),
+                             model=(row.get("model") or "").strip()))
+    if not out:
+        raise InputError(str(path), "the node file has no rows")
+    return out
+
+
+def read_pods(path: str | Path) -> list[TracePod]:
+    """Read a pod CSV of the trace (any variant: default, cpu*, gpushare*, gpuspec*, multigpu*)."""
+    out = []
+    for line, row in _rows(path, POD_REQUIRED, "pod"):
+        where = f"{path}:{line}"
+        num_gpu, gpu_milli = _int(row, "num_gpu", where), _int(row, "gpu_milli", where)
+        if num_gpu == 0:
+            gpu_milli = 0
+        elif gpu_milli == 0 or gpu_milli > MILLI or (gpu_milli < MILLI and num_gpu > 1):
+            raise InputError(f"{where}.gpu_milli", f"{gpu_milli} is not a valid per-GPU share for {num_gpu} GPU(s)")
+        spec = tuple(s.strip() for s in (row.get("gpu_spec") or "").split("|") if s.strip())
+        out.append(TracePod(name=(row.get("name") or f"pod-{line - 1:05d}").strip(),
+                            cpu_milli=_int(row, "cpu_milli", where), memory_mib=_int(row, "memory_mib", where),
+                            num_gpu=num_gpu, gpu_milli=gpu_milli, gpu_spec=spec, qos=(row.get("qos") or "").strip(),
+                            creation_time=_int(row, "creation_time", where, 0)))
+    return out
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else x
+
+
+def pod_workload(pod: TracePod) -> dict[str, Any]:
+    """The scenario workload entry for one pod."""
+    w: dict[str, Any] = {"name": pod.name, "kind": "inference", "replicas": 1,
+                         "cpu": _num(pod.cpu_milli / MILLI), "memory_gib": _num(pod.memory_mib / MIB_PER_GIB)}
+    if pod.num_gpu and pod.gpu_milli < MILLI:
+        w.update(kind="shared", gpu_fraction=pod.gpu_milli / MILLI)
+    elif pod.num_gpu:
+        w["gpus"] = pod.num_gpu
+    if pod.gpu_spec and pod.num_gpu:
+        w["gpu_models"] = list(pod.gpu_spec)
+    return w
+
+
+def trace_data(nodes: list[TraceNode], pods: list[TracePod], name: str = "alibaba") -> dict[str, Any]:
+    """Scenario data (the YAML mapping) for trace nodes and pods."""
+    node_entries = []
+    for n in nodes:
+        e: dict[str, Any] = {"name": n.name, "cpu": _num(n.cpu_milli / MILLI),
+                             "memory_gib": _num(n.memory_mib / MIB_PER_GIB)}
+        if n.gpus and n.model:
+            e.update(gpu=n.model, gpus=n.gpus)
+        node_entries.append(e)
+    return {"cluster": {"name": name, "levels": ["node"], "nodes": node_entries},
+            "workloads": [pod_workload(p) for p in pods]}
+
+
+def load_alibaba(nodes_csv: str | Path, pods_csv: str | Path, catalog: Catalog | None = None) -> Problem:
+    """Load a node file and a pod file of the trace family into a validated :class:`Problem`."""
+    nodes, pods = read_nodes(nodes_csv), read_pods(pods_csv)
+    name = Path(pods_csv).stem
+    return problem_from_data(trace_data(nodes, pods, name), catalog or load_catalog())

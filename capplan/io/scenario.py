@@ -1,0 +1,229 @@
+"""Scenario files (YAML) to and from :class:`~capplan.model.problem.Problem`.
+
+The cluster nests by its topology levels, outermost first: with ``levels: [block, rack, node]``
+the cluster holds ``blocks:``, each block ``racks:``, each rack ``nodes:``. A node entry with
+``name_prefix`` and ``count`` stands for ``count`` identical nodes named prefix1..prefixN.
+Every error names the field path, e.g. ``cluster.blocks[0].racks[1].nodes[0].gpu``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from capplan.io.files import load_yaml_or_json
+from capplan.model.catalog import Catalog, load_catalog
+from capplan.model.errors import InputError, suggest
+from capplan.model.plan import MigSlot, input_error_from
+from capplan.model.problem import Cluster, Domain, GpuMode, Node, Problem
+from capplan.model.units import MIB_PER_GIB, MILLI, cores_to_milli, gib_to_mib
+
+_NODE_KEYS = {"name", "name_prefix", "count", "gpu", "gpus", "cpu", "memory_gib", "gpu_modes"}
+_TOP_KEYS = {"cluster", "workloads", "running", "name", "description"}
+
+
+def plural(level: str) -> str:
+    """The key under which a level's items are listed (``rack`` -> ``racks``, ``switch`` -> ``switches``)."""
+    return level + ("es" if level.endswith(("s", "x", "ch", "sh")) else "s")
+
+
+def _require_mapping(obj: Any, path: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise InputError(path, f"expected a mapping, got {type(obj).__name__}")
+    return obj
+
+
+def _number(obj: dict[str, Any], key: str, path: str, default: float | None = None,
+            integer: bool = False, positive: bool = False) -> float:
+    val = obj.get(key, default)
+    if val is None:
+        raise InputError(f"{path}.{key}", "is required")
+    if isinstance(val, bool) or not isinstance(val, int | float) or (integer and not isinstance(val, int)):
+        raise InputError(f"{path}.{key}", f"expected {'an integer' if integer else 'a number'}, got {val!r}")
+    if val < 0 or (positive and val == 0):
+        raise InputError(f"{path}.{key}", f"must be {'positive' if positive else 'zero or more'}, got {val}")
+    return float(val)
+
+
+def _gpu_modes(raw: Any, gpus: int, path: str) -> tuple[GpuMode, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise InputError(path, "expected a list of {gpus: [..] or all, mode: whole|mig|shared, layout: [..]}")
+    out: list[GpuMode] = []
+    for i, entry in enumerate(raw):
+        e = _require_mapping(entry, f"{path}[{i}]")
+        extra = set(e) - {"gpus", "mode", "layout"}
+        if extra:
+            raise InputError(f"{path}[{i}].{sorted(extra)[0]}", "unknown field; use gpus, mode and layout")
+        sel = e.get("gpus", "all")
+        idx = list(range(gpus)) if sel == "all" else sel
+        if not isinstance(idx, list) or not all(isinstance(g, int) and not isinstance(g, bool) for g in idx):
+            raise InputError(f"{path}[{i}].gpus", "expected `all` or a list of GPU indices")
+        try:
+            layout = None if e.get("layout") is None else tuple(MigSlot.model_validate(s) for s in e["layout"])
+            out.extend(GpuMode(gpu=g, mode=e.get("mode"), layout=layout) for g in idx)
+        except ValidationError as exc:
+            raise input_error_from(exc, f"{path}[{i}]") from None
+        except TypeError:
+            raise InputError(f"{path}[{i}].layout", "expected a list of {profile, start}") from None
+    return tuple(out)
+
+
+def _nodes(raw: Any, path: str, parents: tuple[str, ...], catalog: Catalog) -> list[Node]:
+    if not isinstance(raw, list):
+        raise InputError(path, "expected a list of nodes")
+    out: list[Node] = []
+    for i, entry in enumerate(raw):
+        p = f"{path}[{i}]"
+        e = _require_mapping(entry, p)
+        extra = set(e) - _NODE_KEYS
+        if extra:
+            key = sorted(extra)[0]
+            raise InputError(f"{p}.{key}", f"unknown node field{suggest(key, _NODE_KEYS)}")
+        if ("name" in e) == ("name_prefix" in e):
+            raise InputError(p, "give either `name`, or `name_prefix` with `count`")
+        gpus = int(_number(e, "gpus", p, default=0, integer=True))
+        model = e.get("gpu")
+        if model is not None:
+            if not isinstance(model, str):
+                raise InputError(f"{p}.gpu", "expected a GPU model name")
+            model = catalog.get(model, f"{p}.gpu").name
+            if gpus == 0:
+                raise InputError(f"{p}.gpus", f"a node with gpu: {model} needs gpus > 0")
+        elif gpus:
+            raise InputError(f"{p}.gpu", "a node with GPUs needs its GPU model (`gpu:`); see `capplan catalog`")
+        common = dict(path=parents, gpu_model=model, gpus=gpus,
+                      cpu_milli=cores_to_milli(_number(e, "cpu", p)),
+                      memory_mib=gib_to_mib(_number(e, "memory_gib", p)),
+                      gpu_modes=_gpu_modes(e.get("gpu_modes"), gpus, f"{p}.gpu_modes"))
+        if "name" in e:
+            names = [str(e["name"])]
+        else:
+            count = int(_number(e, "count", p, integer=True, positive=True))
+            names = [f"{e['name_prefix']}{k}" for k in range(1, count + 1)]
+        try:
+            out.extend(Node(name=n, **common) for n in names)
+        except ValidationError as exc:
+            raise input_error_from(exc, p) from None
+    return out
+
+
+def _level(container: dict[str, Any], levels: Sequence[str], depth: int, parents: tuple[str, ...],
+           path: str, catalog: Catalog, domains: list[Domain], nodes: list[Node]) -> None:
+    key = plural(levels[depth])
+    allowed = {key} | ({"name", "power_kw"} if depth else {"name", "levels"})
+    extra = set(container) - allowed
+    if extra:
+        bad = sorted(extra)[0]
+        raise InputError(f"{path}.{bad}" if path else bad,
+                         f"unexpected field; with levels {list(levels)} this level holds `{key}:`")
+    items = container.get(key)
+    here = f"{path}.{key}" if path else key
+    if items is None:
+        raise InputError(here, f"is required: list the {key} here")
+    if depth == len(levels) - 1:
+        nodes.extend(_nodes(items, here, parents, catalog))
+        return
+    if not isinstance(items, list):
+        raise InputError(here, f"expected a list of {key}")
+    for i, item in enumerate(items):
+        p = f"{here}[{i}]"
+        d = _require_mapping(item, p)
+        if not isinstance(d.get("name"), str):
+            raise InputError(f"{p}.name", f"each {levels[depth]} needs a name")
+        power = d.get("power_kw")
+        power_w = None if power is None else round(_number(d, "power_kw", p) * 1000)
+        domains.append(Domain(level=levels[depth], name=d["name"], parent=parents[-1] if parents else None,
+                              power_w=power_w))
+        _level(d, levels, depth + 1, (*parents, d["name"]), p, catalog, domains, nodes)
+
+
+def parse_cluster(raw: Any, catalog: Catalog) -> Cluster:
+    """Build a :class:`Cluster` from the ``cluster:`` mapping of a scenario."""
+    c = _require_mapping(raw, "cluster")
+    levels = c.get("levels", ["node"])
+    if not isinstance(levels, list) or not levels or not all(isinstance(x, str) for x in levels):
+        raise InputError("cluster.levels", "expected a list of level names, outermost first, e.g. [rack, node]")
+    if levels[-1] != "node":
+        raise InputError("cluster.levels", "the innermost level must be `node`, e.g. [block, rack, node]")
+    domains: list[Domain] = []
+    nodes: list[Node] = []
+    _level(c, levels, 0, (), "cluster", catalog, domains, nodes)
+    return Cluster(name=str(c.get("name", "cluster")), levels=tuple(levels), domains=tuple(domains),
+                   nodes=tuple(nodes))
+
+
+def problem_from_data(data: Any, catalog: Catalog | None = None) -> Problem:
+    """Build a validated :class:`Problem` from parsed scenario data (a dict)."""
+    cat = catalog or load_catalog()
+    d = _require_mapping(data, "")
+    extra = set(d) - _TOP_KEYS
+    if extra:
+        bad = sorted(extra)[0]
+        raise InputError(bad, f"unknown top-level field{suggest(bad, _TOP_KEYS)}; expected cluster, workloads, running")
+    if "cluster" not in d:
+        raise InputError("cluster", "is required")
+    cluster = parse_cluster(d["cluster"], cat)
+    for key in ("workloads", "running"):
+        if d.get(key) is not None and not isinstance(d[key], list):
+            raise InputError(key, "expected a list")
+    try:
+        return Problem.model_validate({"cluster": cluster, "workloads": d.get("workloads") or [],
+                                       "running": d.get("running") or [], "catalog": cat})
+    except ValidationError as exc:
+        raise input_error_from(exc, "") from None
+
+
+def load_scenario(path: str | Path, catalog_paths: Sequence[str | Path] = ()) -> Problem:
+    """Load and validate a scenario file (YAML or JSON); ``catalog_paths`` add user catalog files."""
+    return problem_from_data(load_yaml_or_json(path, "scenario"), load_catalog(catalog_paths))
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else round(x, 6)
+
+
+def problem_to_data(p: Problem) -> dict[str, Any]:
+    """The scenario mapping of ``p`` (inverse of :func:`problem_from_data`; nodes written one by one)."""
+    levels = p.cluster.levels
+
+    def node_entry(n: Node) -> dict[str, Any]:
+        e: dict[str, Any] = {"name": n.name}
+        if n.gpu_model:
+            e.update(gpu=n.gpu_model, gpus=n.gpus)
+        e.update(cpu=_num(n.cpu_milli / MILLI), memory_gib=_num(n.memory_mib / MIB_PER_GIB))
+        if n.gpu_modes:
+            e["gpu_modes"] = [{"gpus": [m.gpu], "mode": m.mode, **({"layout": [s.model_dump() for s in m.layout]}
+                                                                   if m.layout is not None else {})}
+                              for m in n.gpu_modes]
+        return e
+
+    def children(depth: int, parents: tuple[str, ...]) -> list[dict[str, Any]]:
+        if depth == len(levels) - 1:
+            return [node_entry(n) for n in p.cluster.nodes if n.path == parents]
+        out = []
+        for d in p.cluster.domains:
+            if d.level == levels[depth] and d.parent == (parents[-1] if parents else None):
+                e: dict[str, Any] = {"name": d.name}
+                if d.power_w is not None:
+                    e["power_kw"] = _num(d.power_w / 1000)
+                e[plural(levels[depth + 1])] = children(depth + 1, (*parents, d.name))
+                out.append(e)
+        return out
+
+    cluster: dict[str, Any] = {"name": p.cluster.name, "levels": list(levels), plural(levels[0]): children(0, ())}
+    workloads = [w.model_dump(mode="json", exclude_defaults=True) | {"name": w.name} for w in p.workloads]
+    data: dict[str, Any] = {"cluster": cluster, "workloads": workloads}
+    if p.running:
+        data["running"] = [a.model_dump(mode="json", exclude_defaults=True) for a in p.running]
+    return data
+
+
+def dump_scenario(p: Problem) -> str:
+    """Serialise ``p`` as scenario YAML."""
+    return yaml.safe_dump(problem_to_data(p), sort_keys=False, default_flow_style=None, width=120)

@@ -1,0 +1,134 @@
+"""Cross-reference checks of a :class:`~capplan.model.problem.Problem` (run once, when it is built).
+
+Field-level rules live on the pydantic models; the rules here need the catalog or several
+entities at once: unique names, known GPU models and MIG profiles, existing topology levels,
+valid pre-set MIG layouts and a running state that fits the cluster.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from capplan.model.catalog import GpuModel
+from capplan.model.errors import InputError, suggest
+
+if TYPE_CHECKING:
+    from capplan.model.plan import MigSlot
+    from capplan.model.problem import Problem
+
+
+def check_layout(model: GpuModel, layout: tuple[MigSlot, ...], path: str) -> None:
+    """Check that a MIG layout is valid on ``model``: known profiles, allowed starts, no overlap."""
+    used = 0
+    counts: dict[str, int] = {}
+    for j, slot in enumerate(layout):
+        prof = model.profile(slot.profile, f"{path}[{j}].profile")
+        if slot.start not in prof.starts:
+            raise InputError(f"{path}[{j}].start", f"{prof.name} on {model.name} may start only at "
+                                                   f"{list(prof.starts)}, not {slot.start}")
+        mask = ((1 << prof.memory_slices) - 1) << slot.start
+        if used & mask:
+            raise InputError(f"{path}[{j}]", f"{prof.name} at start {slot.start} overlaps another instance")
+        used |= mask
+        counts[prof.name] = counts.get(prof.name, 0) + 1
+        if counts[prof.name] > prof.max_count:
+            raise InputError(f"{path}[{j}]", f"at most {prof.max_count} x {prof.name} fit on one GPU")
+    if model.homogeneous and len(counts) > 1:
+        raise InputError(path, f"{model.name} runs one partition mode per GPU; do not mix {sorted(counts)}")
+
+
+def check_problem(p: Problem) -> None:
+    """Raise :class:`InputError` for the first cross-reference error in ``p``."""
+    cl = p.cluster
+    levels = cl.levels
+    if not levels or levels[-1] != "node":
+        raise InputError("cluster.levels", "the innermost topology level must be `node`, e.g. [rack, node]")
+    if len(set(levels)) != len(levels):
+        raise InputError("cluster.levels", "topology levels must be distinct")
+    domains: dict[str, set[str]] = {lvl: set() for lvl in levels[:-1]}
+    for d in cl.domains:
+        if d.level not in domains:
+            raise InputError("cluster.levels", f"domain {d.name!r} has level {d.level!r}, not in {list(levels)}")
+        if d.name in domains[d.level]:
+            raise InputError(f"cluster.{d.level}s", f"duplicate {d.level} name {d.name!r}")
+        domains[d.level].add(d.name)
+    seen_nodes: set[str] = set()
+    for n in cl.nodes:
+        where = f"cluster node {n.name!r}"
+        if n.name in seen_nodes:
+            raise InputError(where, f"duplicate node name {n.name!r}; node names must be unique")
+        seen_nodes.add(n.name)
+        if len(n.path) != len(levels) - 1:
+            raise InputError(where, f"node must sit inside one domain of each level {list(levels[:-1])}")
+        for lvl, dom in zip(levels[:-1], n.path, strict=True):
+            if dom not in domains[lvl]:
+                raise InputError(where, f"unknown {lvl} {dom!r}")
+        if (n.gpu_model is None) != (n.gpus == 0):
+            raise InputError(f"{where}.gpu", "give both `gpu` (the model) and `gpus` (count > 0), "
+                                             "or neither for a CPU-only node")
+        model = p.catalog.get(n.gpu_model, f"{where}.gpu") if n.gpu_model else None
+        if model is not None and model.name != n.gpu_model:
+            raise InputError(f"{where}.gpu", f"use the canonical model name {model.name!r}")
+        seen_gpu: set[int] = set()
+        for m in n.gpu_modes:
+            if m.gpu >= n.gpus or m.gpu in seen_gpu:
+                raise InputError(f"{where}.gpu_modes", f"GPU index {m.gpu} is out of range or repeated "
+                                                       f"(the node has GPUs 0..{n.gpus - 1})")
+            seen_gpu.add(m.gpu)
+            assert model is not None
+            if m.mode == "mig" and not model.supports_mig:
+                raise InputError(f"{where}.gpu_modes", f"{model.name} does not support MIG")
+            if m.layout is not None:
+                if m.mode != "mig":
+                    raise InputError(f"{where}.gpu_modes", "a MIG layout needs mode: mig")
+                check_layout(model, m.layout, f"{where}.gpu_modes.layout")
+    _check_workloads(p, set(levels))
+    _check_running(p)
+
+
+def _check_workloads(p: Problem, levels: set[str]) -> None:
+    from capplan.model.problem import unknown_profile_error
+
+    names: set[str] = set()
+    all_profiles = {pr.name for m in p.catalog.models for pr in m.profiles}
+    for i, w in enumerate(p.workloads):
+        path = f"workloads[{i}]"
+        if w.name in names:
+            raise InputError(f"{path}.name", f"duplicate workload name {w.name!r}; names must be unique")
+        names.add(w.name)
+        models = [p.catalog.get(m, f"{path}.gpu_models[{j}]") for j, m in enumerate(w.gpu_models or ())]
+        if w.gpu_models is not None and not w.gpu_models:
+            raise InputError(f"{path}.gpu_models", "an empty list allows no GPU; omit the field to allow any")
+        if w.mig is not None and w.mig != "auto":
+            if w.mig not in all_profiles:
+                raise unknown_profile_error(f"{path}.mig", w.mig, p.catalog)
+            for j, m in enumerate(models):
+                if w.mig not in {pr.name for pr in m.profiles}:
+                    raise InputError(f"{path}.gpu_models[{j}]", f"{m.name} does not support profile {w.mig!r}")
+        for field in ("required", "preferred"):
+            lvl = getattr(w.topology, field)
+            if lvl is not None and lvl not in levels:
+                raise InputError(f"{path}.topology.{field}",
+                                 f"unknown topology level {lvl!r}{suggest(lvl, levels)}; levels: {sorted(levels)}")
+
+
+def _check_running(p: Problem) -> None:
+    from capplan.model.validate import check_assignments
+
+    seen: set[tuple[str, int]] = set()
+    for i, a in enumerate(p.running):
+        path = f"running[{i}]"
+        if a.workload not in p.workload_index:
+            hint = suggest(a.workload, p.workload_index)
+            raise InputError(f"{path}.workload", f"unknown workload {a.workload!r}{hint}")
+        w = p.workload(a.workload)
+        if a.replica >= w.replicas:
+            raise InputError(f"{path}.replica", f"{w.name} has replicas 0..{w.replicas - 1}")
+        if a.key in seen:
+            raise InputError(path, f"replica {a.replica} of {w.name} is listed twice")
+        seen.add(a.key)
+        if a.node not in p.cluster.node_index:
+            raise InputError(f"{path}.node", f"unknown node {a.node!r}{suggest(a.node, p.cluster.node_index)}")
+    problems = check_assignments(p, p.running)
+    if problems:
+        raise InputError("running", f"the running state contradicts the cluster: {problems[0]}")

@@ -1,0 +1,305 @@
+"""The validated, immutable placement problem: cluster, workloads, running state and catalog.
+
+A :class:`Problem` is built once at the edge (see :mod:`capplan.io.scenario` for the YAML form) and
+never changes; :meth:`Problem.replace` returns a new, re-validated problem. Planners read
+integer quantities from it: milli-CPU, MiB, watts and demand units
+(:data:`capplan.model.units.UNITS_PER_GPU` per GPU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from capplan.model.catalog import Catalog, GpuModel, MigProfile
+from capplan.model.errors import InputError, suggest
+from capplan.model.plan import Assignment, MigSlot
+from capplan.model.units import MILLI, UNITS_PER_GPU, Frozen, cores_to_milli, gib_to_mib
+
+Kind = Literal["training", "inference", "shared"]
+Isolation = Literal["none", "tenant", "node"]
+Sla = Literal["guaranteed", "best-effort"]
+
+
+class Domain(Frozen):
+    """A topology domain above the node level (a block, a rack, ...)."""
+
+    level: str
+    name: str
+    parent: str | None = None
+    power_w: int | None = Field(default=None, ge=0)
+
+
+class GpuMode(Frozen):
+    """Pre-existing mode of one GPU: ``whole``, ``mig`` (optionally a fixed layout) or ``shared``.
+
+    With a MIG ``layout`` the GPU offers exactly those instances (profile and start); without
+    one, any valid MIG instance may be created.
+    """
+
+    gpu: int = Field(ge=0)
+    mode: Literal["whole", "mig", "shared"]
+    layout: tuple[MigSlot, ...] | None = None
+
+
+class Node(Frozen):
+    """A machine: its GPUs, CPU and host memory, and the domains that contain it."""
+
+    name: str
+    path: tuple[str, ...] = ()
+    gpu_model: str | None = None
+    gpus: int = Field(default=0, ge=0)
+    cpu_milli: int = Field(ge=0)
+    memory_mib: int = Field(ge=0)
+    gpu_modes: tuple[GpuMode, ...] = ()
+
+    def mode_of(self, gpu: int) -> GpuMode | None:
+        """The fixed mode of GPU ``gpu``, or None when the planner may choose."""
+        for m in self.gpu_modes:
+            if m.gpu == gpu:
+                return m
+        return None
+
+
+class Cluster(Frozen):
+    """Topology levels (outermost first, ending with ``node``), domains and nodes."""
+
+    name: str = "cluster"
+    levels: tuple[str, ...] = ("node",)
+    domains: tuple[Domain, ...] = ()
+    nodes: tuple[Node, ...] = ()
+
+    @cached_property
+    def node_index(self) -> dict[str, int]:
+        """Node name -> position in :attr:`nodes`."""
+        return {n.name: i for i, n in enumerate(self.nodes)}
+
+    def domain_of(self, node: Node, level: str) -> str:
+        """Name of the domain of ``level`` that contains ``node`` (the node itself for ``node``)."""
+        if level == self.levels[-1]:
+            return node.name
+        return node.path[self.levels.index(level)]
+
+    @property
+    def gpus_total(self) -> int:
+        """Number of physical GPUs in the cluster."""
+        return sum(n.gpus for n in self.nodes)
+
+
+class Topology(Frozen):
+    """Topology wishes: ``required`` level (all replicas in one domain), ``preferred`` (pack tightly)."""
+
+    required: str | None = None
+    preferred: str | None = None
+
+
+class Workload(Frozen):
+    """A set of identical replicas with one resource demand each.
+
+    Each replica asks for at most one kind of GPU demand: ``gpus`` (whole GPUs on one node),
+    ``mig`` (a profile name, or ``auto`` with ``gpu_memory_gib``) or ``gpu_fraction`` (a
+    time-sliced share of one GPU). A replica without GPU demand is a CPU-only pod.
+    """
+
+    name: str = Field(min_length=1)
+    kind: Kind = "inference"
+    replicas: int = Field(default=1, gt=0)
+    gpus: int | None = Field(default=None, gt=0)
+    mig: str | None = None
+    gpu_fraction: float | None = Field(default=None, gt=0, lt=1)
+    gpu_memory_gib: float | None = Field(default=None, ge=0)
+    cpu: float = Field(default=0, ge=0)
+    memory_gib: float = Field(default=0, ge=0)
+    gpu_models: tuple[str, ...] | None = None
+    topology: Topology = Topology()
+    tenant: str = "default"
+    isolation: Isolation = "none"
+    priority: int = 0
+    sla: Sla = "best-effort"
+    preemptible: bool = False
+    migratable: bool = False
+    migration_cost: int = Field(default=1, ge=0)
+
+    @model_validator(mode="after")
+    def _one_demand(self) -> Workload:
+        given = [k for k in ("gpus", "mig", "gpu_fraction") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one GPU demand per replica, not {' and '.join(given)}")
+        if not given and self.cpu <= 0 and self.memory_gib <= 0:
+            raise ValueError("a replica without GPU demand is a CPU-only pod and must ask for cpu or memory_gib")
+        if self.mig == "auto" and self.gpu_memory_gib is None:
+            raise ValueError("mig: auto needs gpu_memory_gib to pick the smallest fitting profile")
+        if self.gpu_fraction is not None and round(self.gpu_fraction * MILLI) == 0:
+            raise ValueError("gpu_fraction must be at least 0.001")
+        return self
+
+    @property
+    def is_gang(self) -> bool:
+        """Training workloads are gangs: all replicas are placed or none."""
+        return self.kind == "training"
+
+    @cached_property
+    def cpu_milli(self) -> int:
+        """Host CPU per replica in milli-cores."""
+        return cores_to_milli(self.cpu)
+
+    @cached_property
+    def memory_mib(self) -> int:
+        """Host memory per replica in MiB."""
+        return gib_to_mib(self.memory_gib)
+
+
+@dataclass(frozen=True)
+class Demand:
+    """A replica's GPU demand resolved for one GPU model, in integer units."""
+
+    kind: Literal["none", "whole", "mig", "fraction"]
+    gpus: int = 0
+    profile: MigProfile | None = None
+    fraction_milli: int = 0
+    memory_mib: int = 0
+    units: int = 0
+
+
+class Problem(Frozen):
+    """A complete, validated placement problem.
+
+    Attributes
+    ----------
+    cluster
+        Topology, domains and nodes.
+    workloads
+        Workloads with unique names.
+    running
+        Replicas already running (same shape as plan assignments), for incremental planning.
+    catalog
+        The GPU catalog the names were resolved against.
+    """
+
+    cluster: Cluster
+    workloads: tuple[Workload, ...] = ()
+    running: tuple[Assignment, ...] = ()
+    catalog: Catalog
+
+    @model_validator(mode="after")
+    def _check(self) -> Problem:
+        from capplan.model.checks import check_problem
+
+        check_problem(self)
+        return self
+
+    def replace(self, **changes: Any) -> Problem:
+        """Return a new problem with ``changes`` applied, validated again."""
+        data = {k: getattr(self, k) for k in ("cluster", "workloads", "running", "catalog")}
+        data.update(changes)
+        return Problem.model_validate(data)
+
+    @cached_property
+    def workload_index(self) -> dict[str, int]:
+        """Workload name -> position in :attr:`workloads`."""
+        return {w.name: i for i, w in enumerate(self.workloads)}
+
+    def workload(self, name: str) -> Workload:
+        """The workload called ``name``."""
+        return self.workloads[self.workload_index[name]]
+
+    @cached_property
+    def priorities(self) -> tuple[int, ...]:
+        """Distinct workload priorities, highest first (the objective's order)."""
+        return tuple(sorted({w.priority for w in self.workloads}, reverse=True))
+
+    def gpu_model(self, node: Node) -> GpuModel | None:
+        """The catalog model of ``node``'s GPUs (None for CPU-only nodes)."""
+        return self.catalog.get(node.gpu_model) if node.gpu_model else None
+
+    @cached_property
+    def demand_cache(self) -> dict[tuple[str, str | None], Demand | None]:
+        """Memo of :meth:`model_demand` (a plain dict: fast lookups on hot paths)."""
+        return {}
+
+    def demand(self, w: Workload, model: GpuModel | None) -> Demand | None:
+        """Resolve ``w``'s per-replica GPU demand on ``model``; None if that model cannot host it."""
+        return _resolve(w, model)
+
+    def model_demand(self, w: Workload, model_name: str | None) -> Demand | None:
+        """``w``'s demand on nodes of GPU model ``model_name`` (None: CPU-only node), or None if not allowed.
+
+        Node size is not considered here; :meth:`can_host` adds the per-node GPU count check.
+        """
+        key = (w.name, model_name)
+        cache = self.demand_cache
+        if key in cache:
+            return cache[key]
+        if w.gpus is None and w.mig is None and w.gpu_fraction is None:
+            d: Demand | None = _resolve(w, None)
+        elif model_name is None:
+            d = None
+        else:
+            model = self.catalog.get(model_name)
+            allowed = w.gpu_models is None or model.name in self.allowed_models(w)
+            d = _resolve(w, model) if allowed else None
+        cache[key] = d
+        return d
+
+    def demand_units(self, w: Workload) -> int:
+        """Nominal demand units of one replica (on the first allowed model that can host it; for ordering)."""
+        for name in self.allowed_models(w):
+            d = self.demand(w, self.catalog.get(name))
+            if d is not None:
+                return d.units
+        d = self.demand(w, None)
+        return d.units if d else 0
+
+    def allowed_models(self, w: Workload) -> list[str]:
+        """Canonical GPU model names ``w`` may use (all catalog models when unrestricted)."""
+        if w.gpu_models is None:
+            return self.catalog.names()
+        return [self.catalog.get(m).name for m in w.gpu_models]
+
+    def can_host(self, w: Workload, node: Node) -> Demand | None:
+        """The demand ``w`` would have on ``node``, or None when the node is never eligible."""
+        d = self.model_demand(w, node.gpu_model if node.gpus else None)
+        if d is not None and d.kind == "whole" and d.gpus > node.gpus:
+            return None
+        return d
+
+
+def _resolve(w: Workload, model: GpuModel | None) -> Demand | None:
+    mem = gib_to_mib(w.gpu_memory_gib) if w.gpu_memory_gib else 0
+    if w.gpus is None and w.mig is None and w.gpu_fraction is None:
+        return Demand(kind="none")
+    if model is None:
+        return None
+    model_mem = gib_to_mib(model.memory_gib) if model.memory_gib else None
+    if mem and (model_mem is None or mem > model_mem):
+        return None
+    if w.gpus is not None:
+        return Demand(kind="whole", gpus=w.gpus, memory_mib=mem, units=w.gpus * UNITS_PER_GPU)
+    if w.gpu_fraction is not None:
+        milli = round(w.gpu_fraction * MILLI)
+        return Demand(kind="fraction", gpus=1, fraction_milli=milli, memory_mib=mem,
+                      units=milli * (UNITS_PER_GPU // MILLI))
+    assert w.mig is not None
+    if not model.supports_mig:
+        return None
+    if w.mig == "auto":
+        fitting = [p for p in model.profiles if gib_to_mib(p.memory_gib) >= mem and "+" not in p.name]
+        if not fitting:
+            return None
+        prof = min(fitting, key=lambda p: (p.memory_gib, p.compute_slices, p.memory_slices))
+    else:
+        found = [p for p in model.profiles if p.name == w.mig]
+        if not found or gib_to_mib(found[0].memory_gib) < mem:
+            return None
+        prof = found[0]
+    return Demand(kind="mig", gpus=1, profile=prof, memory_mib=mem, units=model.profile_units(prof))
+
+
+def unknown_profile_error(path: str, name: str, catalog: Catalog) -> InputError:
+    """Error for a MIG profile name no model in the catalog knows."""
+    names = sorted({p.name for m in catalog.models for p in m.profiles})
+    return InputError(path, f"unknown MIG profile {name!r}{suggest(name, names)}; "
+                            "use a profile of the GPU model (see `capplan catalog MODEL`) or `auto`")

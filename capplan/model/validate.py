@@ -1,0 +1,310 @@
+"""The independent plan validator.
+
+It checks every rule of the problem from scratch, with its own simple bookkeeping and without
+any planner code, so a planner bug cannot hide behind shared logic. Every planner's result goes
+through :func:`assert_valid` before it is returned; a violation raises
+:class:`~capplan.model.errors.PlanValidationError` and the plan is never emitted.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from capplan.model.catalog import GpuModel, MigProfile
+from capplan.model.errors import PlanValidationError
+from capplan.model.plan import Assignment, Plan
+from capplan.model.problem import Node, Problem, Workload
+from capplan.model.units import MILLI, UNITS_PER_GPU, gib_to_mib, units_to_gpus
+
+_TOL = 1e-6
+
+
+def _smallest_fitting(model: GpuModel, mem_mib: int) -> MigProfile | None:
+    fitting = [p for p in model.profiles if "+" not in p.name and gib_to_mib(p.memory_gib) >= mem_mib]
+    return min(fitting, key=lambda p: (p.memory_gib, p.compute_slices, p.memory_slices), default=None)
+
+
+def _shape(p: Problem, w: Workload, a: Assignment, node: Node) -> tuple[list[str], int, int]:
+    """Check one assignment's shape; return (violations, demand units, GPU memory MiB)."""
+    v: list[str] = []
+    who = f"{w.name}[{a.replica}] on {node.name}"
+    model = p.catalog.get(node.gpu_model) if node.gpu_model else None
+    need_mem = gib_to_mib(w.gpu_memory_gib) if w.gpu_memory_gib else 0
+    if len(set(a.gpus)) != len(a.gpus) or any(g < 0 or g >= node.gpus for g in a.gpus):
+        v.append(f"{who}: GPU indices {list(a.gpus)} are repeated or outside 0..{node.gpus - 1}")
+        return v, 0, 0
+    if w.gpus is None and w.mig is None and w.gpu_fraction is None:
+        if a.gpus or a.mig or a.fraction is not None:
+            v.append(f"{who}: a CPU-only replica must not hold GPUs")
+        return v, 0, 0
+    if model is None:
+        v.append(f"{who}: the node has no GPUs")
+        return v, 0, 0
+    allowed = None if w.gpu_models is None else {p.catalog.get(m).name for m in w.gpu_models}
+    if allowed is not None and model.name not in allowed:
+        v.append(f"{who}: GPU model {model.name} is not among the allowed {sorted(allowed)}")
+    model_mem = gib_to_mib(model.memory_gib) if model.memory_gib else None
+    if w.gpus is not None:
+        if len(a.gpus) != w.gpus or a.mig is not None or a.fraction is not None:
+            v.append(f"{who}: needs exactly {w.gpus} whole GPUs, got {list(a.gpus)}")
+        if need_mem and (model_mem is None or model_mem < need_mem):
+            v.append(f"{who}: {model.name} has less than the {w.gpu_memory_gib} GiB GPU memory needed")
+        return v, w.gpus * UNITS_PER_GPU, 0
+    if w.gpu_fraction is not None:
+        milli = round(w.gpu_fraction * MILLI)
+        if len(a.gpus) != 1 or a.mig is not None or a.fraction is None or round(a.fraction * MILLI) != milli:
+            v.append(f"{who}: needs a {w.gpu_fraction} share of one GPU")
+        return v, milli * (UNITS_PER_GPU // MILLI), need_mem
+    if len(a.gpus) != 1 or a.mig is None or a.fraction is not None:
+        v.append(f"{who}: needs one MIG instance on one GPU")
+        return v, 0, 0
+    prof = next((x for x in model.profiles if x.name == a.mig.profile), None)
+    if prof is None:
+        v.append(f"{who}: {model.name} has no profile {a.mig.profile!r}")
+        return v, 0, 0
+    expected = _smallest_fitting(model, need_mem) if w.mig == "auto" else prof if prof.name == w.mig else None
+    if expected is None or expected.name != prof.name:
+        v.append(f"{who}: profile {prof.name} is not the one the workload asks for ({w.mig})")
+    if gib_to_mib(prof.memory_gib) < need_mem:
+        v.append(f"{who}: {prof.name} has less than {w.gpu_memory_gib} GiB")
+    return v, prof.compute_slices * (UNITS_PER_GPU // model.compute_slices), 0
+
+
+def _check_gpu(node: Node, model: GpuModel, g: int,
+               items: list[tuple[Assignment, Workload, int]]) -> list[str]:
+    v: list[str] = []
+    where = f"GPU {g} of {node.name}"
+    kinds = {"whole" if w.gpus is not None else "mig" if w.mig is not None else "fraction" for _, w, _ in items}
+    if len(kinds) > 1:
+        return [f"{where}: mixes {sorted(kinds)} use"]
+    kind = kinds.pop()
+    fixed = node.mode_of(g)
+    if fixed is not None and {"whole": "whole", "mig": "mig", "fraction": "shared"}[kind] != fixed.mode:
+        v.append(f"{where}: is preset to mode {fixed.mode}, cannot host {kind} use")
+    if kind == "whole" and len(items) > 1:
+        v.append(f"{where}: whole GPU used by {len(items)} replicas")
+    elif kind == "fraction":
+        total = sum(round((a.fraction or 0) * MILLI) for a, _, _ in items)
+        if total > MILLI:
+            v.append(f"{where}: time-sliced shares sum to {total / MILLI:.3f} > 1")
+        mem = sum(m for _, _, m in items)
+        cap = gib_to_mib(model.memory_gib) if model.memory_gib else None
+        if mem and (cap is None or mem > cap):
+            v.append(f"{where}: shares need {mem} MiB of GPU memory, the GPU has {cap}")
+    elif kind == "mig":
+        used = 0
+        counts: dict[str, int] = defaultdict(int)
+        compute = 0
+        for a, _, _ in items:
+            assert a.mig is not None
+            prof = next((x for x in model.profiles if x.name == a.mig.profile), None)
+            if prof is None:
+                continue  # reported by _shape
+            if a.mig.start not in prof.starts:
+                v.append(f"{where}: {prof.name} may not start at {a.mig.start} (allowed {list(prof.starts)})")
+            mask = ((1 << prof.memory_slices) - 1) << a.mig.start
+            if used & mask:
+                v.append(f"{where}: MIG instance {prof.name}@{a.mig.start} overlaps another")
+            used |= mask
+            counts[prof.name] += 1
+            compute += prof.compute_slices
+            if fixed is not None and fixed.layout is not None and a.mig not in fixed.layout:
+                v.append(f"{where}: {prof.name}@{a.mig.start} is not in the GPU's preset MIG layout")
+        for name, c in counts.items():
+            prof = next(x for x in model.profiles if x.name == name)
+            if c > prof.max_count:
+                v.append(f"{where}: {c} x {name}, at most {prof.max_count} allowed")
+        if model.homogeneous and len(counts) > 1:
+            v.append(f"{where}: {model.name} runs one partition mode per GPU, got {sorted(counts)}")
+        if compute > model.compute_slices:
+            v.append(f"{where}: {compute} compute slices used, the GPU has {model.compute_slices}")
+    tenants = {w.tenant for _, w, _ in items}
+    if len(tenants) > 1 and any(w.isolation == "tenant" for _, w, _ in items):
+        v.append(f"{where}: tenant isolation violated, tenants {sorted(tenants)} share it")
+    return v
+
+
+def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str]:
+    """Check resource rules of a set of assignments (shapes, GPUs, MIG, CPU, memory, isolation, power)."""
+    v: list[str] = []
+    nodes = {n.name: n for n in p.cluster.nodes}
+    works = {w.name: w for w in p.workloads}
+    per_gpu: dict[tuple[str, int], list[tuple[Assignment, Workload, int]]] = defaultdict(list)
+    per_node: dict[str, list[tuple[Assignment, Workload]]] = defaultdict(list)
+    for a in assignments:
+        w, node = works.get(a.workload), nodes.get(a.node)
+        if w is None or node is None:
+            v.append(f"{a.workload}[{a.replica}]: unknown workload or node {a.node!r}")
+            continue
+        sv, _, mem = _shape(p, w, a, node)
+        v.extend(sv)
+        per_node[node.name].append((a, w))
+        for g in a.gpus:
+            if 0 <= g < node.gpus:
+                per_gpu[(node.name, g)].append((a, w, mem))
+    for (nname, g), items in sorted(per_gpu.items()):
+        node = nodes[nname]
+        assert node.gpu_model is not None
+        v.extend(_check_gpu(node, p.catalog.get(node.gpu_model), g, items))
+    for nname, nitems in sorted(per_node.items()):
+        node = nodes[nname]
+        cpu = sum(w.cpu_milli for _, w in nitems)
+        mem = sum(w.memory_mib for _, w in nitems)
+        if cpu > node.cpu_milli:
+            v.append(f"node {nname}: CPU {cpu / MILLI:g} cores requested, {node.cpu_milli / MILLI:g} available")
+        if mem > node.memory_mib:
+            v.append(f"node {nname}: memory {mem} MiB requested, {node.memory_mib} MiB available")
+        tenants = {w.tenant for _, w in nitems}
+        if len(tenants) > 1 and any(w.isolation == "node" for _, w in nitems):
+            v.append(f"node {nname}: node isolation violated, tenants {sorted(tenants)} share it")
+    v.extend(_check_power(p, {k for k in per_gpu}))
+    return v
+
+
+def _check_power(p: Problem, busy: set[tuple[str, int]]) -> list[str]:
+    budgets = {(d.level, d.name): d.power_w for d in p.cluster.domains if d.power_w is not None}
+    if not budgets:
+        return []
+    draw: dict[tuple[str, str], int] = defaultdict(int)
+    levels = p.cluster.levels
+    unknown: set[str] = set()
+    for n in p.cluster.nodes:
+        count = sum(1 for g in range(n.gpus) if (n.name, g) in busy)
+        if not count:
+            continue
+        assert n.gpu_model is not None
+        tdp = p.catalog.get(n.gpu_model).tdp_w
+        for lvl, dom in zip(levels[:-1], n.path, strict=True):
+            if (lvl, dom) in budgets:
+                if tdp is None:
+                    unknown.add(dom)
+                draw[(lvl, dom)] += count * (tdp or 0)
+    v = [f"{lvl} {dom}: GPUs draw {draw[(lvl, dom)] / 1000:g} kW, budget {budgets[(lvl, dom)] / 1000:g} kW"
+         for (lvl, dom) in sorted(draw) if draw[(lvl, dom)] > (budgets[(lvl, dom)] or 0)]
+    v.extend(f"{dom}: has a power budget but hosts GPUs of unknown TDP" for dom in sorted(unknown))
+    return v
+
+
+def check_plan(p: Problem, plan: Plan) -> list[str]:
+    """Check every rule of ``p`` on ``plan``; return the violations (empty when valid)."""
+    v: list[str] = []
+    works = {w.name: w for w in p.workloads}
+    placed: dict[tuple[str, int], Assignment] = {}
+    for a in plan.assignments:
+        w = works.get(a.workload)
+        if w is None or a.replica >= w.replicas:
+            v.append(f"assignment for unknown replica {a.workload}[{a.replica}]")
+        elif a.key in placed:
+            v.append(f"{a.workload}[{a.replica}] is assigned twice")
+        placed[a.key] = a
+    unplaced: set[tuple[str, int]] = set()
+    for u in plan.unplaced:
+        for r in u.replicas:
+            if u.workload not in works or r >= works[u.workload].replicas:
+                v.append(f"unplaced entry for unknown replica {u.workload}[{r}]")
+            elif (u.workload, r) in placed or (u.workload, r) in unplaced:
+                v.append(f"{u.workload}[{r}] is listed more than once")
+            unplaced.add((u.workload, r))
+    for w in p.workloads:
+        missing = [r for r in range(w.replicas) if (w.name, r) not in placed and (w.name, r) not in unplaced]
+        if missing:
+            v.append(f"{w.name}: replicas {missing} are neither placed nor listed unplaced")
+    v.extend(check_assignments(p, plan.assignments))
+    v.extend(_check_groups(p, placed))
+    v.extend(_check_running(p, plan, placed))
+    v.extend(_check_summary(p, plan, placed))
+    return v
+
+
+def _check_groups(p: Problem, placed: dict[tuple[str, int], Assignment]) -> list[str]:
+    v: list[str] = []
+    nodes = {n.name: n for n in p.cluster.nodes}
+    for w in p.workloads:
+        mine = [placed[(w.name, r)] for r in range(w.replicas) if (w.name, r) in placed]
+        if w.is_gang and 0 < len(mine) < w.replicas:
+            v.append(f"{w.name}: gang placed partially ({len(mine)} of {w.replicas} replicas)")
+        lvl = w.topology.required
+        if lvl and mine and all(a.node in nodes for a in mine):
+            doms = {p.cluster.domain_of(nodes[a.node], lvl) for a in mine}
+            if len(doms) > 1:
+                v.append(f"{w.name}: must sit inside one {lvl}, spans {sorted(doms)}")
+    return v
+
+
+def _check_running(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignment]) -> list[str]:
+    v: list[str] = []
+    running = {a.key: a for a in p.running}
+    evicted = {(e.workload, e.replica): e for e in plan.evictions}
+    migrated = {(m.workload, m.replica): m for m in plan.migrations}
+    prio = {w.name: w.priority for w in p.workloads}
+    for key, e in evicted.items():
+        w = p.workload(e.workload) if e.workload in prio else None
+        if key not in running or w is None:
+            v.append(f"eviction of {e.workload}[{e.replica}], which is not running")
+            continue
+        if not w.preemptible:
+            v.append(f"{w.name} is not preemptible but replica {e.replica} is evicted")
+        if key in placed:
+            v.append(f"{w.name}[{e.replica}] is evicted and placed at once; list it as a migration")
+        if not any(a.node == e.node and prio[a.workload] > w.priority and a.key not in running
+                   for a in plan.assignments if a.workload in prio):
+            v.append(f"{w.name}[{e.replica}] is evicted without a higher-priority replica taking its node")
+    for key, m in migrated.items():
+        if key not in running or m.workload not in prio:
+            v.append(f"migration of {m.workload}[{m.replica}], which is not running")
+            continue
+        if not p.workload(m.workload).migratable:
+            v.append(f"{m.workload} is not migratable but replica {m.replica} moves")
+        a = placed.get(key)
+        if a is None or a.node != m.to_node or running[key].node != m.from_node:
+            v.append(f"{m.workload}[{m.replica}]: migration does not match its assignments")
+    for key, r in running.items():
+        if key in evicted or key in migrated:
+            continue
+        if placed.get(key) != r:
+            v.append(f"running replica {r.workload}[{r.replica}] moved or stopped without an eviction/migration")
+    return v
+
+
+def _check_summary(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignment]) -> list[str]:
+    v: list[str] = []
+    works = {w.name: w for w in p.workloads}
+    missing_guaranteed = sorted({w.name for w in p.workloads if w.sla == "guaranteed"
+                                 and any((w.name, r) not in placed for r in range(w.replicas))})
+    if missing_guaranteed and plan.status != "infeasible":
+        v.append(f"status is {plan.status} but guaranteed workloads {missing_guaranteed} are not placed")
+    if not missing_guaranteed and plan.status == "infeasible":
+        v.append("status is infeasible although every guaranteed workload is placed")
+    if tuple(plan.priorities) != p.priorities:
+        v.append(f"priorities {list(plan.priorities)} differ from the problem's {list(p.priorities)}")
+        return v
+    nodes = {n.name: n for n in p.cluster.nodes}
+    units: dict[int, int] = defaultdict(int)
+    for a in placed.values():
+        w, node = works.get(a.workload), nodes.get(a.node)
+        if w is not None and node is not None:
+            units[w.priority] += _shape(p, w, a, node)[1]
+    expected = [units_to_gpus(units[q]) for q in p.priorities]
+    if len(plan.objective) != len(expected) or any(abs(x - y) > _TOL for x, y in zip(plan.objective, expected,
+                                                                                       strict=False)):
+        v.append(f"objective {list(plan.objective)} differs from the recomputed {expected}")
+    if plan.bound:
+        if len(plan.bound) != len(expected):
+            v.append("bound and objective have different lengths")
+        else:
+            for b, o in zip(plan.bound, expected, strict=True):
+                if b + _TOL < o:
+                    v.append(f"bound {list(plan.bound)} is below the objective {expected}")
+                    break
+                if b > o + _TOL:
+                    break
+    return v
+
+
+def assert_valid(p: Problem, plan: Plan) -> Plan:
+    """Return ``plan`` if it passes :func:`check_plan`, else raise :class:`PlanValidationError`."""
+    violations = check_plan(p, plan)
+    if violations:
+        raise PlanValidationError(violations)
+    return plan

@@ -1,0 +1,370 @@
+"""A fast upper bound on the placed GPU demand per priority: a GPU-level cutting-stock relaxation.
+
+Every plan packs each GPU with replicas whose per-GPU demand fits in one GPU (``UNITS_PER_GPU``
+units): a whole GPU, shares summing to at most one GPU, or MIG instances using at most all
+compute slices. Dropping everything that ties GPUs together (nodes, topology, gangs, MIG
+geometry, GPU memory, isolation, power) but keeping the GPU models and the host CPU and memory
+of all nodes of a model in aggregate gives a relaxation whose optimum bounds every plan's
+objective: an LP over packing *patterns* of one GPU (Gilmore-Gomory), with interchangeable
+replicas and GPUs aggregated into counts. Patterns are generated on demand (column
+generation) and priced by an exact unbounded knapsack. If time runs out before no pattern
+improves, the Lagrangian (Farley) correction keeps the value a valid bound.
+
+Each priority is bounded on its own: its replicas alone on the whole fleet, which bounds that
+component of any plan's objective whatever the other priorities place.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import coo_matrix
+
+from capplan.model.problem import Demand, Problem, Workload
+from capplan.model.units import UNITS_PER_GPU
+
+_EPS = 1e-7
+_CPU_GRID, _MEM_GRID = 1000, 8192  # rounding *down* keeps the relaxation valid and merges items
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Result of :func:`upper_bound`.
+
+    Attributes
+    ----------
+    per_priority
+        Upper bound on placed demand units per priority.
+    converged
+        True when column generation proved the LP optimum (otherwise the Farley bound is used).
+    seconds
+        Time spent.
+    """
+
+    per_priority: dict[int, int]
+    converged: bool
+    seconds: float
+
+
+@dataclass
+class _Items:
+    sizes: list[dict[int, int]]  # per item type: model id -> units per GPU slot
+    count: list[int]  # GPU slots
+    cpu: list[int]  # per slot
+    mem: list[int]
+
+
+def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> tuple[dict[int, int], int]:
+    """Units per GPU slot of ``w`` on each bin type, and GPU slots per replica."""
+    sizes: dict[int, int] = {}
+    slots = 1
+    allowed = None if w.gpu_models is None else set(p.allowed_models(w))
+    per_model: dict[str, object] = {}
+    for b, name in enumerate(models):
+        if allowed is not None and name not in allowed:
+            continue
+        if name not in per_model:
+            per_model[name] = p.demand(w, p.catalog.get(name))
+        d = per_model[name]
+        if not isinstance(d, Demand) or d.kind == "none" or (d.kind == "whole" and d.gpus > max_gpus[b]):
+            continue
+        slots = d.gpus if d.kind == "whole" else 1
+        sizes[b] = UNITS_PER_GPU if d.kind == "whole" else d.units
+    return sizes, slots
+
+
+def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int],
+           of: dict[str, int] | None = None) -> _Items:
+    """Item types of ``ws`` (filling ``of``: workload name -> item type index, when given)."""
+    groups: dict[tuple[tuple[tuple[int, int], ...], int, int], int] = defaultdict(int)
+    key_of: dict[str, tuple[tuple[tuple[int, int], ...], int, int]] = {}
+    memo: dict[tuple[object, ...], tuple[dict[int, int], int]] = {}
+    for w in ws:
+        shape = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.gpu_models)
+        if shape not in memo:
+            memo[shape] = _sizes(p, w, models, max_gpus)
+        sizes, slots = memo[shape]
+        if not sizes:
+            continue
+        cpu = (w.cpu_milli // slots) // _CPU_GRID * _CPU_GRID
+        mem = (w.memory_mib // slots) // _MEM_GRID * _MEM_GRID
+        groups[(tuple(sorted(sizes.items())), cpu, mem)] += w.replicas * slots
+        key_of[w.name] = (tuple(sorted(sizes.items())), cpu, mem)
+    keys = sorted(groups)
+    if of is not None:
+        pos = {k: i for i, k in enumerate(keys)}
+        of.update({name: pos[k] for name, k in key_of.items()})
+    return _Items(sizes=[dict(k[0]) for k in keys], count=[groups[k] for k in keys],
+                  cpu=[k[1] for k in keys], mem=[k[2] for k in keys])
+
+
+def _knapsack(sizes: np.ndarray, values: np.ndarray, cap: int) -> tuple[float, dict[int, int]]:
+    """Exact unbounded knapsack: best value of a multiset of ``sizes`` within ``cap``.
+
+    ``dp[x]`` is the best value with total size at most ``x``; each item is applied by doubling
+    (1, 2, 4, ... copies) so the work is vectorised over capacities.
+    """
+    g = math.gcd(cap, *[int(s) for s in sizes])
+    sz = (sizes // g).astype(np.int64)
+    c = cap // g
+    dp = np.zeros(c + 1)
+    for s, v in zip(sz.tolist(), values.tolist(), strict=True):
+        if v <= 0 or s > c:
+            continue
+        step, val = s, v
+        while step <= c:
+            cand = dp[:c + 1 - step] + val
+            np.maximum(dp[step:], cand, out=dp[step:])
+            step, val = step * 2, val * 2
+    pattern: dict[int, int] = defaultdict(int)
+    x = c
+    while x > 0:
+        for j, (s, v) in enumerate(zip(sz.tolist(), values.tolist(), strict=True)):
+            if v > 0 and s <= x and abs(dp[x] - (dp[x - s] + v)) <= 1e-9 * max(1.0, abs(dp[x])):
+                pattern[j] += 1
+                x -= s
+                break
+        else:
+            x -= 1
+    return float(dp[c]), dict(pattern)
+
+
+def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: list[int],
+                 deadline: float, weight: list[float] | None = None,
+                 floors: list[tuple[list[int], float]] | None = None,
+                 ) -> tuple[float, bool, dict[tuple[int, int], float]]:
+    """Column generation for items over GPU bin types.
+
+    ``weight`` (default all 1) weighs each item type's units in the objective; each
+    ``(item types, units)`` of ``floors`` requires at least that many units of those items placed.
+    Returns the upper bound in units, whether it converged, and the LP's placed GPU slots per
+    (item type, bin type) (a fractional assignment that heuristics can follow).
+    """
+    weight = weight if weight is not None else [1.0] * len(items.count)
+    floors = floors or []
+    nb = len(n_bins)
+    # Distinct sizes per model (the rows that link items to patterns).
+    size_rows: list[dict[int, int]] = [dict() for _ in range(nb)]
+    for it in items.sizes:
+        for b, s in it.items():
+            size_rows[b].setdefault(s, len(size_rows[b]))
+    xs = [(i, b) for i, it in enumerate(items.sizes) for b in it if n_bins[b] > 0]
+    if not xs:
+        return 0.0, True, {}
+    patterns: list[tuple[int, dict[int, int]]] = []  # (model, size -> copies)
+    for b in range(nb):
+        for s in size_rows[b]:
+            if n_bins[b] > 0:
+                patterns.append((b, {s: UNITS_PER_GPU // s}))
+    n_items = len(items.count)
+    link0 = n_items
+    link_off = []
+    off = link0
+    for b in range(nb):
+        link_off.append(off)
+        off += len(size_rows[b])
+    bins0, cpu0, mem0 = off, off + nb, off + 2 * nb
+    floor0 = mem0 + nb
+    n_rows = floor0 + len(floors)
+    rhs = np.zeros(n_rows)
+    rhs[:n_items] = items.count
+    rhs[bins0:bins0 + nb] = n_bins
+    rhs[cpu0:cpu0 + nb] = cpu_cap
+    rhs[mem0:mem0 + nb] = mem_cap
+    floor_of: dict[int, int] = {}
+    for f, (members, units) in enumerate(floors):
+        rhs[floor0 + f] = -units
+        floor_of.update({i: f for i in members})
+    rows, cols, vals = [], [], []
+    cost = []
+    for j, (i, b) in enumerate(xs):
+        s = items.sizes[i][b]
+        cost.append(-float(s) * weight[i])
+        rows += [i, link_off[b] + size_rows[b][s], cpu0 + b, mem0 + b]
+        cols += [j] * 4
+        vals += [1.0, 1.0, float(items.cpu[i]), float(items.mem[i])]
+        if i in floor_of:
+            rows.append(floor0 + floor_of[i])
+            cols.append(j)
+            vals.append(-float(s))
+    converged = False
+    value = float("inf")
+    while True:
+        prow, pcol, pval = list(rows), list(cols), list(vals)
+        nx = len(xs)
+        for k, (b, pat) in enumerate(patterns):
+            for s, a in pat.items():
+                prow.append(link_off[b] + size_rows[b][s])
+                pcol.append(nx + k)
+                pval.append(-float(a))
+            prow.append(bins0 + b)
+            pcol.append(nx + k)
+            pval.append(1.0)
+        a_ub = coo_matrix((pval, (prow, pcol)), shape=(n_rows, nx + len(patterns))).tocsr()
+        res = linprog(np.array(cost + [0.0] * len(patterns)), A_ub=a_ub, b_ub=rhs, bounds=(0, None),
+                      method="highs")
+        if res.status != 0:  # infeasible floors (only from a caller's inconsistent input): no bound
+            return float("inf"), False, {}
+        primal = {xs[j]: float(v) for j, v in enumerate(res.x[:len(xs)]) if v > 1e-9}
+        duals = -np.asarray(res.ineqlin.marginals)
+        lp = -float(res.fun)
+        # Price one pattern per model; the Farley correction bounds the full LP at any iteration.
+        extra, added = 0.0, 0
+        for b in range(nb):
+            if n_bins[b] == 0 or not size_rows[b]:
+                continue
+            sizes = np.array(list(size_rows[b]), dtype=np.int64)
+            pi = np.array([duals[link_off[b] + r] for r in size_rows[b].values()])
+            best, pick = _knapsack(sizes, pi, UNITS_PER_GPU)
+            rc = best - duals[bins0 + b]
+            if rc > 1e-9:
+                extra += n_bins[b] * rc
+            if rc > 1e-6 * max(1.0, duals[bins0 + b]):
+                patterns.append((b, {int(sizes[j]): c for j, c in pick.items()}))
+                added += 1
+        value = min(value, lp + extra)
+        if added == 0:
+            converged = True
+            break
+        if time.perf_counter() > deadline:
+            break
+    return value, converged, primal
+
+
+@dataclass(frozen=True)
+class BinTypes:
+    """GPU bin types: nodes with the same GPU model, GPU count, CPU and memory are interchangeable."""
+
+    keys: list[tuple[str, int, int, int]]
+    nodes: list[list[int]]  # node indices per type
+
+    @classmethod
+    def of(cls, p: Problem) -> BinTypes:
+        """Group the GPU nodes of ``p`` by (model, GPUs, CPU, memory)."""
+        groups: dict[tuple[str, int, int, int], list[int]] = defaultdict(list)
+        for i, n in enumerate(p.cluster.nodes):
+            if n.gpu_model and n.gpus:
+                groups[(p.catalog.get(n.gpu_model).name, n.gpus, n.cpu_milli, n.memory_mib)].append(i)
+        keys = sorted(groups)
+        return cls(keys=keys, nodes=[groups[k] for k in keys])
+
+
+def _solve(p: Problem, ws: list[Workload], types: BinTypes, deadline: float,
+           of: dict[str, int] | None = None) -> tuple[_Items, float, bool, dict[tuple[int, int], float]]:
+    models = [k[0] for k in types.keys]
+    counts = [len(x) for x in types.nodes]
+    n_bins = [c * k[1] for c, k in zip(counts, types.keys, strict=True)]
+    cpu_cap = [c * k[2] for c, k in zip(counts, types.keys, strict=True)]
+    mem_cap = [c * k[3] for c, k in zip(counts, types.keys, strict=True)]
+    items = _items(p, ws, models, [k[1] for k in types.keys], of)
+    return (items, *_bound_items(items, n_bins, cpu_cap, mem_cap, deadline))
+
+
+def lp_assignment(p: Problem, ws: list[Workload], time_limit: float = 10.0) -> dict[str, dict[int, float]]:
+    """The relaxation's fractional assignment: workload name -> {bin type: share of its replicas}.
+
+    Bin types are those of :meth:`BinTypes.of`; heuristics use this to send each replica to
+    the kind of node the LP put it on (CPU-heavy replicas to CPU-rich nodes, ...).
+    """
+    types = BinTypes.of(p)
+    of: dict[str, int] = {}
+    items, _, _, primal = _solve(p, ws, types, time.perf_counter() + time_limit, of)
+    per_item: dict[int, dict[int, float]] = defaultdict(dict)
+    for (i, b), v in primal.items():
+        per_item[i][b] = v / items.count[i]
+    return {name: per_item.get(i, {}) for name, i in of.items()}
+
+
+def upper_bound(p: Problem, time_limit: float = 10.0) -> Bound:
+    """Per-priority upper bound on placed GPU demand units (see the module docstring).
+
+    Parameters
+    ----------
+    p
+        The problem.
+    time_limit
+        Seconds for column generation over all priorities; on time-out the bound stays valid.
+    """
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    types = BinTypes.of(p)
+    out: dict[int, int] = {}
+    converged = True
+    for q in p.priorities:
+        items, value, ok, _ = _solve(p, [w for w in p.workloads if w.priority == q], types, deadline)
+        converged &= ok
+        hostable = sum(c * max(it.values()) for c, it in zip(items.count, items.sizes, strict=True))
+        out[q] = min(hostable, math.floor(value * (1 + 1e-9) + 1e-6)) if value != float("inf") else hostable
+    return Bound(per_priority=out, converged=converged, seconds=time.perf_counter() - t0)
+
+
+def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float = 10.0,
+                        base: Bound | None = None, guaranteed_met: bool = True) -> Bound:
+    """:func:`upper_bound` tightened for the priority order, given units a plan ``achieved``.
+
+    When a plan meets the bound of every priority above ``q``, any plan at least as good
+    lexicographically places at least as much of each of them, so priority ``q`` is bounded by
+    the relaxation of all these priorities together with their placed units as floors (and
+    stays bounded by its own value). Below the first priority whose objective is under its
+    bound nothing changes. The result is a valid lexicographic upper bound on every plan.
+    Guaranteed replicas come before every priority in that order: unless the plan places all of
+    them (``guaranteed_met``), a better plan may place less of the priorities, so nothing is
+    tightened.
+
+    Parameters
+    ----------
+    p
+        The problem.
+    achieved
+        Placed units per priority of a valid plan of ``p``.
+    time_limit
+        Seconds for all the relaxations.
+    base
+        :func:`upper_bound` of ``p`` when already computed.
+    guaranteed_met
+        Whether the plan places every replica of every guaranteed workload.
+    """
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    base = base or upper_bound(p, time_limit=time_limit / 2)
+    if not guaranteed_met:
+        return base
+    out = dict(base.per_priority)
+    converged = base.converged
+    types = BinTypes.of(p)
+    models = [k[0] for k in types.keys]
+    counts = [len(x) for x in types.nodes]
+    n_bins = [c * k[1] for c, k in zip(counts, types.keys, strict=True)]
+    cpu_cap = [c * k[2] for c, k in zip(counts, types.keys, strict=True)]
+    mem_cap = [c * k[3] for c, k in zip(counts, types.keys, strict=True)]
+    above: list[int] = []
+    for q in p.priorities:
+        if above and time.perf_counter() < deadline:
+            prios = [*above, q]
+            parts = [_items(p, [w for w in p.workloads if w.priority == x], models, [k[1] for k in types.keys])
+                     for x in prios]
+            merged = _Items(sizes=[], count=[], cpu=[], mem=[])
+            owner: list[int] = []
+            for x, it in zip(prios, parts, strict=True):
+                merged.sizes += it.sizes
+                merged.count += it.count
+                merged.cpu += it.cpu
+                merged.mem += it.mem
+                owner += [x] * len(it.count)
+            # Floors slightly below the placed units: float tolerance must never cut off that plan.
+            floors = [([i for i, o in enumerate(owner) if o == x], achieved.get(x, 0) * (1 - 1e-9) - 1e-6)
+                      for x in above]
+            value, ok, _ = _bound_items(merged, n_bins, cpu_cap, mem_cap, deadline,
+                                        weight=[1.0 if o == q else 0.0 for o in owner], floors=floors)
+            converged &= ok
+            if value != float("inf"):
+                out[q] = min(out[q], max(achieved.get(q, 0), math.floor(value * (1 + 1e-9) + 1e-6)))
+        if achieved.get(q, 0) < out[q]:
+            break
+        above.append(q)
+    return Bound(per_priority=out, converged=converged, seconds=time.perf_counter() - t0)

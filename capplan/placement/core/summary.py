@@ -1,0 +1,151 @@
+"""Objective, bound, metrics and the assembly of a :class:`~capplan.model.plan.Plan` from assignments.
+
+Shared by every planner so that all of them report the same quantities the same way.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from capplan.model.plan import Assignment, Eviction, Migration, Plan, Status, Unplaced
+from capplan.model.problem import Problem, Workload
+from capplan.model.units import MILLI, UNITS_PER_GPU, units_to_gpus
+
+
+def placed_units(p: Problem, assignments: Iterable[Assignment]) -> dict[int, int]:
+    """Placed GPU demand units per priority."""
+    out: dict[int, int] = defaultdict(int)
+    nodes = p.cluster.nodes
+    for a in assignments:
+        w = p.workload(a.workload)
+        d = p.can_host(w, nodes[p.cluster.node_index[a.node]])
+        out[w.priority] += d.units if d is not None else 0
+    return out
+
+
+def eligible_units(p: Problem, w: Workload, types: list[tuple[str | None, int]] | None = None) -> int:
+    """Most demand units ``w`` can contribute: replicas times the largest per-node value (0 if unhostable)."""
+    best = -1
+    for model, gpus in types if types is not None else _node_types(p):
+        d = p.model_demand(w, model)
+        if d is not None and (d.kind != "whole" or d.gpus <= gpus):
+            best = max(best, d.units)
+    return w.replicas * best if best >= 0 else 0
+
+
+def _node_types(p: Problem) -> list[tuple[str | None, int]]:
+    """Distinct (GPU model, most GPUs on one node of that model) pairs of the cluster."""
+    most: dict[str | None, int] = {}
+    for n in p.cluster.nodes:
+        m = n.gpu_model if n.gpus else None
+        most[m] = max(most.get(m, 0), n.gpus)
+    return list(most.items())
+
+
+def trivial_bound(p: Problem) -> dict[int, int]:
+    """Per-priority upper bound: hostable demand, capped by the cluster's GPUs."""
+    cap = p.cluster.gpus_total * UNITS_PER_GPU
+    out: dict[int, int] = defaultdict(int)
+    types = _node_types(p)
+    for w in p.workloads:
+        out[w.priority] += eligible_units(p, w, types)
+    return {q: min(v, cap) for q, v in out.items()}
+
+
+def lexicographic_gap(obj: list[int], bound: list[int]) -> float:
+    """Relative gap at the highest priority whose objective is below its bound."""
+    for o, b in zip(obj, bound, strict=True):
+        if b > o:
+            return round((b - o) / b, 6)
+    return 0.0
+
+
+def metrics(p: Problem, assignments: list[Assignment]) -> dict[str, object]:
+    """Utilisation metrics of a set of assignments."""
+    total_gpus = p.cluster.gpus_total
+    units = sum(placed_units(p, assignments).values())
+    busy = {(a.node, g) for a in assignments for g in a.gpus}
+    cpu_total = sum(n.cpu_milli for n in p.cluster.nodes)
+    cpu_used = sum(p.workload(a.workload).cpu_milli for a in assignments)
+    per_prio: dict[int, int] = defaultdict(int)
+    for a in assignments:
+        per_prio[p.workload(a.workload).priority] += 1
+    return {
+        "gpus_total": total_gpus,
+        "gpus_allocated": units_to_gpus(units),
+        "allocation_pct": round(100 * units / (total_gpus * UNITS_PER_GPU), 4) if total_gpus else 0.0,
+        "gpus_touched": len(busy),
+        "gpus_idle": total_gpus - len(busy),
+        "replicas_total": sum(w.replicas for w in p.workloads),
+        "replicas_placed": len(assignments),
+        "replicas_placed_per_priority": [per_prio[q] for q in p.priorities],
+        "cpu_allocation_pct": round(100 * cpu_used / cpu_total, 4) if cpu_total else 0.0,
+    }
+
+
+def make_plan(p: Problem, strategy: str, assignments: list[Assignment], unplaced: list[Unplaced], *,
+              bound: dict[int, int] | None = None, seconds: float = 0.0, seed: int = 0,
+              evictions: Iterable[Eviction] = (), migrations: Iterable[Migration] = (),
+              proven_optimal: bool = False, extra_metrics: dict[str, object] | None = None) -> Plan:
+    """Assemble a plan: objective per priority, bound, gap, status and metrics."""
+    got = placed_units(p, assignments)
+    bnd = bound if bound is not None else trivial_bound(p)
+    obj = [got[q] for q in p.priorities]
+    cap = p.cluster.gpus_total * UNITS_PER_GPU  # no priority can place more than every GPU: always valid
+    bvec = [max(min(bnd.get(q, 0), cap), got[q]) for q in p.priorities]
+    placed = {a.key for a in assignments}
+    guaranteed_missing = any(w.sla == "guaranteed" and any((w.name, r) not in placed for r in range(w.replicas))
+                             for w in p.workloads)
+    status: Status
+    if guaranteed_missing:
+        status = "infeasible"
+    elif proven_optimal or obj == bvec:
+        status = "optimal"
+    else:
+        status = "feasible"
+    m = metrics(p, assignments)
+    if extra_metrics:
+        m.update(extra_metrics)
+    return Plan(status=status, strategy=strategy, objective=tuple(units_to_gpus(x) for x in obj),
+                bound=tuple(units_to_gpus(x) for x in bvec), priorities=p.priorities,
+                gap=lexicographic_gap(obj, bvec), solve_seconds=round(seconds, 4), seed=seed,
+                assignments=tuple(sorted(assignments, key=lambda a: (p.workload_index[a.workload], a.replica))),
+                unplaced=tuple(sorted(unplaced, key=lambda u: p.workload_index[u.workload])),
+                evictions=tuple(evictions), migrations=tuple(migrations), metrics=m)
+
+
+def summary_text(p: Problem, plan: Plan) -> str:
+    """A readable multi-line summary (placed / unplaced per priority, utilisation)."""
+    lines = [f"capplan {plan.strategy}: status {plan.status}, {plan.solve_seconds:.2f}s, gap {plan.gap:.2%}"]
+    placed = {a.key for a in plan.assignments}
+    for q, obj, bnd in zip(plan.priorities, plan.objective, plan.bound, strict=True):
+        ws = [w for w in p.workloads if w.priority == q]
+        n_total = sum(w.replicas for w in ws)
+        n_placed = sum(1 for w in ws for r in range(w.replicas) if (w.name, r) in placed)
+        lines.append(f"  priority {q:>6}: {n_placed}/{n_total} replicas placed, "
+                     f"{obj:g} GPUs of demand (bound {bnd:g})")
+    m = plan.metrics
+    lines.append(f"  GPUs: {m.get('gpus_allocated', 0):g} of {m.get('gpus_total', 0)} allocated "
+                 f"({m.get('allocation_pct', 0):.2f}%), CPU {m.get('cpu_allocation_pct', 0):.1f}% allocated")
+    for u in plan.unplaced:
+        lines.append(f"  unplaced {u.workload} x{len(u.replicas)}: {u.reason}")
+    for e in plan.evictions:
+        lines.append(f"  evict {e.workload}[{e.replica}] on {e.node}: {e.reason}")
+    for mg in plan.migrations:
+        lines.append(f"  migrate {mg.workload}[{mg.replica}] {mg.from_node} -> {mg.to_node}: {mg.reason}")
+    return "\n".join(lines)
+
+
+def describe_demand(p: Problem, w: Workload) -> str:
+    """Short text of one replica's demand, e.g. ``8 GPUs`` or ``3g.40gb MIG slice``."""
+    if w.gpus is not None:
+        what = f"{w.gpus} GPU{'s' if w.gpus > 1 else ''}"
+    elif w.mig is not None:
+        what = f"a {w.mig} MIG slice" if w.mig != "auto" else f"a MIG slice with {w.gpu_memory_gib:g} GiB"
+    elif w.gpu_fraction is not None:
+        what = f"a {w.gpu_fraction:g} GPU share"
+    else:
+        what = f"{w.cpu:g} cores"
+    models = f" of {'/'.join(w.gpu_models)}" if w.gpu_models else ""
+    return what + models + ("" if w.gpu_fraction is None else f" ({round(w.gpu_fraction * MILLI)} milli)")

@@ -1,0 +1,194 @@
+"""Region repair: re-solve small regions exactly, with the left-out replicas as candidates.
+
+The aggregated model rarely improves a full plan by itself when the improvement needs several
+coordinated changes: an H100 holding two 3g.40gb instances has all eight memory slices taken
+and one compute slice idle; turning it into 3g.40gb + 1g.10gb x 4 gains a slice only if the
+other 3g.40gb moves to a GPU whose whole-GPU job gives way, in a rack whose power budget allows
+the busy GPUs. Such moves touch few nodes, so small regions are solved on their own: a rack, a
+pair of nodes (one with stranded room, one carrying lowest-priority work), a pair of racks. Each
+small problem holds the region's nodes, the replicas placed on them, every left-out replica that
+could go there, and its domains' power budgets minus what the rest of each domain draws
+(:func:`capplan.placement.core.subproblem.neighbourhood`); replicas of a gang or of a workload with a required topology
+that also sit outside the region stay where they are. It is solved by the exact planner in
+well under a second for a node pair; the region's new arrangement is kept when it is
+lexicographically better (guaranteed replicas, then placed demand and replicas per priority),
+which makes the whole plan better by the same amount because nothing outside the region changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import replace
+
+from capplan.model.plan import Assignment
+from capplan.model.problem import Problem
+from capplan.model.units import UNITS_PER_GPU
+from capplan.placement.core.options import PlanOptions
+from capplan.placement.core.subproblem import lex_key, neighbourhood
+
+log = logging.getLogger(__name__)
+log.addHandler(logging.NullHandler())
+
+SubSolver = Callable[[Problem, PlanOptions], list[Assignment]]
+
+
+def regions(p: Problem) -> list[list[int]]:
+    """Node indices per domain of the innermost level above ``node`` (racks); chunks of 8 without one."""
+    cl = p.cluster
+    if len(cl.levels) < 2:
+        idx = list(range(len(cl.nodes)))
+        return [idx[k:k + 8] for k in range(0, len(idx), 8)]
+    level = cl.levels[-2]
+    out: dict[str, list[int]] = defaultdict(list)
+    for i, n in enumerate(cl.nodes):
+        out[cl.domain_of(n, level)].append(i)
+    return list(out.values())
+
+
+def _busy(p: Problem, assignments: list[Assignment]) -> dict[str, set[int]]:
+    busy: dict[str, set[int]] = defaultdict(set)
+    for a in assignments:
+        busy[a.node].update(a.gpus)
+    return busy
+
+
+def subproblem(
+    p: Problem, assignments: list[Assignment], region: list[int]
+) -> tuple[Problem, dict[tuple[str, int], tuple[str, int]], list[Assignment]]:
+    """The region's problem (:func:`~capplan.placement.core.subproblem.neighbourhood`, every left-out
+    replica that could go there offered), the map from its replica keys to the original ones, and the region's
+    assignments now, in the small problem's keys."""
+    cl = p.cluster
+    nodes = [cl.nodes[i] for i in region]
+    names = {n.name for n in nodes}
+    placed: dict[str, set[int]] = defaultdict(set)
+    for a in assignments:
+        placed[a.workload].add(a.replica)
+    offer = [(w, missing) for w in p.workloads
+             if (missing := [r for r in range(w.replicas) if r not in placed[w.name]])
+             and any(p.can_host(w, n) is not None for n in nodes)]
+    sub, back = neighbourhood(p, assignments, names, offer)
+    fwd = {v: k for k, v in back.items()}
+    now = [a.model_copy(update={"replica": fwd[a.key][1]}) for a in assignments if a.node in names]
+    return sub, back, now
+
+
+def repair(
+    p: Problem, assignments: list[Assignment], options: PlanOptions, deadline: float, solve_sub: SubSolver
+) -> tuple[list[Assignment], dict[str, object]]:
+    """Improve ``assignments`` rack by rack until ``deadline`` or a pass without improvement.
+
+    Parameters
+    ----------
+    p
+        The problem (no running replicas).
+    assignments
+        A valid plan's assignments.
+    options
+        Seed and workers for the small solves.
+    deadline
+        A :func:`time.perf_counter` value.
+    solve_sub
+        Solves a region's problem and returns its assignments (the exact CP-SAT planner).
+
+    Returns
+    -------
+    tuple
+        The improved assignments and statistics (regions solved, improved, seconds).
+    """
+    t0 = time.perf_counter()
+    stats: dict[str, object] = {"regions_solved": 0, "regions_improved": 0}
+    regs = regions(p)
+    if p.running or len(regs) < 2:
+        return assignments, stats
+    current = list(assignments)
+    tried: set[tuple[int, ...]] = set()  # neighbourhoods solved with no improvement since
+    order = _neighbourhoods(p, current, regs)  # recomputed only when the plan changes
+    while time.perf_counter() < deadline - 0.5:
+        todo = [n for n in order if tuple(n) not in tried]
+        if not todo:
+            break
+        region = todo[0]
+        tried.add(tuple(region))
+        sub, back, now = subproblem(p, current, region)
+        if not sub.workloads:
+            continue
+        left = deadline - time.perf_counter()
+        ts = time.perf_counter()
+        got = solve_sub(sub, replace(options, time_limit=min(left, 4.0), progress=None))
+        log.debug("repair: %d nodes solved in %.1fs", len(region), time.perf_counter() - ts)
+        stats["regions_solved"] = int(str(stats["regions_solved"])) + 1
+        if lex_key(sub, got) <= lex_key(sub, now):
+            continue
+        names = {n.name for n in sub.cluster.nodes}
+        current = [a for a in current if a.node not in names] + [
+            a.model_copy(update={"replica": back[a.key][1]}) for a in got
+        ]
+        stats["regions_improved"] = int(str(stats["regions_improved"])) + 1
+        log.debug("repair: %s improved %s -> %s", sorted({n.path[:-1] or (n.name,) for n in sub.cluster.nodes}),
+                  lex_key(sub, now), lex_key(sub, got))
+        # Only neighbourhoods overlapping the region can improve now: elsewhere the arrangement is
+        # unchanged and the left-out pool only shrank.
+        tried = {t for t in tried if not set(t) & set(region)}
+        order = _neighbourhoods(p, current, regs)
+    stats["seconds"] = round(time.perf_counter() - t0, 3)
+    return current, stats
+
+
+def _neighbourhoods(p: Problem, assignments: list[Assignment], regs: list[list[int]]) -> list[list[int]]:
+    """Node pairs, then racks by stranded room, then rack pairs.
+
+    Node pairs join two nodes with stranded room (busy GPUs not full: MIG memory taken with
+    compute idle, shares), whose instances can be regrouped (two GPUs of 3g.40gb x 2 and two of
+    2g.20gb x 3 become three of 3g.40gb + 2g.20gb x 2 and a free GPU), then a node with stranded
+    room and one carrying the most lowest-priority demand, whose work can make way for instances
+    moved off the first one; rack pairs join the racks with most room with the other racks. A node
+    pair keeps each rack's busy GPU count within its power budget and is solved in a fraction of a
+    second.
+    """
+    singles = _by_slack(p, assignments, regs)
+    nodes = _by_slack(p, assignments, [[i] for i in range(len(p.cluster.nodes))])
+    room = _slack(p, assignments)
+    stranded = [n for n in nodes if room(n) > 0][:12]
+    donor_nodes = _donors(p, assignments, [[i] for i in range(len(p.cluster.nodes))])[:24]
+    node_pairs = [sorted(a + b) for k, b in enumerate(stranded) for a in stranded[:k]]
+    node_pairs += [sorted(a + b) for b in donor_nodes for a in stranded if a != b and sorted(a + b) not in node_pairs]
+    rack_pairs = [sorted(a + b) for a in singles[:3] for b in _donors(p, assignments, regs) if a != b]
+    return node_pairs + singles + rack_pairs
+
+
+def _donors(p: Problem, assignments: list[Assignment], regs: list[list[int]]) -> list[list[int]]:
+    """Regions by placed demand of the lowest priority, most first."""
+    low = min(p.priorities, default=0)
+    cl = p.cluster
+    low_units: dict[str, int] = defaultdict(int)
+    for a in assignments:
+        w = p.workload(a.workload)
+        if w.priority == low:
+            d = p.can_host(w, cl.nodes[cl.node_index[a.node]])
+            low_units[a.node] += d.units if d is not None else 0
+    return sorted(regs, key=lambda r: (-sum(low_units[cl.nodes[i].name] for i in r), r[0]))
+
+
+def _slack(p: Problem, assignments: list[Assignment]) -> Callable[[list[int]], int]:
+    """Unused demand units on the busy GPUs of a region (stranded MIG or share room)."""
+    cl = p.cluster
+    used: dict[str, int] = defaultdict(int)
+    for a in assignments:
+        d = p.can_host(p.workload(a.workload), cl.nodes[cl.node_index[a.node]])
+        used[a.node] += d.units if d is not None else 0
+    busy = _busy(p, assignments)
+
+    def slack(reg: list[int]) -> int:
+        return sum(UNITS_PER_GPU * len(busy.get(cl.nodes[i].name, ())) - used[cl.nodes[i].name] for i in reg)
+
+    return slack
+
+
+def _by_slack(p: Problem, assignments: list[Assignment], regs: list[list[int]]) -> list[list[int]]:
+    """Regions with the most stranded room first."""
+    slack = _slack(p, assignments)
+    return sorted(regs, key=lambda r: (-slack(r), r[0]))

@@ -1,0 +1,304 @@
+"""The ``cpsat`` strategy: greedy hint, lexicographic CP-SAT stages, decode, validate.
+
+:func:`plan_cpsat` is anytime: it starts from the greedy plan (the first valid plan, usually in
+milliseconds), improves it stage by stage within ``options.time_limit``, and returns the greedy
+plan instead whenever CP-SAT's result is not lexicographically at least as good or does not pass
+the independent validator. So the result is never worse than greedy and never invalid.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from capplan.model.plan import Assignment, Plan
+from capplan.model.problem import Problem
+from capplan.placement.core.options import PlanOptions
+from capplan.placement.core.subproblem import lex_key
+from capplan.placement.core.summary import trivial_bound
+from capplan.placement.cpsat.aggregate import break_node_symmetry, greedy_hint, sort_plan_nodes
+from capplan.placement.cpsat.constraints import add_all
+from capplan.placement.cpsat.index import build_index
+from capplan.placement.cpsat.model import PlacementModel
+from capplan.placement.cpsat.objective import Stage, build_stages, fix_at_ceiling
+from capplan.placement.cpsat.repair import regions
+from capplan.placement.cpsat.result import Run, StageResult, bounds, from_solution, greedy_as_cpsat, repaired
+from capplan.placement.greedy import plan_greedy
+
+log = logging.getLogger(__name__)
+log.addHandler(logging.NullHandler())
+
+_PRESOLVE_MAX_VARS = 15_000
+# Model build time per candidate (workload, node) pair, a conservative figure from this machine
+# (512 nodes x 240 workloads = 123k pairs: about 37 s to build, constrain, stage and hint).
+_BUILD_SECONDS_PER_PAIR = 2e-4
+_TIE_BREAK_GRACE = 1.0  # seconds a stage whose units are proven keeps searching for the replica tie-break
+_WEIGHT = {"guaranteed": 1.0, "moves": 0.5, "shape": 0.5}  # share of the remaining time; priorities 2.0
+
+
+class _Progress(cp_model.CpSolverSolutionCallback):
+    """Forwards each improving solution to ``options.progress``; stops once the units are proven.
+
+    A priority stage maximises ``units * per_unit + replicas``; the plan's objective is the units.
+    Once the bound shows no more units are reachable, the remaining question is only the replica
+    tie-break, whose proof can take the rest of the time limit (an LP bound of 40 replicas
+    where 39 is the most): the search stops there and leaves the time to the next stages.
+    """
+
+    def __init__(
+        self, stage: Stage, t0: float, fn: Any, solver: cp_model.CpSolver, best: int | None, grace: float
+    ) -> None:
+        super().__init__()
+        self.stage, self.t0, self.fn, self.solver = stage, t0, fn, solver
+        self.best = best
+        self.bound = float("inf")
+        self.units_proven = False
+        self.stop_after = time.perf_counter() + grace  # the tie-break gets this long in any case
+        self._timer = threading.Timer(grace, self._maybe_stop)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Progress:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._timer.cancel()
+
+    def _maybe_stop(self) -> None:
+        if self.units_proven:
+            self.solver.stop_search()
+
+    def on_solution_callback(self) -> None:
+        value = round(self.objective_value)
+        self.best = value if self.best is None else max(self.best, value)
+        if self.fn is not None:
+            self.fn(
+                {
+                    "stage": self.stage.name,
+                    "elapsed": round(time.perf_counter() - self.t0, 3),
+                    "objective": self.objective_value,
+                    "bound": self.best_objective_bound,
+                }
+            )
+        self.check(self.best_objective_bound)
+
+    def check(self, bound: float) -> None:
+        """Stop the search when the bound and the incumbent have the same units."""
+        st = self.stage
+        if st.maximize and self.best is not None and bound < self.best:
+            return  # below a known solution: not a bound yet (see _solve_stages)
+        self.bound = min(self.bound, bound)
+        if not st.maximize or st.priority is None or st.per_unit <= 1 or self.best is None:
+            return
+        if int(self.bound + 1e-6) // st.per_unit <= self.best // st.per_unit:
+            self.units_proven = True
+            if time.perf_counter() >= self.stop_after:
+                self.solver.stop_search()
+
+
+def _complete_hint(
+    pm: PlacementModel, stages: list[Stage], options: PlanOptions, budget: float
+) -> tuple[list[int], list[int]] | None:
+    """Complete the (partial) greedy hint to a full solution; its values per stage. None if infeasible."""
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.max_time_in_seconds = max(0.05, budget)
+    prm.num_workers = 1
+    prm.random_seed = options.seed
+    prm.fix_variables_to_their_hinted_value = True
+    pm.m.clear_objective()  # type: ignore[no-untyped-call]
+    status = solver.solve(pm.m)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        log.info("cpsat: the greedy hint does not complete (%s)", solver.status_name(status))
+        return None
+    return list(solver.response_proto.solution), [int(solver.value(st.expr)) for st in stages]
+
+
+def _set_hint(pm: PlacementModel, solution: list[int]) -> None:
+    pm.m.clear_hints()  # type: ignore[no-untyped-call]
+    hint = pm.m.proto.solution_hint
+    hint.vars.extend(range(len(solution)))
+    hint.values.extend(solution)
+
+
+def _better(st: Stage, a: int, b: int) -> bool:
+    return a > b if st.maximize else a < b
+
+
+def _solve_stages(
+    pm: PlacementModel,
+    stages: list[Stage],
+    options: PlanOptions,
+    t0: float,
+    deadline: float,
+    greedy: tuple[list[int], list[int]] | None,
+) -> Run:
+    """Solve the stages in order; the incumbent (greedy completed, then each stage's best) always
+    satisfies the stages fixed so far, so a stage that finds nothing keeps the incumbent's value."""
+    run = Run()
+    inc_vals: list[int] = []
+    if greedy is not None:
+        run.solution, inc_vals = greedy[0], greedy[1]
+    for k, st in enumerate(stages):
+        left = deadline - time.perf_counter()
+        if left <= 0.05:
+            break
+        # Hint the completed greedy solution while it meets the fixed stages and is better here.
+        g_ok = greedy is not None and all(
+            not _better(s, r.value, gv) for s, r, gv in zip(stages[:k], run.results, greedy[1], strict=False)
+        )
+        if greedy is not None and g_ok and _better(st, greedy[1][k], inc_vals[k]):
+            run.solution, inc_vals = greedy[0], greedy[1]
+        if run.solution is not None:
+            _set_hint(pm, run.solution)
+        if run.solution is not None and st.maximize and st.ceiling is not None and inc_vals[k] >= st.ceiling:
+            # The incumbent already reaches the stage's a-priori maximum: optimal without a solve.
+            run.results.append(
+                StageResult(st.name, "optimal", inc_vals[k], float(inc_vals[k]), 0.0, st.priority is not None)
+            )
+            pm.m.add(st.expr >= inc_vals[k])
+            fix_at_ceiling(pm, st)
+            if st.priority is not None:
+                run.priorities_done_s = round(time.perf_counter() - t0, 3)
+            continue
+        weights = [_WEIGHT.get(s.name, 2.0) for s in stages[k:]]
+        budget = max(0.05, left * weights[0] / sum(weights))
+        if st.priority is None and st.name != "guaranteed":
+            budget = min(budget, 0.25 * options.time_limit)  # tie-breakers never take most of the time
+        if st.maximize:
+            pm.m.maximize(st.expr)
+        else:
+            pm.m.minimize(st.expr)
+        solver = cp_model.CpSolver()
+        prm = solver.parameters
+        prm.max_time_in_seconds = budget
+        prm.num_workers = max(1, options.workers)
+        prm.random_seed = options.seed
+        # On large models presolve takes many seconds and may drop the hint; search directly.
+        prm.cp_model_presolve = len(pm.m.proto.variables) <= _PRESOLVE_MAX_VARS
+        best = inc_vals[k] if run.solution is not None else None
+        cb = _Progress(st, t0, options.progress, solver, best, min(_TIE_BREAK_GRACE, 0.2 * budget))
+        solver.best_bound_callback = cb.check
+        ts = time.perf_counter()
+        with cb:
+            status = solver.solve(pm.m, cb)
+        name = solver.status_name(status).lower()
+        secs = round(time.perf_counter() - ts, 4)
+        found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        if found and (run.solution is None or not _better(st, inc_vals[k], round(solver.objective_value))):
+            run.solution = list(solver.response_proto.solution)
+            inc_vals = [int(solver.value(s.expr)) for s in stages]
+        elif found:
+            name = "unknown"  # CP-SAT's best is worse than the hinted incumbent: keep the incumbent
+        elif run.solution is None:
+            log.info("cpsat stage %s: %s after %.2fs and no incumbent", st.name, name, secs)
+            run.results.append(StageResult(st.name, name, 0, solver.best_objective_bound, secs))
+            break
+        else:
+            name = "unknown"  # no better solution found in time: keep the incumbent's value
+        value = inc_vals[k]
+        bound = solver.best_objective_bound
+        if status == cp_model.INFEASIBLE or (bound < value if st.maximize else bound > value):
+            # Not a bound: CP-SAT reports one on the wrong side of a known solution when it stops
+            # before computing any (e.g. a stage cut off at once on a slow machine), and a stage
+            # "infeasible" under an incumbent that meets it would be a modelling error. Claim nothing.
+            bound = math.inf if st.maximize else -math.inf
+        units_proven = st.priority is not None and (
+            name == "optimal" or (math.isfinite(bound) and int(bound + 1e-6) // st.per_unit <= value // st.per_unit)
+        )
+        run.results.append(StageResult(st.name, name, value, bound, secs, units_proven))
+        pm.m.add(st.expr >= value if st.maximize else st.expr <= value)
+        if st.maximize and st.priority is not None and st.ceiling is not None and value >= st.ceiling:
+            fix_at_ceiling(pm, st)
+        if st.priority is not None:
+            run.priorities_done_s = round(time.perf_counter() - t0, 3)
+    return run
+
+
+def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True) -> Plan:
+    """Plan ``problem`` with the exact CP-SAT model (see ``docs/placement-model.md``).
+
+    Parameters
+    ----------
+    problem
+        The placement problem.
+    options
+        ``time_limit`` (whole solve), ``seed``, ``workers``, ``allow_preemption``,
+        ``allow_migration`` and an optional ``progress`` callback.
+    repair_racks
+        When a priority may stay unproven, the stages get the first 30% of the limit and region
+        repair (:mod:`capplan.placement.cpsat.repair`) runs until 90% if one does. False for the small
+        solves of repair and LNS themselves, which also skip the tie-breaking stages (topology,
+        fragmentation) and the LP bounds: their callers compare placements only.
+
+    Returns
+    -------
+    Plan
+        Status ``optimal`` when every priority stage was proven optimal, ``feasible`` otherwise,
+        ``infeasible`` when a guaranteed workload is left out; objective and CP-SAT bound per
+        priority; ``metrics.cpsat`` holds per-stage statistics.
+    """
+    t0 = time.perf_counter()
+    final = t0 + options.time_limit * 0.9
+    repairable = repair_racks and not problem.running and len(regions(problem)) >= 2
+    deadline = t0 + options.time_limit * (0.3 if repairable else 0.9)
+    greedy = plan_greedy(problem, options)
+    if options.progress:
+        options.progress(
+            {
+                "stage": "greedy",
+                "elapsed": round(time.perf_counter() - t0, 3),
+                "objective": list(greedy.objective),
+                "bound": list(greedy.bound),
+            }
+        )
+    if deadline - time.perf_counter() < max(0.3, 0.1 * options.time_limit):
+        return greedy_as_cpsat(greedy, t0, {"fallback": "greedy", "reason": "no time left after greedy"})
+    ix = build_index(problem, options)
+    pairs = sum(len(c) for c in ix.cands.values())
+    if pairs * _BUILD_SECONDS_PER_PAIR > 0.6 * (final - time.perf_counter()):
+        # The model alone would take most of the limit: keep the time for repair (small models).
+        stats: dict[str, object] = {"fallback": "greedy",
+                                    "reason": f"a model of {pairs} (workload, node) pairs would not be built in time"}
+        early = greedy_as_cpsat(greedy, t0, stats)
+        if repairable and early.status != "optimal":
+            early = repaired(problem, early, options, t0, final, _solve_sub,
+                             lambda _: (trivial_bound(problem), False))
+        return early
+    pm = PlacementModel(ix)
+    add_all(pm)
+    groups = break_node_symmetry(pm)
+    stages = build_stages(pm)
+    if not repair_racks:  # a rack's small solve: only the placement stages count (see repair.lex_key)
+        stages = [st for st in stages if st.priority is not None or st.name == "guaranteed"]
+    for var, value in greedy_hint(pm, sort_plan_nodes(pm, greedy, groups)).items():
+        pm.m.add_hint(var, value)
+    if repairable:  # on large models the build takes much of the 30%: the stages get a quarter of what is left
+        deadline = max(deadline, time.perf_counter() + 0.25 * (final - time.perf_counter()))
+    completed = _complete_hint(pm, stages, options, (deadline - time.perf_counter()) / 4)
+    run = _solve_stages(pm, stages, options, t0, deadline, completed)
+    stats = {
+        "stages": [r.__dict__ for r in run.results],
+        "hint_complete": completed is not None,
+        "priorities_done_s": run.priorities_done_s,
+        "variables": len(pm.m.proto.variables),
+        "constraints": len(pm.m.proto.constraints),
+    }
+    plan = from_solution(problem, pm, stages, run, options, t0, stats, lp_bounds=repair_racks)
+    if plan is None or lex_key(problem, list(plan.assignments)) < lex_key(problem, list(greedy.assignments)):
+        stats["fallback"] = "greedy"
+        plan = greedy_as_cpsat(greedy, t0, stats)
+    if repairable and plan.status != "optimal":  # also from the greedy plan when CP-SAT found nothing better
+        plan = repaired(problem, plan, options, t0, final, _solve_sub,
+                        lambda got: bounds(pm, stages, run, got, deadline=t0 + options.time_limit))
+    return plan
+
+
+def _solve_sub(sub: Problem, opts: PlanOptions) -> list[Assignment]:
+    """A rack's (or node pair's) small exact solve for :mod:`capplan.placement.cpsat.repair`."""
+    return list(plan_cpsat(sub, opts, repair_racks=False).assignments)

@@ -1,0 +1,354 @@
+"""Bulk placement of identical replicas: per-node capacity by array arithmetic, then one fill pass.
+
+The replicas of one workload are interchangeable. For every candidate node the number of replicas
+that fit *at once* is computed exactly (whole GPUs, shares and MIG slices per GPU, CPU, memory,
+isolation: the minimum over resources of ``floor(free / need)``, per GPU where GPUs are shared);
+nodes are ranked once by the scorer's cost of one replica and filled to capacity in that order.
+This is what placing replica by replica while sticking to the last node does (a node's score does
+not change when another node fills), at one array pass per workload instead of one per replica.
+Per-GPU capacities and node scores are cached per demand shape and recomputed only for nodes that
+changed since (:attr:`FleetState.stamp`).
+
+Not handled here (callers fall back to replica-by-replica placement): power budgets, whose
+headroom is shared by all nodes of a domain, and fixed MIG layouts.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+
+import numpy as np
+
+from capplan.model.catalog import MigProfile
+from capplan.model.plan import MigSlot
+from capplan.model.problem import Demand, Workload
+from capplan.model.units import MILLI, UNITS_PER_GPU
+from capplan.placement.heuristics.choose import Demands, _placement_masks
+from capplan.placement.heuristics.fleet import FREE, MIG, SHARED, WHOLE, Choice, FleetState
+from capplan.placement.heuristics.score import Scorer
+
+BIG = 1 << 30
+
+
+class StampCache:
+    """Per-node arrays keyed by demand shape, recomputed only for nodes whose stamp changed.
+
+    Parameters
+    ----------
+    st
+        The occupancy whose :attr:`~FleetState.stamp` marks changed nodes.
+    limit
+        Most shapes kept (least recently used dropped first).
+    """
+
+    def __init__(self, st: FleetState, limit: int = 64) -> None:
+        self.st = st
+        self.limit = limit
+        self._d: OrderedDict[Hashable, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+
+    def get(self, key: Hashable, idx: np.ndarray, compute: Callable[[np.ndarray], np.ndarray],
+            width: int = 0, dtype: type = np.float64) -> np.ndarray:
+        """Values for nodes ``idx`` (rows of width ``width``, 0: scalars), computing stale rows.
+
+        ``key`` must always come with the same ``idx``: the arrays are stored compactly for it.
+        The result is the cache's own array (read only).
+        """
+        st = self.st
+        entry = self._d.get(key)
+        if entry is None:
+            vals: np.ndarray = np.zeros((idx.size, width) if width else idx.size, dtype=dtype)
+            entry = (vals, np.full(idx.size, -1, dtype=np.int64))
+            self._d[key] = entry
+            if len(self._d) > self.limit:
+                self._d.popitem(last=False)
+        else:
+            self._d.move_to_end(key)
+        vals, stamps = entry
+        cur = st.stamp[idx]
+        stale = np.flatnonzero(stamps != cur)
+        if stale.size:
+            vals[stale] = compute(idx[stale])
+            stamps[stale] = cur[stale]
+        return vals
+
+
+def bulk_ok(st: FleetState) -> bool:
+    """Whether bulk placement is exact on ``st`` (no power budgets, no fixed MIG layouts)."""
+    return st.power_free.size == 1 and not st.layouts
+
+
+def _share_caps(st: FleetState, d: Demand, idx: np.ndarray) -> np.ndarray:
+    """(len(idx), G) shares of ``d`` each GPU can still take."""
+    ok = (st.exists[idx] & ((st.mode[idx] == FREE) | (st.mode[idx] == SHARED))
+          & ((st.fixed[idx] < 0) | (st.fixed[idx] == SHARED)))
+    cap = (MILLI - st.frac[idx]) // max(d.fraction_milli, 1)
+    if d.memory_mib:
+        cap = np.minimum(cap, (st.gmem_cap[idx][:, None] - st.gmem[idx]) // d.memory_mib)
+    return np.asarray(np.where(ok, np.maximum(cap, 0), 0))
+
+
+def _mig_ok(st: FleetState, prof: MigProfile, homogeneous: bool, idx: np.ndarray) -> np.ndarray:
+    """(len(idx), G): GPUs that may hold an instance of ``prof`` (mode, fixed mode, homogeneity)."""
+    ok = (st.exists[idx] & ((st.mode[idx] == FREE) | (st.mode[idx] == MIG))
+          & ((st.fixed[idx] < 0) | (st.fixed[idx] == MIG)))
+    if homogeneous:
+        counts = st.prof_count[idx]
+        pi = st.prof_index[prof.name]
+        ok &= (counts.sum(axis=2) - counts[..., pi]) == 0
+    return np.asarray(ok)
+
+
+def _mig_fill(st: FleetState, prof: MigProfile, units: int, homogeneous: bool,
+              idx: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Greedy MIG fill of every GPU of ``idx``: (count per GPU, taken mask per start).
+
+    Instances of one profile have one length and aligned starts, so taking free starts in
+    increasing order places the most of them (earliest finish first).
+    """
+    ok = _mig_ok(st, prof, homogeneous, idx)
+    have = st.prof_count[idx][..., st.prof_index[prof.name]].astype(np.int64)
+    mask = st.mig_mask[idx].copy()
+    used = st.used[idx].astype(np.int64)
+    n = np.zeros(mask.shape, dtype=np.int64)
+    taken = []
+    for s in prof.starts:
+        sm = ((1 << prof.memory_slices) - 1) << s
+        can = ok & ((mask & sm) == 0) & (used + units <= UNITS_PER_GPU) & (have + n < prof.max_count)
+        mask |= np.where(can, sm, 0)
+        used += can * units
+        n += can
+        taken.append(can)
+    return n, taken
+
+
+class BulkPlacer:
+    """Capacity, ranking and filling for one workload at a time (see the module docstring).
+
+    Parameters
+    ----------
+    st
+        The occupancy to fill.
+    scorer
+        Ranks nodes by the cost of one replica.
+    dem
+        Demands and eligible nodes per workload.
+    """
+
+    def __init__(self, st: FleetState, scorer: Scorer, dem: Demands) -> None:
+        self.st = st
+        self.scorer = scorer
+        self.dem = dem
+        self.cache = StampCache(st)
+        self._groups: dict[tuple[int, int], np.ndarray] = {}
+        self._slots: dict[tuple[str, int], MigSlot] = {}
+
+    # ------------------------------------------------------------ capacity
+    def gpu_caps(self, w: Workload, d: Demand, idx: np.ndarray) -> np.ndarray:
+        """(len(idx), G) replicas of ``w`` each GPU can take (shares and MIG; tenant rules included)."""
+        st = self.st
+        if d.kind == "fraction":
+            cap = _share_caps(st, d, idx)
+        else:
+            assert d.profile is not None
+            cap = _mig_fill(st, d.profile, d.units, _homogeneous(st, idx), idx)[0]
+        return np.asarray(np.where(st.gpu_tenant_ok(w, idx), cap, 0))
+
+    def _evaluate(self, w: Workload, d: Demand, idx: np.ndarray) -> np.ndarray:
+        """(len(idx), 2): replicas each node takes at once, and the cost of one replica there."""
+        st = self.st
+        cap = np.where(st.node_ok(w, idx), BIG, 0)
+        if w.cpu_milli:
+            cap = np.minimum(cap, st.cpu[idx] // w.cpu_milli)
+        if w.memory_mib:
+            cap = np.minimum(cap, st.mem[idx] // w.memory_mib)
+        if d.kind == "whole":
+            cap = np.minimum(cap, st.free_whole[idx] // max(d.gpus, 1))
+            cost = self.scorer.whole(st, w, idx, d.gpus)
+        elif d.kind == "fraction":
+            gcap = self.gpu_caps(w, d, idx)
+            cap = np.minimum(cap, gcap.sum(axis=1))
+            g = self.scorer.share(st, w, idx, d.units)
+            cost = np.where(gcap > 0, g, np.inf).min(axis=1)
+        elif d.kind == "mig":
+            gcap = self.gpu_caps(w, d, idx)
+            cap = np.minimum(cap, gcap.sum(axis=1))
+            node_free = (UNITS_PER_GPU - st.used[idx]).sum(axis=1)
+            # A node with a MIG GPU that still has room first, then the fullest node.
+            fresh = ~((st.mode[idx] == MIG) & (gcap > 0)).any(axis=1)
+            cost = fresh * 1e9 + node_free * 1e3
+        else:
+            free_units = (UNITS_PER_GPU - st.used[idx]).sum(axis=1)
+            cost = free_units * 4.0 + (st.cpu[idx] - w.cpu_milli) / np.maximum(st.cpu[idx], 1)
+        return np.stack([cap.astype(np.float64), np.asarray(cost, dtype=np.float64)], axis=1)
+
+    def evaluate(self, w: Workload, d: Demand, group: Hashable, idx: np.ndarray) -> np.ndarray:
+        """:meth:`_evaluate` for the nodes ``idx`` of ``group``, cached when ``group`` is not None."""
+        if group is None:
+            return self._evaluate(w, d, idx)
+        prof = d.profile
+        key = (group, d.kind, d.gpus, d.fraction_milli, d.memory_mib, d.units,
+               (prof.name, prof.memory_slices, tuple(prof.starts), prof.max_count) if prof else None,
+               w.cpu_milli, w.memory_mib, w.tenant, w.isolation)
+        return self.cache.get(key, idx, lambda s: self._evaluate(w, d, s), 2)
+
+    def groups(self, w: Workload, per: list[Demand | None],
+               idx: np.ndarray | None) -> list[tuple[int, Hashable, np.ndarray]]:
+        """(model id, group key or None, nodes) of the candidates; all eligible nodes when ``idx`` is None.
+
+        Eligible nodes of one model and enough GPUs form a group whose evaluation is cached.
+        """
+        if idx is not None:
+            return [(m, None, sub) for m, sub in _by_model(self.st, idx) if per[m] is not None]
+        st = self.st
+        out: list[tuple[int, Hashable, np.ndarray]] = []
+        k = w.gpus or 0
+        for m, d in enumerate(per):
+            if d is None:
+                continue
+            gkey = (m, k)
+            sub = self._groups.get(gkey)
+            if sub is None:
+                sub = self._groups[gkey] = np.flatnonzero((st.model_id == m) & (st.gpu_count >= k))
+            if sub.size:
+                out.append((m, gkey, sub))
+        return out
+
+    def capacity(self, w: Workload, per: list[Demand | None], idx: np.ndarray) -> np.ndarray:
+        """Replicas of ``w`` each node of ``idx`` takes at once (exact when :func:`bulk_ok`)."""
+        out = np.zeros(self.st.n, dtype=np.int64)
+        for _, gkey, sub in self.groups(w, per, None):
+            d = per[_]
+            assert d is not None
+            out[sub] = self.evaluate(w, d, gkey, sub)[:, 0]
+        return np.asarray(out[idx])
+
+    # ---------------------------------------------------------------- fill
+    def place(self, w: Workload, per: list[Demand | None], n: int, idx: np.ndarray | None) -> list[Choice]:
+        """Place up to ``n`` replicas of ``w`` on nodes ``idx`` (None: all eligible), best first, each filled."""
+        st = self.st
+        parts = []
+        for m, gkey, sub in self.groups(w, per, idx):
+            d = per[m]
+            assert d is not None
+            ev = self.evaluate(w, d, gkey, sub)
+            keep = ev[:, 0] > 0
+            if keep.any():
+                parts.append((sub[keep], ev[keep]))
+        if not parts:
+            return []
+        nodes = np.concatenate([x[0] for x in parts])
+        ev = np.concatenate([x[1] for x in parts])
+        caps, cost = ev[:, 0].astype(np.int64), ev[:, 1]
+        if nodes.size > 4 * n:  # only the n cheapest nodes (and ties) can be needed
+            kth = np.partition(cost, n - 1)[n - 1]
+            sel = cost <= kth
+            nodes, caps, cost = nodes[sel], caps[sel], cost[sel]
+        order = np.lexsort((nodes, cost))
+        take = np.minimum(caps[order], n)
+        last = int(np.searchsorted(np.cumsum(take), n)) + 1
+        out: list[Choice] = []
+        for j in order[:last].tolist():
+            k = min(int(caps[j]), n - len(out))
+            if k <= 0:
+                break
+            i = int(nodes[j])
+            d = per[int(st.model_id[i])]
+            assert d is not None
+            got = self._node_choices(w, d, i, k)
+            st.apply_many(w, d, got)
+            out += got
+        return out
+
+    def _node_choices(self, w: Workload, d: Demand, i: int, k: int) -> list[Choice]:
+        """``k`` placements of ``w`` on node ``i`` (known to fit)."""
+        st = self.st
+        one = np.array([i], dtype=np.int64)
+        if d.kind == "none":
+            return [Choice(node=i)] * k
+        if d.kind == "whole":
+            free = np.flatnonzero(st.whole_free(one)[0]).tolist()
+            free.sort(key=lambda gi: (st.fixed[i, gi] != WHOLE, gi))
+            return [Choice(node=i, gpus=tuple(sorted(free[r * d.gpus:(r + 1) * d.gpus]))) for r in range(k)]
+        if d.kind == "fraction":
+            gcap = self.gpu_caps(w, d, one)[0]
+            g = self.scorer.share(st, w, one, d.units)[0]
+            out: list[Choice] = []
+            for gi in np.lexsort((np.arange(st.g), g)).tolist():
+                c = Choice(node=i, gpus=(gi,), fraction_milli=d.fraction_milli)
+                out += [c] * min(int(gcap[gi]), k - len(out))
+                if len(out) == k:
+                    break
+            return out
+        return self._mig_choices(w, d, i, k)
+
+    def _mig_choices(self, w: Workload, d: Demand, i: int, k: int) -> list[Choice]:
+        """``k`` MIG placements on node ``i``: GPUs already in MIG mode first.
+
+        On each GPU every instance takes the free start that leaves the most (profile, start)
+        placements of the model free (as :func:`~capplan.placement.heuristics.choose.choose` does); if that
+        fits fewer instances than taking the lowest free starts, the lowest starts are used.
+        """
+        st = self.st
+        prof = d.profile
+        model = st.models[int(st.model_id[i])]
+        assert prof is not None and model is not None
+        one = np.array([i], dtype=np.int64)
+        ok = (_mig_ok(st, prof, _homogeneous(st, one), one) & st.gpu_tenant_ok(w, one))[0]
+        allm = _placement_masks(model).tolist()
+        gpus = sorted(np.flatnonzero(ok).tolist(), key=lambda gi: (st.mode[i, gi] != MIG, gi))
+        out: list[Choice] = []
+        for gi in gpus:
+            state = (int(st.mig_mask[i, gi]), int(st.used[i, gi]), int(st.prof_count[i, gi, st.prof_index[prof.name]]))
+            want = k - len(out)
+            starts = _mig_starts(prof, d.units, state, want, allm)
+            if len(starts) < want:
+                low = _mig_starts(prof, d.units, state, want, None)
+                starts = low if len(low) > len(starts) else starts
+            for s in starts:
+                slot = self._slots.get((prof.name, s))
+                if slot is None:
+                    slot = self._slots[(prof.name, s)] = MigSlot(profile=prof.name, start=s)
+                out.append(Choice(node=i, gpus=(gi,), slot=slot))
+            if len(out) == k:
+                break
+        return out
+
+
+def _mig_starts(prof: MigProfile, units: int, state: tuple[int, int, int], want: int,
+                allm: list[int] | None) -> list[int]:
+    """Starts for up to ``want`` instances on one GPU (mask, used units, count of ``prof``).
+
+    With ``allm`` (memory masks of every placement of the model) each start keeps the most of
+    them free; without it the lowest free start is taken.
+    """
+    mask, used, have = state
+    width = (1 << prof.memory_slices) - 1
+    out: list[int] = []
+    while len(out) < want and have < prof.max_count and used + units <= UNITS_PER_GPU:
+        free = [s for s in prof.starts if not mask & (width << s)]
+        if not free:
+            break
+        if allm is None:
+            s = free[0]
+        else:
+            s = max(free, key=lambda x: (sum(1 for m in allm if not (mask | (width << x)) & m), -x))
+        mask, used, have = mask | (width << s), used + units, have + 1
+        out.append(s)
+    return out
+
+
+def _homogeneous(st: FleetState, idx: np.ndarray) -> bool:
+    model = st.models[int(st.model_id[idx[0]])] if idx.size else None
+    return bool(model is not None and model.homogeneous)
+
+
+def _by_model(st: FleetState, idx: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(model id, the nodes of ``idx`` with that model) for each GPU model present in ``idx``."""
+    if idx.size == 0:
+        return []
+    mids = st.model_id[idx]
+    first = int(mids[0])
+    if bool((mids == first).all()):
+        return [(first, idx)]
+    return [(int(m), idx[mids == m]) for m in np.unique(mids)]

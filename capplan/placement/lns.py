@@ -1,0 +1,117 @@
+"""Large-neighbourhood search: free a few nodes and re-place their replicas exactly with CP-SAT.
+
+Starting from the heuristic plan, each step picks a *neighbourhood* of nodes (a topology domain,
+the nodes where an unplaced workload could go, or the most fragmented nodes), builds a
+sub-problem with :meth:`Problem.replace` (those nodes only; replicas that must stay become its
+running state; unplaced workloads are offered), solves it with the ``cpsat`` strategy and keeps
+the result when it is lexicographically better. It stops at the time limit or when the plan
+meets its bound.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import replace
+
+import numpy as np
+
+from capplan.model.plan import Assignment, Plan, Unplaced
+from capplan.model.problem import Problem, Workload
+from capplan.placement.core.options import PlanOptions
+from capplan.placement.core.subproblem import lex_key, neighbourhood
+from capplan.placement.core.summary import make_plan, placed_units
+
+_NODES = 8  # nodes per neighbourhood
+_OFFER = 40  # unplaced workloads offered per neighbourhood
+
+
+def _neighbourhood(p: Problem, assignments: list[Assignment], unplaced: list[tuple[Workload, list[int]]],
+                   rng: np.random.Generator, step: int) -> set[str]:
+    cl = p.cluster
+    names = [n.name for n in cl.nodes]
+    kind = step % 3
+    if kind == 0 and unplaced:
+        w, _ = unplaced[int(rng.integers(len(unplaced)))]
+        hosts = [n.name for n in cl.nodes if p.can_host(w, n) is not None]
+        if hosts:
+            pick = rng.choice(len(hosts), size=min(_NODES, len(hosts)), replace=False)
+            return {hosts[int(i)] for i in pick}
+    if kind == 1 and len(cl.levels) > 1:
+        level = cl.levels[-2]
+        doms: dict[str, list[str]] = defaultdict(list)
+        for n in cl.nodes:
+            doms[cl.domain_of(n, level)].append(n.name)
+        keys = sorted(doms)
+        members = doms[keys[int(rng.integers(len(keys)))]]
+        if len(members) > _NODES:
+            members = [members[int(i)] for i in rng.choice(len(members), size=_NODES, replace=False)]
+        return set(members)
+    # Most fragmented: GPU nodes with partly used GPUs, plus a random node for diversity.
+    used: dict[str, int] = defaultdict(int)
+    for a in assignments:
+        used[a.node] += len(a.gpus)
+    frag = [n.name for n in cl.nodes if n.gpus and 0 < used[n.name] < n.gpus]
+    rng.shuffle(frag)
+    out = set(frag[:_NODES - 1])
+    out.add(names[int(rng.integers(len(names)))])
+    return out
+
+
+def plan_lns(p: Problem, options: PlanOptions) -> Plan:
+    """Plan ``p`` by large-neighbourhood search around the heuristic plan (see the module docstring)."""
+    from capplan.placement.core.bound import upper_bound
+    from capplan.placement.cpsat.solve import plan_cpsat
+    from capplan.placement.heuristics.run import plan_heuristic
+
+    t0 = time.perf_counter()
+    deadline = t0 + options.time_limit * 0.85
+    start = plan_heuristic(p, replace(options, progress=None, time_limit=options.time_limit * 0.3))
+    bound = upper_bound(p, time_limit=max(0.5, options.time_limit * 0.1)).per_priority
+    assignments = list(start.assignments)
+    rng = np.random.default_rng(options.seed)
+    steps = improved = 0
+    best = lex_key(p, assignments)
+
+    def units(ass: list[Assignment]) -> list[int]:
+        got = placed_units(p, ass)
+        return [got[q] for q in p.priorities]
+
+    target = [max(bound.get(q, 0), b) for q, b in zip(p.priorities, units(assignments), strict=True)]
+    while time.perf_counter() < deadline and units(assignments) != target:
+        placed = {a.key for a in assignments}
+        missing = [(w, [r for r in range(w.replicas) if (w.name, r) not in placed]) for w in p.workloads]
+        missing = [(w, rs) for w, rs in missing if rs]
+        nodes = _neighbourhood(p, assignments, missing, rng, steps)
+        offer = [missing[int(i)] for i in rng.permutation(len(missing))[:_OFFER]]
+        steps += 1
+        sub, back = neighbourhood(p, assignments, nodes, offer)
+        if not sub.workloads:
+            continue
+        left = deadline - time.perf_counter()
+        sub_plan = plan_cpsat(sub, replace(options, time_limit=max(0.5, min(5.0, left)), progress=None, workers=1),
+                              repair_racks=False)
+        old = [a for a in assignments if a.node in nodes]
+        fwd = {v: k for k, v in back.items()}
+        old_sub = [a.model_copy(update={"replica": fwd[a.key][1]}) for a in old if a.key in fwd]
+        if lex_key(sub, list(sub_plan.assignments)) <= lex_key(sub, old_sub):
+            continue
+        keep = [a for a in assignments if a.node not in nodes]
+        moved = {back[a.key] for a in sub_plan.assignments}
+        keep = [a for a in keep if a.key not in moved]
+        new = [a.model_copy(update={"replica": back[a.key][1]}) for a in sub_plan.assignments]
+        cand = keep + new
+        if lex_key(p, cand) > best:
+            assignments, best = cand, lex_key(p, cand)
+            improved += 1
+            if options.progress:
+                options.progress({"stage": "lns", "elapsed": round(time.perf_counter() - t0, 3),
+                                  "objective": units(assignments), "bound": target, "step": steps})
+    placed = {a.key for a in assignments}
+    reasons = {u.workload: u.reason for u in start.unplaced}
+    unplaced = [Unplaced(workload=w.name, replicas=tuple(rs),
+                         reason=reasons.get(w.name, "ran out of room after placing the others"))
+                for w in p.workloads for rs in [[r for r in range(w.replicas) if (w.name, r) not in placed]] if rs]
+    return make_plan(p, "lns", assignments, unplaced, bound=bound, seconds=time.perf_counter() - t0,
+                     seed=options.seed, extra_metrics={"lns_steps": steps, "lns_improvements": improved,
+                                                       "start_objective": list(start.objective)})

@@ -1,0 +1,52 @@
+"""One planner interface, many strategies.
+
+:func:`solve` is the entry point: it picks a strategy by name from the strategy table
+(:mod:`capplan.placement.strategies`, or by problem size with ``"auto"``), runs it, and passes the
+result through the independent validator before returning it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from capplan.model.errors import InputError, suggest
+from capplan.model.plan import Plan
+from capplan.model.problem import Problem
+from capplan.model.validate import assert_valid
+from capplan.placement.core.options import PlanOptions
+
+
+def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None, **kw: Any) -> Plan:
+    """Plan ``p`` with ``strategy`` and return a validated :class:`~capplan.model.plan.Plan`.
+
+    Parameters
+    ----------
+    p
+        The problem.
+    strategy
+        ``auto`` (by size) or a registered name (``greedy``, ``cpsat``, ``heuristic``, ``lns``,
+        ``decompose``, ``patterns``, or one added with :func:`~capplan.placement.strategies.register`).
+    options
+        Solver settings; keyword arguments override its fields.
+
+    Raises
+    ------
+    InputError
+        Unknown strategy name, or a setting out of range.
+    PlanValidationError
+        The strategy produced an invalid plan (a bug; never returned).
+    """
+    from capplan.placement.strategies import STRATEGIES, choose_strategy
+
+    opts = replace(options or PlanOptions(), **kw)
+    name = choose_strategy(p) if strategy == "auto" else strategy
+    if name not in STRATEGIES:
+        raise InputError("strategy", f"unknown strategy {name!r}{suggest(name, STRATEGIES)}; "
+                                     f"choose from {', '.join(sorted(STRATEGIES))} or auto")
+    t0 = time.perf_counter()
+    plan = STRATEGIES[name](p, opts)
+    if not plan.solve_seconds:
+        plan = plan.model_copy(update={"solve_seconds": round(time.perf_counter() - t0, 4)})
+    return assert_valid(p, plan)

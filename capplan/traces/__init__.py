@@ -1,1 +1,0 @@
-"""Trace loaders: real cluster traces turned into ordinary capplan problems at the edge."""

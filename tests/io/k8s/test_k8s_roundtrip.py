@@ -1,0 +1,167 @@
+"""Round trip: import the sample cluster, plan, export mig-parted + bindings, apply them, re-import, validate.
+
+``_apply_mig_parted`` and ``_apply_bindings`` play the GPU Operator (MIG manager + GFD relabelling)
+and a binding controller: they rewrite the kubectl JSON the way those components would.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from capplan.io.k8s.importer import import_kubernetes
+from capplan.io.k8s.mig import parse_mig_parted
+from capplan.io.scenario import load_scenario
+from capplan.model.catalog import load_catalog
+from capplan.model.plan import Plan
+from capplan.model.validate import check_plan
+from capplan.placement import solve
+
+from .conftest import DATA, LEVEL_ARGS, LEVELS, import_sample_argv, k8s_main
+
+
+def _apply_mig_parted(
+    nodes: dict[str, Any], config: dict[str, Any], labels: dict[str, Any]
+) -> dict[str, Any]:
+    out = copy.deepcopy(nodes)
+    chosen = {e["node"]: e["labels"]["nvidia.com/mig.config"] for e in labels["nodes"]}
+    for it in out["items"]:
+        name, lab, alloc = it["metadata"]["name"], it["metadata"]["labels"], it["status"]["allocatable"]
+        if name not in chosen:
+            continue
+        single = lab["nvidia.com/mig.strategy"] == "single"
+        gpus = 8
+        per: list[dict[str, int] | None] = [None] * gpus
+        for e in config["mig-configs"][chosen[name]]:
+            for d in range(gpus) if e["devices"] == "all" else e["devices"]:
+                per[d] = dict(e.get("mig-devices", {})) if e["mig-enabled"] else None
+        totals: dict[str, int] = {}
+        for cfg in per:
+            for p, c in (cfg or {}).items():
+                totals[p] = totals.get(p, 0) + c
+        for k in [k for k in lab if k.startswith("nvidia.com/mig-")]:
+            del lab[k]
+        for k in [k for k in alloc if k.startswith("nvidia.com/mig-")]:
+            del alloc[k]
+        lab.update({"nvidia.com/mig.config": chosen[name], "nvidia.com/mig.config.state": "success"})
+        if single:
+            ((prof, n),) = totals.items()
+            lab["nvidia.com/gpu.product"] = lab["nvidia.com/gpu.product"].split("-MIG-")[0] + f"-MIG-{prof}"
+            lab["nvidia.com/gpu.count"] = alloc["nvidia.com/gpu"] = str(n)
+            continue
+        alloc["nvidia.com/gpu"] = str(sum(1 for c in per if c is None))
+        for p, c in totals.items():
+            lab[f"nvidia.com/mig-{p.replace('+', '.')}.count"] = str(c)
+            alloc[f"nvidia.com/mig-{p.replace('+', '.')}"] = str(c)
+    return out
+
+
+def _apply_bindings(pods: dict[str, Any], doc: dict[str, Any], scenario: Any) -> dict[str, Any]:
+    out = copy.deepcopy(pods)
+    by_name = {
+        (it["metadata"].get("namespace"), it["metadata"]["name"]): it
+        for it in out["items"]
+        if it["kind"] == "Pod"
+    }
+    for b in doc["bindings"]:
+        if b.get("pod"):
+            pod = by_name[(b["namespace"], b["pod"])]
+        else:  # the owner creates the missing replica; copy a sibling or build it from the workload
+            w = scenario.workload(b["workload"])
+            res = {"cpu": str(w.cpu), "memory": f"{int(w.memory_gib * 1024)}Mi"}
+            if w.gpus:
+                res["nvidia.com/gpu"] = str(w.gpus)
+            kind, owner = b["owner"]["kind"], b["owner"]["name"]
+            labels = (
+                {"jobset.sigs.k8s.io/jobset-name": owner, "jobset.sigs.k8s.io/replicatedjob-name": b["role"]}
+                if kind == "TrainJob"
+                else {}
+            )
+            refs = [] if kind == "TrainJob" else [{"kind": kind, "name": owner, "controller": True}]
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{owner}-{b['replica']}",
+                    "namespace": b["namespace"],
+                    "labels": labels,
+                    "ownerReferences": refs,
+                    "annotations": {"kueue.x-k8s.io/podset-required-topology": LEVELS[0][1]}
+                    if w.topology.required == "block"
+                    else {},
+                },
+                "spec": {
+                    "priority": w.priority,
+                    "containers": [{"name": "c", "resources": {"requests": res}}],
+                },
+                "status": {},
+            }
+            out["items"].append(pod)
+        pod["spec"]["nodeName"] = b["node"]
+        pod["status"]["phase"] = "Running"
+    return out
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    """Every planned replica is running after the exports are applied, and the re-import validates."""
+    scen, plan_f = tmp_path / "c.yaml", tmp_path / "plan.json"
+    assert k8s_main(import_sample_argv(scen, *LEVEL_ARGS)) == 0
+    problem = load_scenario(scen)
+    plan = solve(problem, "greedy")
+    plan_f.write_text(plan.to_json())
+    mig, bind = tmp_path / "mig.yaml", tmp_path / "bind.json"
+    assert k8s_main(["export", "mig-parted", str(scen), str(plan_f), "-o", str(mig)]) == 0
+    assert k8s_main(["export", "bindings", str(scen), str(plan_f), "-o", str(bind)]) == 0
+    config = yaml.safe_load(mig.read_text())
+    parse_mig_parted(config)
+    labels = json.loads((tmp_path / "mig.yaml.node-labels.json").read_text())
+    nodes2 = _apply_mig_parted(json.loads((DATA / "nodes.json").read_text()), config, labels)
+    pods2 = _apply_bindings(
+        json.loads((DATA / "pods.json").read_text()), json.loads(bind.read_text()), problem
+    )
+    res = import_kubernetes(nodes2, pods2, LEVELS, load_catalog(), config["mig-configs"])
+    assert not [w for w in res.warnings if "pending" in w]
+    p2 = res.problem
+    assert len(p2.running) == len(plan.assignments) == sum(w.replicas for w in p2.workloads)
+    keep = solve(p2, "greedy")  # nothing left to place: the plan keeps everything where it runs
+    assert check_plan(p2, keep) == [] and not keep.unplaced and set(keep.assignments) == set(p2.running)
+    # the MIG instances on each node are exactly those of the exported configuration
+    for n in p2.cluster.nodes:
+        if n.name in {e["node"] for e in labels["nodes"]}:
+            got = sorted(s.profile for m in n.gpu_modes for s in (m.layout or ()))
+            cfg = config["mig-configs"][
+                n.name
+                and next(e["labels"]["nvidia.com/mig.config"] for e in labels["nodes"] if e["node"] == n.name)
+            ]
+            want = sorted(
+                p
+                for e in cfg
+                if e["mig-enabled"]
+                for p, c in e["mig-devices"].items()
+                for _ in range(c * (8 if e["devices"] == "all" else len(e["devices"])))
+            )
+            assert got == want, n.name
+
+
+def test_mig_config_of_plan(tmp_path: Path) -> None:
+    """A plan that puts MIG slices on a free H100 turns that GPU's MIG on in the exported config."""
+    p = import_kubernetes(json.loads((DATA / "nodes.json").read_text()), None, LEVELS, load_catalog()).problem
+    p = p.replace(
+        workloads=({"name": "x", "mig": "3g.40gb", "replicas": 2, "gpu_models": ["H100-SXM5-80GB"]},)
+    )
+    plan = solve(p, "greedy")
+    from capplan.io.k8s.export import mig_parted
+
+    cfg, labels = mig_parted(p, plan)
+    node = plan.assignments[0].node
+    entries = cfg["mig-configs"][labels[node]]
+    assert {
+        "devices": [plan.assignments[0].gpus[0]],
+        "mig-enabled": True,
+        "mig-devices": {"3g.40gb": 2},
+    } in entries
+    assert Plan.from_json(plan.to_json()) == plan
