@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Sequence
 
 from capplan import __version__
-from capplan.cli import alibaba, bench, common, explain, k8s, reserve, sweep
+from capplan.cli import alibaba, bench, common, explain, k8s, reserve, schedule, sweep
 from capplan.cli.common import (
     EXIT_GUARANTEE,
     EXIT_INPUT,
@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # The command modules, listed explicitly; each imports its heavy modules inside its ``run``.
-COMMANDS = (explain, reserve, bench, k8s, sweep)
+COMMANDS = (schedule, explain, reserve, bench, k8s, sweep)
 IMPORT_SOURCES = (alibaba, k8s)
 
 

@@ -20,10 +20,11 @@ from capplan.model.catalog import Catalog, load_catalog
 from capplan.model.errors import InputError, suggest
 from capplan.model.plan import MigSlot, input_error_from
 from capplan.model.problem import Cluster, Domain, GpuMode, Node, Problem
+from capplan.model.timing import RunningEnd, format_seconds
 from capplan.model.units import MIB_PER_GIB, MILLI, cores_to_milli, gib_to_mib
 
 _NODE_KEYS = {"name", "name_prefix", "count", "gpu", "gpus", "cpu", "memory_gib", "gpu_modes"}
-_TOP_KEYS = {"cluster", "workloads", "running", "name", "description"}
+_TOP_KEYS = {"cluster", "workloads", "running", "name", "description", "schedule"}
 
 
 def plural(level: str) -> str:
@@ -165,18 +166,44 @@ def problem_from_data(data: Any, catalog: Catalog | None = None) -> Problem:
     extra = set(d) - _TOP_KEYS
     if extra:
         bad = sorted(extra)[0]
-        raise InputError(bad, f"unknown top-level field{suggest(bad, _TOP_KEYS)}; expected cluster, workloads, running")
+        raise InputError(bad, f"unknown top-level field{suggest(bad, _TOP_KEYS)}; "
+                              "expected cluster, workloads, running, schedule")
     if "cluster" not in d:
         raise InputError("cluster", "is required")
     cluster = parse_cluster(d["cluster"], cat)
     for key in ("workloads", "running"):
         if d.get(key) is not None and not isinstance(d[key], list):
             raise InputError(key, "expected a list")
+    running, ends_in = _running_ends(d.get("running") or [])
+    spec = d.get("schedule")
+    if spec is not None:
+        _require_mapping(spec, "schedule")
     try:
         return Problem.model_validate({"cluster": cluster, "workloads": d.get("workloads") or [],
-                                       "running": d.get("running") or [], "catalog": cat})
+                                       "running": running, "catalog": cat, "schedule": spec,
+                                       "ends_in": ends_in})
     except ValidationError as exc:
         raise input_error_from(exc, "") from None
+
+
+def _running_ends(raw: list[Any]) -> tuple[list[Any], list[RunningEnd]]:
+    """Split ``ends_in`` (remaining run time) off the ``running:`` entries."""
+    running: list[Any] = []
+    ends: list[RunningEnd] = []
+    for i, entry in enumerate(raw):
+        if isinstance(entry, dict) and "ends_in" in entry:
+            e = dict(entry)
+            try:
+                ends.append(RunningEnd(workload=str(e.get("workload")), replica=e.get("replica", 0),
+                                       ends_in=e.pop("ends_in")))
+            except ValidationError as exc:
+                err = input_error_from(exc, f"running[{i}]")
+                raise InputError(f"running[{i}].ends_in" if "ends_in" in err.path else err.path,
+                                 err.message) from None
+            running.append(e)
+        else:
+            running.append(entry)
+    return running, ends
 
 
 def load_scenario(path: str | Path, catalog_paths: Sequence[str | Path] = ()) -> Problem:
@@ -220,7 +247,12 @@ def problem_to_data(p: Problem) -> dict[str, Any]:
     workloads = [w.model_dump(mode="json", exclude_defaults=True) | {"name": w.name} for w in p.workloads]
     data: dict[str, Any] = {"cluster": cluster, "workloads": workloads}
     if p.running:
-        data["running"] = [a.model_dump(mode="json", exclude_defaults=True) for a in p.running]
+        ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+        data["running"] = [a.model_dump(mode="json", exclude_defaults=True)
+                           | ({"ends_in": format_seconds(ends[a.key])} if a.key in ends else {})
+                           for a in p.running]
+    if p.schedule is not None:
+        data["schedule"] = {"horizon": format_seconds(p.schedule.horizon), "step": format_seconds(p.schedule.step)}
     return data
 
 

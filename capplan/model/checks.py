@@ -129,6 +129,11 @@ def _check_running(p: Problem) -> None:
         seen.add(a.key)
         if a.node not in p.cluster.node_index:
             raise InputError(f"{path}.node", f"unknown node {a.node!r}{suggest(a.node, p.cluster.node_index)}")
+    running = {a.key for a in p.running}
+    for i, e in enumerate(p.ends_in):
+        if (e.workload, e.replica) not in running:
+            raise InputError(f"ends_in[{i}]", f"{e.workload}[{e.replica}] is not running; "
+                                              "give ends_in only on entries of `running:`")
     problems = check_assignments(p, p.running)
     if problems:
         raise InputError("running", f"the running state contradicts the cluster: {problems[0]}")

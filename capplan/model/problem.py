@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from capplan.model.catalog import Catalog, GpuModel, MigProfile
 from capplan.model.errors import InputError, suggest
 from capplan.model.plan import Assignment, MigSlot
+from capplan.model.timing import RunningEnd, ScheduleSpec, format_seconds, parse_seconds
 from capplan.model.units import MILLI, UNITS_PER_GPU, Frozen, cores_to_milli, gib_to_mib
 
 Kind = Literal["training", "inference", "shared"]
@@ -102,6 +103,10 @@ class Workload(Frozen):
     Each replica asks for at most one kind of GPU demand: ``gpus`` (whole GPUs on one node),
     ``mig`` (a profile name, or ``auto`` with ``gpu_memory_gib``) or ``gpu_fraction`` (a
     time-sliced share of one GPU). A replica without GPU demand is a CPU-only pod.
+
+    For ``capplan schedule``: ``duration`` is how long a replica runs once started (none: a
+    service, running to the horizon), ``release`` the earliest start and ``deadline`` the latest
+    end, all in seconds (the scenario may write ``90s``, ``15m``, ``2h``, ``3d``).
     """
 
     name: str = Field(min_length=1)
@@ -122,6 +127,26 @@ class Workload(Frozen):
     preemptible: bool = False
     migratable: bool = False
     migration_cost: int = Field(default=1, ge=0)
+    duration: int | None = Field(default=None, gt=0)
+    release: int = Field(default=0, ge=0)
+    deadline: int | None = Field(default=None, gt=0)
+
+    @field_validator("duration", "release", "deadline", mode="before")
+    @classmethod
+    def _seconds(cls, v: Any) -> Any:
+        return None if v is None else parse_seconds(v)
+
+    @model_validator(mode="after")
+    def _times(self) -> Workload:
+        if self.deadline is None:
+            return self
+        if self.duration is None:
+            raise ValueError("a deadline needs a duration (a workload without one is a service that runs to "
+                             "the horizon); give duration or drop deadline")
+        if self.release + self.duration > self.deadline:
+            raise ValueError(f"release {format_seconds(self.release)} + duration {format_seconds(self.duration)} "
+                             f"ends after the deadline {format_seconds(self.deadline)}; move the deadline or release")
+        return self
 
     @model_validator(mode="after")
     def _one_demand(self) -> Workload:
@@ -177,12 +202,18 @@ class Problem(Frozen):
         Replicas already running (same shape as plan assignments), for incremental planning.
     catalog
         The GPU catalog the names were resolved against.
+    schedule
+        The time grid of ``capplan schedule`` (horizon and step), when the scenario gives one.
+    ends_in
+        Remaining run time of running replicas that end (the others run to the horizon).
     """
 
     cluster: Cluster
     workloads: tuple[Workload, ...] = ()
     running: tuple[Assignment, ...] = ()
     catalog: Catalog
+    schedule: ScheduleSpec | None = None
+    ends_in: tuple[RunningEnd, ...] = ()
 
     @model_validator(mode="after")
     def _check(self) -> Problem:
@@ -193,8 +224,11 @@ class Problem(Frozen):
 
     def replace(self, **changes: Any) -> Problem:
         """Return a new problem with ``changes`` applied, validated again."""
-        data = {k: getattr(self, k) for k in ("cluster", "workloads", "running", "catalog")}
+        data = {k: getattr(self, k) for k in ("cluster", "workloads", "running", "catalog", "schedule", "ends_in")}
         data.update(changes)
+        if "ends_in" not in changes:  # keep the remaining run times of replicas still running
+            keys = {(a.workload, a.replica) for a in data["running"]}
+            data["ends_in"] = tuple(e for e in self.ends_in if (e.workload, e.replica) in keys)
         return Problem.model_validate(data)
 
     @cached_property

@@ -1,0 +1,84 @@
+"""``capplan schedule``: place workloads in space and time over a horizon.
+
+Exit codes as for ``plan``: 0 a schedule was written; 3 it was written but a guaranteed workload
+cannot start at its release or meet its deadline; 2 bad input (nothing written); 1 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from capplan.cli import common
+from capplan.cli.common import EXIT_GUARANTEE, EXIT_OK, add_catalog_option
+
+
+def _time(text: str) -> str:
+    """An argparse type: a time such as 90s, 15m, 2h, 3d or integer seconds (checked here)."""
+    from capplan.model.timing import parse_seconds
+
+    try:
+        value = parse_seconds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return text
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``capplan schedule``."""
+    p = sub.add_parser("schedule", help="place workloads in space and time over a horizon; JSON schedule")
+    p.add_argument("scenario", help="scenario file (YAML or JSON)")
+    p.add_argument("-o", "--output", metavar="SCHEDULE.json", help="write the JSON schedule here (atomically)")
+    p.add_argument("--horizon", type=_time, default=None,
+                   help="time horizon, e.g. 24h or 7d (default: the scenario's schedule.horizon, else 7d)")
+    p.add_argument("--step", type=_time, default=None,
+                   help="grid of start times, e.g. 1m (default: the scenario's schedule.step, else 1m)")
+    p.add_argument("--time-limit", type=common.seconds, default=60.0, metavar="S", help="seconds (default 60)")
+    p.add_argument("--strategy", choices=("auto", "cpsat", "heuristic"), default="auto",
+                   help="auto (exact model when it covers the problem and it is small), cpsat or heuristic")
+    p.add_argument("--seed", type=common.seed, default=0, help="random seed (default 0)")
+    p.add_argument("--workers", type=common.workers, default=1, help="parallel solver workers (default 1)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    add_catalog_option(p)
+    p.set_defaults(func=run)
+
+
+def summary(sch: Any) -> str:
+    """A readable summary of a schedule (per-priority work, waits, what does not run)."""
+    from capplan.model.timing import format_seconds
+
+    lines = [f"capplan schedule ({sch.strategy}): status {sch.status}, {sch.solve_seconds:.2f}s, "
+             f"gap {sch.gap:.2%}, horizon {format_seconds(sch.horizon_s)}"]
+    for q, obj, bnd in zip(sch.priorities, sch.objective, sch.bound, strict=True):
+        lines.append(f"  priority {q:>6}: {obj:g} GPU-hours of work done (bound {bnd:g})")
+    lines.append(f"  demand-weighted wait: {sch.wait_gpu_h:g} GPU-hours")
+    for row in sch.workloads:
+        if row.reason:
+            lines.append(f"  {row.name}: {row.reason}")
+    shown = {row.name for row in sch.workloads if row.reason}
+    for u in sch.unscheduled:
+        if u.workload not in shown:
+            lines.append(f"  unscheduled {u.workload} x{len(u.replicas)}: {u.reason}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``capplan schedule``; exit code (see the module docstring)."""
+    from capplan.io.files import write_text_atomic
+    from capplan.io.scenario import load_scenario
+    from capplan.placement.schedule import schedule
+
+    problem = load_scenario(args.scenario, args.catalog)
+    sch = schedule(problem, args.strategy, horizon=args.horizon, step=args.step, time_limit=args.time_limit,
+                   seed=args.seed, workers=args.workers)
+    text = sch.to_json()
+    if args.output:
+        write_text_atomic(args.output, text)
+    else:
+        sys.stdout.write(text)
+    if not args.quiet:
+        print(summary(sch), file=sys.stderr)
+    return EXIT_GUARANTEE if sch.status == "infeasible" else EXIT_OK

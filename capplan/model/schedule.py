@@ -1,0 +1,113 @@
+"""The schedule: the output contract (JSON) of ``capplan schedule``.
+
+A schedule places replicas in space (as a plan does) and in time: every assignment carries
+``start_s`` and ``end_s`` (seconds from now). See ``docs/formats.md`` for the fields and
+``docs/scheduling.md`` for the objective.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from capplan.model.plan import Assignment, Status, input_error_from
+from capplan.model.units import Frozen
+
+SCHEDULE_FORMAT_VERSION = 1
+
+
+class TimedAssignment(Assignment):
+    """Where and when one replica runs: a plan assignment plus its start and end (seconds)."""
+
+    start_s: int = Field(ge=0)
+    end_s: int = Field(gt=0)
+
+
+class WorkloadTiming(Frozen):
+    """One workload's row: when its first replica starts, when its last ends, its wait and deadline.
+
+    ``deadline_met`` is true when every replica runs and ends by the deadline (by the horizon
+    when there is no deadline). ``reason`` says why a workload waits past its release (for
+    guaranteed workloads) or misses its deadline.
+    """
+
+    name: str
+    start_s: int | None = None
+    end_s: int | None = None
+    wait_s: int | None = None
+    deadline_met: bool = False
+    reason: str | None = None
+
+
+class Unscheduled(Frozen):
+    """Replicas of one workload that do not run in the horizon, with a reason a user can act on."""
+
+    workload: str
+    replicas: tuple[int, ...]
+    reason: str
+
+
+class Schedule(Frozen):
+    """The result of scheduling: timed assignments, per-workload timing, what does not run and why.
+
+    ``objective`` and ``bound`` hold, per priority (highest first, as in ``priorities``), the GPU
+    demand x time of work that completes by its deadline (or within the horizon), in GPU-hours.
+    ``wait_gpu_h`` is the demand-weighted wait over all workloads (GPU-hours, smaller is better),
+    the objective's last level. ``gap`` is the relative gap at the highest priority whose
+    objective is below its bound.
+    """
+
+    format_version: int = SCHEDULE_FORMAT_VERSION
+    status: Status
+    strategy: str
+    objective: tuple[float, ...] = ()
+    bound: tuple[float, ...] = ()
+    priorities: tuple[int, ...] = ()
+    gap: float = Field(default=0.0, ge=0)
+    wait_gpu_h: float = Field(default=0.0, ge=0)
+    horizon_s: int = Field(gt=0)
+    step_s: int = Field(default=60, gt=0)
+    solve_seconds: float = Field(default=0.0, ge=0)
+    seed: int = 0
+    assignments: tuple[TimedAssignment, ...] = ()
+    workloads: tuple[WorkloadTiming, ...] = ()
+    unscheduled: tuple[Unscheduled, ...] = ()
+    metrics: dict[str, Any] = Field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """Serialise to JSON: one line per assignment and per workload row, null fields left out."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        parts = []
+        for key, val in data.items():
+            if isinstance(val, list) and val and isinstance(val[0], dict):
+                items = ",\n".join(f"  {json.dumps(x)}" for x in val)
+                parts.append(f" {json.dumps(key)}: [\n{items}\n ]")
+            else:
+                parts.append(f" {json.dumps(key)}: {json.dumps(val)}")
+        return "{\n" + ",\n".join(parts) + "\n}\n"
+
+    @classmethod
+    def from_data(cls, data: Any) -> Schedule:
+        """Build a schedule from parsed JSON data, raising :class:`InputError` on bad input."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise input_error_from(exc, "") from None
+
+    @classmethod
+    def from_json(cls, text: str) -> Schedule:
+        """Parse a JSON schedule, raising :class:`InputError` with the field path on bad input."""
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as exc:
+            raise input_error_from(exc, "") from None
+
+
+def schedule_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the schedule format."""
+    schema = Schedule.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "capplan schedule"
+    return schema

@@ -1,0 +1,231 @@
+"""The independent schedule validator.
+
+A schedule is a plan in time. Every rule of ``capplan plan`` must hold at every instant, and
+the resource use only grows when something starts, so the rules are checked at every start
+time, on the replicas running at that instant (start <= t < end), with the plan validator's
+own bookkeeping (:func:`capplan.model.validate.check_assignments`). On top come the time rules:
+the step grid, releases, durations, deadlines, the horizon, gangs starting together and the
+running state. Like the plan validator it uses no planner code.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from capplan.model.errors import PlanValidationError
+from capplan.model.plan import Assignment
+from capplan.model.problem import Node, Problem, Workload
+from capplan.model.schedule import Schedule, TimedAssignment
+from capplan.model.units import UNITS_PER_GPU
+from capplan.model.validate import _check_groups, _shape, check_assignments
+
+_TOL = 1e-5
+
+
+def _gpu_hours(units_seconds: int) -> float:
+    return round(units_seconds / UNITS_PER_GPU / 3600, 6)
+
+
+def _space(a: TimedAssignment) -> Assignment:
+    return Assignment(workload=a.workload, replica=a.replica, node=a.node, gpus=a.gpus, mig=a.mig,
+                      fraction=a.fraction)
+
+
+def _check_times(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedAssignment]) -> list[str]:
+    v: list[str] = []
+    horizon, step = s.horizon_s, s.step_s
+    running = {a.key: a for a in p.running}
+    ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+    for key, a in placed.items():
+        w = p.workload(a.workload)
+        who = f"{a.workload}[{a.replica}]"
+        if key in running:
+            if _space(a) != running[key]:
+                v.append(f"running replica {who} moved")
+            expected = min(ends.get(key, horizon), horizon)
+            if a.start_s != 0 or a.end_s != expected:
+                v.append(f"running replica {who} runs {a.start_s}..{a.end_s}, expected 0..{expected}")
+            continue
+        if a.start_s % step:
+            v.append(f"{who} starts at {a.start_s} s, not on the {step} s grid")
+        if a.start_s < w.release:
+            v.append(f"{who} starts at {a.start_s} s, before its release {w.release} s")
+        expected = a.start_s + w.duration if w.duration is not None else horizon
+        if a.end_s != expected:
+            v.append(f"{who} ends at {a.end_s} s, expected {expected} s")
+        if a.end_s > horizon or a.start_s >= horizon:
+            v.append(f"{who} runs {a.start_s}..{a.end_s} s, past the horizon {horizon} s")
+        if w.deadline is not None and a.end_s > w.deadline:
+            v.append(f"{who} ends at {a.end_s} s, after its deadline {w.deadline} s")
+    for key in running:
+        if key not in placed:
+            v.append(f"running replica {key[0]}[{key[1]}] is not in the schedule")
+    for w in p.workloads:
+        starts = {placed[(w.name, r)].start_s for r in range(w.replicas)
+                  if (w.name, r) in placed and (w.name, r) not in running}
+        if w.is_gang and len(starts) > 1:
+            v.append(f"{w.name}: gang replicas start at different times {sorted(starts)}")
+    return v
+
+
+def _budget_groups(p: Problem) -> dict[str, list[str]]:
+    """Node -> the nodes sharing a power budget with it (itself included)."""
+    budgets = {(d.level, d.name) for d in p.cluster.domains if d.power_w is not None}
+    members: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for n in p.cluster.nodes:
+        for lvl, dom in zip(p.cluster.levels[:-1], n.path, strict=True):
+            if (lvl, dom) in budgets:
+                members[(lvl, dom)].append(n.name)
+    out: dict[str, list[str]] = {}
+    for n in p.cluster.nodes:
+        group = {n.name}
+        for lvl, dom in zip(p.cluster.levels[:-1], n.path, strict=True):
+            group.update(members.get((lvl, dom), ()))
+        out[n.name] = sorted(group)
+    return out
+
+
+def _check_instants(p: Problem, placed: dict[tuple[str, int], TimedAssignment]) -> list[str]:
+    """Every rule of a plan on the replicas running at each start time (nodes that changed only)."""
+    v: list[str] = []
+    by_node: dict[str, list[TimedAssignment]] = defaultdict(list)
+    starting: dict[int, set[str]] = defaultdict(set)
+    for a in placed.values():
+        by_node[a.node].append(a)
+        starting[a.start_s].add(a.node)
+    groups = _budget_groups(p)
+    for t in sorted(starting):
+        nodes: set[str] = set()
+        for name in starting[t]:
+            nodes.update(groups.get(name, [name]))
+        active = [_space(a) for name in sorted(nodes) for a in by_node.get(name, ())
+                  if a.start_s <= t < a.end_s]
+        for msg in check_assignments(p, active):
+            v.append(f"at {t} s: {msg}")
+    return list(dict.fromkeys(v))
+
+
+def _units(p: Problem, w: Workload, a: TimedAssignment, nodes: dict[str, Node]) -> int:
+    return _shape(p, w, _space(a), nodes[a.node])[1]
+
+
+def _check_summary(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedAssignment]) -> list[str]:
+    v: list[str] = []
+    nodes = {n.name: n for n in p.cluster.nodes}
+    running = {a.key for a in p.running}
+    work: dict[int, int] = defaultdict(int)
+    wait = 0
+    late_guaranteed: list[str] = []
+    for w in p.workloads:
+        mine = [placed[(w.name, r)] for r in range(w.replicas) if (w.name, r) in placed]
+        fresh = [a for a in mine if a.key not in running]
+        for a in mine:
+            if a.node in nodes:
+                units = _units(p, w, a, nodes)
+                work[w.priority] += units * (a.end_s - a.start_s)
+                if a.key not in running:
+                    wait += units * max(0, a.start_s - w.release)
+        earliest = -(-w.release // s.step_s) * s.step_s
+        if w.sla == "guaranteed" and (len(mine) < w.replicas or any(a.start_s != earliest for a in fresh)):
+            late_guaranteed.append(w.name)
+    if late_guaranteed and s.status != "infeasible":
+        v.append(f"status is {s.status} but guaranteed workloads {late_guaranteed} do not start at their release")
+    if not late_guaranteed and s.status == "infeasible":
+        v.append("status is infeasible although every guaranteed workload starts at its release")
+    if tuple(s.priorities) != p.priorities:
+        v.append(f"priorities {list(s.priorities)} differ from the problem's {list(p.priorities)}")
+        return v
+    expected = [_gpu_hours(work[q]) for q in p.priorities]
+    if len(s.objective) != len(expected) or any(abs(x - y) > _TOL for x, y in zip(s.objective, expected,
+                                                                                    strict=False)):
+        v.append(f"objective {list(s.objective)} differs from the recomputed {expected}")
+    if abs(s.wait_gpu_h - _gpu_hours(wait)) > _TOL:
+        v.append(f"wait_gpu_h {s.wait_gpu_h} differs from the recomputed {_gpu_hours(wait)}")
+    if s.bound:
+        if len(s.bound) != len(expected):
+            v.append("bound and objective have different lengths")
+        else:
+            for b, o in zip(s.bound, expected, strict=True):
+                if b + _TOL < o:
+                    v.append(f"bound {list(s.bound)} is below the objective {expected}")
+                    break
+                if b > o + _TOL:
+                    break
+    v.extend(_check_rows(p, s, placed))
+    return v
+
+
+def _check_rows(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedAssignment]) -> list[str]:
+    v: list[str] = []
+    rows = {r.name: r for r in s.workloads}
+    if [r.name for r in s.workloads] != [w.name for w in p.workloads]:
+        v.append("workloads rows must list every workload once, in the scenario's order")
+    running = {a.key for a in p.running}
+    for w in p.workloads:
+        row = rows.get(w.name)
+        if row is None:
+            continue
+        mine = [placed[(w.name, r)] for r in range(w.replicas) if (w.name, r) in placed]
+        fresh = [a for a in mine if a.key not in running] or mine
+        start = min((a.start_s for a in fresh), default=None)
+        end = max((a.end_s for a in mine), default=None)
+        wait = None if start is None else max(0, start - w.release)
+        limit = w.deadline if w.deadline is not None else s.horizon_s
+        met = len(mine) == w.replicas and end is not None and end <= limit
+        if (row.start_s, row.end_s, row.wait_s, row.deadline_met) != (start, end, wait, met):
+            v.append(f"workloads row {w.name}: {(row.start_s, row.end_s, row.wait_s, row.deadline_met)} "
+                     f"differs from the recomputed {(start, end, wait, met)}")
+    return v
+
+
+def check_schedule(p: Problem, s: Schedule) -> list[str]:
+    """Check every rule of ``p`` on schedule ``s`` at every instant; return the violations (empty when valid).
+
+    Parameters
+    ----------
+    p
+        The problem the schedule was made for.
+    s
+        The schedule; its ``horizon_s`` and ``step_s`` define the time grid checked.
+
+    Returns
+    -------
+    list of str
+        One readable line per violated rule.
+    """
+    v: list[str] = []
+    works = {w.name: w for w in p.workloads}
+    placed: dict[tuple[str, int], TimedAssignment] = {}
+    for a in s.assignments:
+        w = works.get(a.workload)
+        if w is None or a.replica >= w.replicas:
+            v.append(f"assignment for unknown replica {a.workload}[{a.replica}]")
+            continue
+        if a.key in placed:
+            v.append(f"{a.workload}[{a.replica}] is assigned twice")
+        placed[a.key] = a
+    listed: set[tuple[str, int]] = set()
+    for u in s.unscheduled:
+        for r in u.replicas:
+            if u.workload not in works or r >= works[u.workload].replicas:
+                v.append(f"unscheduled entry for unknown replica {u.workload}[{r}]")
+            elif (u.workload, r) in placed or (u.workload, r) in listed:
+                v.append(f"{u.workload}[{r}] is listed more than once")
+            listed.add((u.workload, r))
+    for w in p.workloads:
+        missing = [r for r in range(w.replicas) if (w.name, r) not in placed and (w.name, r) not in listed]
+        if missing:
+            v.append(f"{w.name}: replicas {missing} are neither scheduled nor listed unscheduled")
+    v.extend(_check_times(p, s, placed))
+    v.extend(_check_groups(p, {k: _space(a) for k, a in placed.items()}))
+    v.extend(_check_instants(p, placed))
+    v.extend(_check_summary(p, s, placed))
+    return v
+
+
+def assert_valid_schedule(p: Problem, s: Schedule) -> Schedule:
+    """Return ``s`` if it passes :func:`check_schedule`, else raise :class:`PlanValidationError`."""
+    violations = check_schedule(p, s)
+    if violations:
+        raise PlanValidationError(violations)
+    return s

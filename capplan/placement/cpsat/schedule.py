@@ -1,0 +1,312 @@
+"""The CP-SAT time model of ``capplan schedule`` (whole GPUs, CPU, memory, power, required topology).
+
+A *job* is a gang (all its replicas start together) or one replica of an independent workload.
+Each job has a presence literal ``x``, a start ``k`` on the step grid and, per candidate node, a
+replica count ``c`` with an optional interval (present when ``c >= 1``) of the job's duration, or
+up to the horizon for a service. Per node, cumulative constraints bound the GPUs, CPU and memory
+in use at every instant; per power domain, the GPUs' TDP. A required topology level picks one
+domain per workload. Identical jobs of one workload are ordered (symmetry breaking). GPU indices
+are chosen afterwards: whole GPUs of one node are interchangeable, and intervals taken in order
+of start can always be given free GPUs when the count fits at every instant.
+
+The objective is solved in stages, each fixing the previous one's value: guaranteed jobs that
+start at their release, the work (demand x time) of each priority, then the demand-weighted wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+log = logging.getLogger(__name__)
+
+#: Share of each stage's wall-clock budget given as CP-SAT deterministic time (see :meth:`TimeModel.solve`).
+DETERMINISTIC_SHARE = 0.2
+
+
+
+@dataclass(frozen=True)
+class _Use:
+    """An interval on a node: replica count (variable or 1), its largest value, use per replica."""
+
+    iv: cp_model.IntervalVar
+    cnt: cp_model.LinearExprT
+    most: int
+    per: tuple[int, int, int]  # GPUs, milli-CPU, MiB
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of the time model: ``replicas`` replicas that start together."""
+
+    workload: int
+    replicas: int
+    earliest: int  # first allowed start (seconds, on the grid)
+    latest: int  # last allowed start (seconds, on the grid)
+    duration: int | None  # None: a service, running to the horizon
+    nodes: tuple[int, ...]  # candidate nodes
+    gpus: int
+    cpu: int
+    mem: int
+    units: int  # demand units per replica
+    release: int
+    priority: int
+    guaranteed: bool
+    domains: tuple[str, ...] = ()  # per candidate node: its domain of the required level ("" when none)
+    group: int = -1  # jobs of one workload that must share a domain (-1: none)
+
+
+@dataclass(frozen=True)
+class Busy:
+    """A running replica: node, use and end (it runs from 0)."""
+
+    node: int
+    gpus: int
+    cpu: int
+    mem: int
+    end: int
+
+
+@dataclass(frozen=True)
+class NodeCap:
+    """Capacity of one node: whole GPUs, milli-CPU, MiB, TDP per GPU and its power domains."""
+
+    gpus: int
+    cpu: int
+    mem: int
+    tdp: int
+    power: tuple[int, ...]  # indices into the budget list
+
+
+@dataclass
+class TimeSolution:
+    """Per job: start (None when absent) and replicas per node; stage values and bounds."""
+
+    starts: list[int | None]
+    counts: list[dict[int, int]]
+    stages: list[tuple[str, int, float, str]] = field(default_factory=list)  # name, value, bound, status (scaled)
+
+    def proven(self) -> bool:
+        """Every stage solved to optimality."""
+        return bool(self.stages) and all(s[3] == "optimal" for s in self.stages)
+
+
+class TimeModel:
+    """The CP-SAT model over jobs, built once and solved in stages."""
+
+    def __init__(self, jobs: list[Job], busy: list[Busy], nodes: list[NodeCap], budgets: list[int],
+                 horizon: int, step: int) -> None:
+        self.jobs, self.horizon, self.step = jobs, horizon, step
+        m = self.m = cp_model.CpModel()
+        self.x = [m.new_bool_var(f"x{j}") for j in range(len(jobs))]
+        self.k = [m.new_int_var(jb.earliest // step, jb.latest // step, f"k{j}") for j, jb in enumerate(jobs)]
+        self.c: list[dict[int, cp_model.IntVar]] = []
+        self.pres: list[dict[int, cp_model.IntVar]] = []
+        per_node: dict[int, list[_Use]] = {}
+        for j, jb in enumerate(jobs):
+            k = self.k[j]
+            cs: dict[int, cp_model.IntVar] = {}
+            ps: dict[int, cp_model.IntVar] = {}
+            start = step * k
+            for n in jb.nodes:
+                cap = nodes[n]
+                most = jb.replicas
+                if jb.gpus:
+                    most = min(most, cap.gpus // jb.gpus)
+                if jb.cpu:
+                    most = min(most, cap.cpu // jb.cpu)
+                if jb.mem:
+                    most = min(most, cap.mem // jb.mem)
+                if most <= 0:
+                    continue
+                p = m.new_bool_var(f"p{j}_{n}")
+                if jb.replicas == 1:
+                    cnt: cp_model.IntVar = p
+                else:
+                    cnt = m.new_int_var(0, most, f"c{j}_{n}")
+                    m.add(cnt >= p)
+                    m.add(cnt <= most * p)
+                if jb.duration is not None:
+                    iv = m.new_optional_fixed_size_interval_var(start, jb.duration, p, f"i{j}_{n}")
+                else:
+                    iv = m.new_optional_interval_var(start, horizon - start, horizon, p, f"i{j}_{n}")
+                cs[n], ps[n] = cnt, p
+                per_node.setdefault(n, []).append(_Use(iv, cnt, most, (jb.gpus, jb.cpu, jb.mem)))
+            m.add(sum(cs.values()) == jb.replicas * self.x[j])
+            self.c.append(cs)
+            self.pres.append(ps)
+        self._groups(jobs)
+        self._symmetry(jobs)
+        self._resources(per_node, busy, nodes, budgets)
+
+    def _groups(self, jobs: list[Job]) -> None:
+        by_group: dict[int, list[int]] = {}
+        for j, jb in enumerate(jobs):
+            if jb.group >= 0:
+                by_group.setdefault(jb.group, []).append(j)
+        for g, js in by_group.items():
+            doms = sorted({d for j in js for d in jobs[j].domains})
+            y = {d: self.m.new_bool_var(f"y{g}_{d}") for d in doms}
+            self.m.add_at_most_one(y.values())
+            for j in js:
+                for n, d in zip(jobs[j].nodes, jobs[j].domains, strict=True):
+                    if n in self.pres[j]:
+                        self.m.add_implication(self.pres[j][n], y[d])
+
+    def _symmetry(self, jobs: list[Job]) -> None:
+        prev: dict[int, int] = {}
+        for j, jb in enumerate(jobs):
+            if jb.replicas == 1 and jb.workload in prev:
+                i = prev[jb.workload]
+                if jobs[i].nodes == jb.nodes and jobs[i].earliest == jb.earliest:
+                    self.m.add_implication(self.x[j], self.x[i])
+                    self.m.add(self.k[i] <= self.k[j]).only_enforce_if(self.x[j])
+            prev[jb.workload] = j
+
+    def _resources(self, per_node: dict[int, list[_Use]], busy: list[Busy], nodes: list[NodeCap],
+                   budgets: list[int]) -> None:
+        m = self.m
+        fixed: dict[int, list[_Use]] = {}
+        for b in busy:
+            iv = m.new_fixed_size_interval_var(0, b.end, f"busy{b.node}_{len(fixed.get(b.node, []))}")
+            fixed.setdefault(b.node, []).append(_Use(iv, 1, 1, (b.gpus, b.cpu, b.mem)))
+        power: list[list[tuple[cp_model.IntervalVar, cp_model.LinearExprT, int]]] = [[] for _ in budgets]
+        for n in sorted(set(per_node) | set(fixed)):
+            cap = nodes[n]
+            both = per_node.get(n, []) + fixed.get(n, [])
+            for r, limit in ((0, cap.gpus), (1, cap.cpu), (2, cap.mem)):
+                used = [u for u in both if u.per[r]]
+                if sum(u.most * u.per[r] for u in used) <= limit:
+                    continue  # never binding
+                m.add_cumulative([u.iv for u in used], [u.cnt * u.per[r] for u in used], limit)
+            if cap.tdp:
+                for d in cap.power:
+                    power[d].extend((u.iv, u.cnt * (u.per[0] * cap.tdp), u.most * u.per[0] * cap.tdp)
+                                    for u in both if u.per[0])
+        for d, entries in enumerate(power):
+            if sum(e[2] for e in entries) > budgets[d]:
+                m.add_cumulative([e[0] for e in entries], [e[1] for e in entries], budgets[d])
+
+    # ----------------------------------------------------------------- stages
+    def stage_exprs(self) -> list[tuple[str, cp_model.LinearExprT, int, bool]]:
+        """(name, expression, scale, maximise) per stage; each expression is divided by ``scale``,
+        the gcd of its coefficients.
+
+        A start ``k`` matters only when its job is present. Rather than a product ``k * x``, the
+        service work and the wait use ``k`` for every job and subtract what an absent job at its
+        earliest start would add: the expression equals the true value when absent jobs sit at
+        their earliest start, which an optimum of the expression may always choose, so optima
+        and bounds are those of the true objective (and the LP relaxation stays tight).
+        """
+        jobs, x, k, step, h = self.jobs, self.x, self.k, self.step, self.horizon
+        out: list[tuple[str, cp_model.LinearExprT, int, bool]] = []
+        if any(jb.guaranteed for jb in jobs):
+            terms: list[tuple[int, cp_model.IntVar]] = []
+            for j, jb in enumerate(jobs):
+                if jb.guaranteed:
+                    on = self.m.new_bool_var(f"on{j}")
+                    self.m.add_implication(on, x[j])
+                    self.m.add(k[j] == jb.earliest // step).only_enforce_if(on)
+                    terms.append((jb.replicas, on))
+            out.append(("guaranteed", *_reduced(terms), True))
+        for q in sorted({jb.priority for jb in jobs}, reverse=True):
+            terms, const = [], 0
+            for j, jb in enumerate(jobs):
+                if jb.priority != q or not jb.units:
+                    continue
+                w = jb.units * jb.replicas
+                if jb.duration is not None:
+                    terms.append((w * jb.duration, x[j]))
+                else:  # w * (h - step*k) when present, 0 when absent at its earliest start
+                    terms += [(-w * step, k[j]), (w * (h - jb.earliest), x[j])]
+                    const += w * jb.earliest
+            if terms:
+                out.append((f"priority {q}", *_reduced(terms, const), True))
+        terms, const = [], 0
+        for j, jb in enumerate(jobs):
+            if jb.units:  # w * (step*k - release) when present, 0 when absent at its earliest start
+                w = jb.units * jb.replicas
+                terms += [(w * step, k[j]), (w * (jb.earliest - jb.release), x[j])]
+                const -= w * jb.earliest
+        if terms:
+            out.append(("wait", *_reduced(terms, const), False))
+        return out
+
+    def hint(self, starts: list[int | None], counts: list[dict[int, int]]) -> None:
+        """Hint a full solution (e.g. list scheduling's)."""
+        m = self.m
+        m.clear_hints()  # type: ignore[no-untyped-call]
+        for j, (s, cs) in enumerate(zip(starts, counts, strict=True)):
+            m.add_hint(self.x[j], s is not None)
+            m.add_hint(self.k[j], (s if s is not None else self.jobs[j].earliest) // self.step)
+            for n, v in self.c[j].items():
+                m.add_hint(v, cs.get(n, 0))
+                if v is not self.pres[j][n]:
+                    m.add_hint(self.pres[j][n], cs.get(n, 0) > 0)
+
+    def solve(self, hint: tuple[list[int | None], list[dict[int, int]]] | None, time_limit: float, seed: int,
+              workers: int) -> TimeSolution | None:
+        """Solve the stages within ``time_limit``; None when no solution was found at all."""
+        deadline = time.perf_counter() + time_limit
+        stages = self.stage_exprs()
+        best = hint
+        results: list[tuple[str, int, float, str]] = []
+        for i, (name, expr, scale, maximize) in enumerate(stages):
+            left = deadline - time.perf_counter()
+            if left <= 0.05:
+                break
+            if best is not None:
+                self.hint(*best)
+            if maximize:
+                self.m.maximize(expr)
+            else:
+                self.m.minimize(expr)
+            solver = cp_model.CpSolver()
+            prm = solver.parameters
+            budget = left / (len(stages) - i) * (1.5 if i < len(stages) - 1 else 1.0)
+            prm.max_time_in_seconds = budget
+            # Stop on CP-SAT's deterministic clock first, so that the same seed gives the same schedule
+            # unless the machine is so loaded that the wall-clock limit comes first.
+            prm.max_deterministic_time = budget * DETERMINISTIC_SHARE
+            prm.num_workers = max(1, workers)
+            prm.random_seed = seed
+            status = solver.solve(self.m)
+            log.info("stage %s: wall %.2f det %.2f", name, solver.wall_time, solver.response_proto.deterministic_time)
+            if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                log.info("schedule cpsat stage %s: %s", name, solver.status_name(status))
+                break
+            value = round(solver.objective_value)
+            bound = solver.best_objective_bound
+            state = "optimal" if status == cp_model.OPTIMAL else "feasible"
+            results.append((name, value * scale, bound * scale, state))
+            best = self._read(solver)
+            self.m.add(expr >= value if maximize else expr <= value)
+        if best is None or not results:
+            return None
+        return TimeSolution(starts=best[0], counts=best[1], stages=results)
+
+    def _read(self, solver: cp_model.CpSolver) -> tuple[list[int | None], list[dict[int, int]]]:
+        starts: list[int | None] = []
+        counts: list[dict[int, int]] = []
+        for j in range(len(self.jobs)):
+            if solver.boolean_value(self.x[j]):
+                starts.append(solver.value(self.k[j]) * self.step)
+                counts.append({n: int(solver.value(v)) for n, v in self.c[j].items() if solver.value(v)})
+            else:
+                starts.append(None)
+                counts.append({})
+        return starts, counts
+
+
+def _reduced(terms: list[tuple[int, cp_model.IntVar]], const: int = 0) -> tuple[cp_model.LinearExprT, int]:
+    """``sum(a * v) + const`` divided by the gcd of all its coefficients (and the gcd)."""
+    g = abs(const)
+    for a, _ in terms:
+        g = math.gcd(g, abs(a))
+    g = g or 1
+    expr = cp_model.LinearExpr.weighted_sum([v for _, v in terms], [a // g for a, _ in terms])
+    return expr + const // g, g

@@ -1,0 +1,232 @@
+"""The exact time model: list scheduling's schedule as a hint, CP-SAT stages, decoded and compared.
+
+:mod:`capplan.placement.cpsat.schedule` holds the model; this module turns a problem into its jobs,
+decodes a solution (whole-GPU indices by interval colouring per node), keeps the better of the
+CP-SAT and list-scheduling schedules, and turns the stage bounds into the schedule's bound.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+from capplan.model.problem import Problem
+from capplan.model.schedule import Schedule
+from capplan.model.timing import ceil_to
+from capplan.model.units import UNITS_PER_GPU
+from capplan.placement.core.state import Placement
+from capplan.placement.cpsat.schedule import Busy, Job, NodeCap, TimeModel, TimeSolution
+from capplan.placement.schedule.heuristic import ListScheduler, diagnose
+from capplan.placement.schedule.result import make_schedule, window_demand, work_units
+from capplan.placement.schedule.timeline import Item
+
+
+def unsupported(p: Problem) -> str | None:
+    """Why the time model cannot take ``p`` exactly (MIG, shares, preset GPU modes, node isolation), or None."""
+    for w in p.workloads:
+        if w.mig is not None or w.gpu_fraction is not None:
+            return f"workload {w.name} asks for a MIG slice or GPU share (the time model covers whole GPUs)"
+        if w.isolation == "node":
+            return f"workload {w.name} asks for node isolation"
+    for n in p.cluster.nodes:
+        if n.gpu_modes:
+            return f"node {n.name} has preset GPU modes"
+    return None
+
+
+class Jobs:
+    """The jobs of ``p`` (gangs, or single replicas) and the replicas each stands for."""
+
+    def __init__(self, p: Problem, horizon: int, step: int) -> None:
+        self.p, self.horizon, self.step = p, horizon, step
+        self.jobs: list[Job] = []
+        self.replicas: list[list[int]] = []
+        running = {a.key for a in p.running}
+        cl = p.cluster
+        for wi, w in enumerate(p.workloads):
+            todo = [r for r in range(w.replicas) if (w.name, r) not in running]
+            earliest = ceil_to(w.release, step)
+            limit = min(w.deadline if w.deadline is not None else horizon, horizon)
+            last = (limit - w.duration) if w.duration is not None else horizon - 1
+            latest = last // step * step
+            nodes = [i for i, n in enumerate(cl.nodes) if p.can_host(w, n) is not None]
+            lvl = w.topology.required
+            if lvl:
+                fixed = {cl.domain_of(cl.nodes[cl.node_index[a.node]], lvl) for a in p.running
+                         if a.workload == w.name}
+                if fixed:
+                    nodes = [i for i in nodes if cl.domain_of(cl.nodes[i], lvl) in fixed]
+            if not todo or latest < earliest or not nodes:
+                continue
+            d = p.can_host(w, cl.nodes[nodes[0]])
+            assert d is not None
+            common = dict(workload=wi, earliest=earliest, latest=latest, duration=w.duration,
+                          nodes=tuple(nodes), gpus=w.gpus or 0, cpu=w.cpu_milli, mem=w.memory_mib, units=d.units,
+                          release=w.release, priority=w.priority, guaranteed=w.sla == "guaranteed",
+                          domains=tuple(cl.domain_of(cl.nodes[i], lvl) for i in nodes) if lvl else (),
+                          group=wi if lvl else -1)
+            groups = [todo] if w.is_gang else [[r] for r in todo]
+            for g in groups:
+                self.jobs.append(Job(replicas=len(g), **common))  # type: ignore[arg-type]
+                self.replicas.append(g)
+
+    def hint(self, items: list[Item]) -> tuple[list[int | None], list[dict[int, int]]]:
+        """Scheduled replicas as per-job starts and node counts (identical jobs in start order)."""
+        by_w: dict[str, list[Item]] = defaultdict(list)
+        for it in items:
+            if not it.running:
+                by_w[it.w.name].append(it)
+        starts: list[int | None] = []
+        counts: list[dict[int, int]] = []
+        used: dict[int, int] = defaultdict(int)
+        for jb in self.jobs:
+            w = self.p.workloads[jb.workload]
+            mine = sorted(by_w.get(w.name, []), key=lambda it: (it.start, it.replica))
+            if w.is_gang:
+                ok = len(mine) == jb.replicas and all(jb.earliest <= it.start <= jb.latest for it in mine)
+                chosen = mine if ok else []
+            else:
+                k = used[jb.workload]
+                chosen = mine[k:k + 1]
+                used[jb.workload] += 1
+            cs: dict[int, int] = defaultdict(int)
+            for it in chosen:
+                cs[it.pl.node] += 1
+            valid = bool(chosen) and all(n in jb.nodes for n in cs) and jb.earliest <= chosen[0].start <= jb.latest
+            starts.append(chosen[0].start if valid else None)
+            counts.append(dict(cs) if valid else {})
+        return starts, counts
+
+    def decode(self, sol: TimeSolution) -> list[Item]:
+        """The replicas of a solution, with whole-GPU indices coloured per node in order of start."""
+        p, cl = self.p, self.p.cluster
+        ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+        free_at: dict[int, list[int]] = {i: [0] * n.gpus for i, n in enumerate(cl.nodes)}
+        items: list[Item] = []
+        for a in p.running:
+            i = cl.node_index[a.node]
+            w = p.workload(a.workload)
+            d = p.can_host(w, cl.nodes[i])
+            assert d is not None
+            end = min(ends.get(a.key, self.horizon), self.horizon)
+            for g in a.gpus:
+                free_at[i][g] = end
+            items.append(Item(w=w, replica=a.replica, d=d,
+                              pl=Placement(node=i, gpus=tuple(a.gpus), slot=a.mig,
+                                           fraction_milli=round(a.fraction * 1000) if a.fraction else 0),
+                              start=0, end=end, running=True))
+        order = sorted((s, j) for j, s in enumerate(sol.starts) if s is not None)
+        for start, j in order:
+            jb = self.jobs[j]
+            w = p.workloads[jb.workload]
+            end = start + w.duration if w.duration is not None else self.horizon
+            reps = iter(self.replicas[j])
+            for n, cnt in sorted(sol.counts[j].items()):
+                d = p.can_host(w, cl.nodes[n])
+                assert d is not None
+                for _ in range(cnt):
+                    gpus: tuple[int, ...] = ()
+                    if jb.gpus:
+                        free = [g for g, t in enumerate(free_at[n]) if t <= start][: jb.gpus]
+                        if len(free) < jb.gpus:
+                            raise AssertionError(f"GPU colouring failed on node {n} at {start}")
+                        for g in free:
+                            free_at[n][g] = end
+                        gpus = tuple(free)
+                    items.append(Item(w=w, replica=next(reps), d=d, pl=Placement(node=n, gpus=gpus),
+                                      start=start, end=end))
+        return items
+
+
+def _lex_key(p: Problem, items: list[Item], step: int) -> tuple[int, ...]:
+    on_time = sum(1 for it in items if not it.running and it.w.sla == "guaranteed"
+                  and it.start == ceil_to(it.w.release, step))
+    work = work_units(items)
+    wait = sum(it.d.units * max(0, it.start - it.w.release) for it in items if not it.running)
+    return (on_time, *(work[q] for q in p.priorities), -wait)
+
+
+def combined_bound(p: Problem, horizon: int, step: int, sol: TimeSolution | None) -> dict[int, int]:
+    """Per-priority bound: the energy bound, tightened by the CP-SAT stage bounds where they are valid.
+
+    A stage's bound holds given the earlier stages at their values, which is what a lexicographic
+    bound needs. The priority stages assume every guaranteed job on time, so they are used only
+    when that stage is proven and met.
+    """
+    demand = window_demand(p, horizon, step)
+    solved = {name: bound for name, _, bound, _ in sol.stages} if sol is not None else {}
+    g_stage = next((s for s in sol.stages if s[0] == "guaranteed"), None) if sol is not None else None
+    running = {a.key for a in p.running}
+    needed = sum(1 for w in p.workloads if w.sla == "guaranteed" for r in range(w.replicas)
+                 if (w.name, r) not in running)
+    if g_stage is not None and (g_stage[3] != "optimal" or g_stage[1] < needed):
+        solved = {}
+    fixed = _running_work(p, horizon)
+    out: dict[int, int] = {}
+    cap_left = p.cluster.gpus_total * UNITS_PER_GPU * horizon
+    for q in p.priorities:
+        b = min(demand[q], cap_left)
+        key = f"priority {q}"
+        if key in solved:
+            b = min(b, int(solved[key] + 1e-6) + fixed[q])
+        out[q] = b
+        cap_left -= b
+    return out
+
+
+def _running_work(p: Problem, horizon: int) -> dict[int, int]:
+    ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+    out: dict[int, int] = defaultdict(int)
+    cl = p.cluster
+    for a in p.running:
+        w = p.workload(a.workload)
+        d = p.can_host(w, cl.nodes[cl.node_index[a.node]])
+        if d is not None:
+            out[w.priority] += d.units * min(ends.get(a.key, horizon), horizon)
+    return out
+
+
+def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed: int = 0,
+                   workers: int = 1) -> Schedule:
+    """CP-SAT over the jobs of ``p``, hinted by list scheduling; the better schedule of the two."""
+    t0 = time.perf_counter()
+    heuristic = ListScheduler(p, horizon, step).run()
+    jobs = Jobs(p, horizon, step)
+    cl = p.cluster
+    budgets_idx: dict[tuple[str, str], int] = {}
+    budgets: list[int] = []
+    for dom in cl.domains:
+        if dom.power_w is not None:
+            budgets_idx[(dom.level, dom.name)] = len(budgets)
+            budgets.append(dom.power_w)
+    caps = []
+    for n in cl.nodes:
+        model = p.gpu_model(n)
+        tdp = model.tdp_w if model is not None and model.tdp_w is not None else 0
+        power = tuple(budgets_idx[(lvl, dom)] for lvl, dom in zip(cl.levels[:-1], n.path, strict=True)
+                      if (lvl, dom) in budgets_idx)
+        caps.append(NodeCap(gpus=n.gpus, cpu=n.cpu_milli, mem=n.memory_mib, tdp=tdp, power=power))
+    ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+    busy = [Busy(node=cl.node_index[a.node], gpus=len(a.gpus), cpu=p.workload(a.workload).cpu_milli,
+                 mem=p.workload(a.workload).memory_mib, end=min(ends.get(a.key, horizon), horizon))
+            for a in p.running]
+    sol: TimeSolution | None = None
+    items = heuristic
+    strategy = "heuristic"
+    left = time_limit - (time.perf_counter() - t0)
+    if jobs.jobs and left > 0.1:
+        tm = TimeModel(jobs.jobs, busy, caps, budgets, horizon, step)
+        sol = tm.solve(jobs.hint(heuristic), left, seed, workers)
+        if sol is not None:
+            cand = jobs.decode(sol)
+            strategy = "cpsat"
+            if _lex_key(p, cand, step) >= _lex_key(p, items, step):
+                items = cand
+            else:
+                strategy = "cpsat+heuristic"
+    diag = diagnose(p, horizon, step, items)
+    proven = sol is not None and sol.proven() and items is not heuristic
+    return make_schedule(p, strategy, items, diag.unscheduled, horizon=horizon, step=step,
+                         reasons=diag.reasons, bound=combined_bound(p, horizon, step, sol), proven_optimal=proven,
+                         seconds=time.perf_counter() - t0, seed=seed,
+                         extra_metrics={"stages": [list(s) for s in sol.stages]} if sol else None)

@@ -1,0 +1,206 @@
+"""List scheduling: priority order, earliest feasible start, backfill.
+
+Workloads are taken guaranteed first, then by priority (highest first), earliest deadline,
+earliest release and larger demand. Each gets the earliest start on the step grid, from its
+release on, at which the greedy placer fits it into the union of everything scheduled during
+its run (:class:`~capplan.placement.schedule.timeline.Timeline`); later workloads may start
+earlier than earlier ones wherever they fit (backfill). Candidate starts are the release and
+the ends of scheduled replicas, the only instants at which room can appear. Deadlines are hard:
+a workload that cannot end by its deadline (or, without one, by the horizon) is not scheduled,
+and its reason says when it could have run. Deterministic: no randomness is used.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from capplan.model.problem import Problem, Workload
+from capplan.model.schedule import Schedule, Unscheduled
+from capplan.model.timing import ceil_to, format_seconds
+from capplan.placement.core.reasons import explain
+from capplan.placement.core.state import Placement
+from capplan.placement.core.summary import describe_demand
+from capplan.placement.greedy import GreedyPlacer
+from capplan.placement.schedule.result import make_schedule
+from capplan.placement.schedule.timeline import Item, Timeline
+
+
+@dataclass
+class Outcome:
+    """What list scheduling produced: the replicas, what was left out, and per-workload reasons."""
+
+    items: list[Item]
+    unscheduled: list[Unscheduled] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+
+def schedule_order(p: Problem) -> list[Workload]:
+    """Guaranteed first, then priority, earliest deadline, earliest release, larger demand, input order."""
+    inf = 1 << 62
+    return sorted(p.workloads, key=lambda w: (w.sla != "guaranteed", -w.priority,
+                                              w.deadline if w.deadline is not None else inf, w.release,
+                                              -p.demand_units(w) * w.replicas * (w.duration or inf),
+                                              p.workload_index[w.name]))
+
+
+class ListScheduler:
+    """Earliest-feasible-start list scheduling on a :class:`Timeline`."""
+
+    def __init__(self, p: Problem, horizon: int, step: int, scheduled: Sequence[Item] = ()) -> None:
+        self.p = p
+        self.horizon = horizon
+        self.step = step
+        self.tl = Timeline(p)
+        ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+        nodes = p.cluster.nodes
+        for a in p.running:
+            w = p.workload(a.workload)
+            d = p.can_host(w, nodes[p.cluster.node_index[a.node]])
+            assert d is not None
+            pl = Placement(node=p.cluster.node_index[a.node], gpus=tuple(a.gpus), slot=a.mig,
+                           fraction_milli=round(a.fraction * 1000) if a.fraction else 0)
+            self.tl.add(Item(w=w, replica=a.replica, d=d, pl=pl, start=0,
+                             end=min(ends.get(a.key, horizon), horizon), running=True))
+        for it in scheduled:
+            self.tl.add(it)
+
+    def _domain_of(self, w: Workload, level: str) -> str | None:
+        cl = self.p.cluster
+        for it in self.tl.items:
+            if it.w.name == w.name:
+                return cl.domain_of(cl.nodes[it.pl.node], level)
+        return None
+
+    def try_at(self, w: Workload, n: int, t: int, end: int) -> list[Placement]:
+        """Placements for up to ``n`` replicas of ``w`` running ``[t, end)`` (all or none for gangs)."""
+        st = self.tl.window(t, end)
+        placer = GreedyPlacer(self.p, st)
+        lvl = w.topology.required
+        if lvl:
+            placed = placer.place_in_one_domain(w, n, lvl, self._domain_of(w, lvl), w.is_gang)
+        elif w.is_gang and w.topology.preferred:
+            placed = placer.place_in_one_domain(w, n, w.topology.preferred, None, True)
+            if not placed:
+                placed = placer.place_group(w, n, None, True)
+        else:
+            placed = placer.place_group(w, n, None, w.is_gang)
+        placer.undo(w, placed)
+        return placed
+
+    def _candidates(self, w: Workload, earliest: int) -> list[int]:
+        ends = self.tl.ends_after(earliest)
+        times = {earliest} | {ceil_to(int(e), self.step) for e in ends}
+        return sorted(t for t in times if t < self.horizon)
+
+    def _end(self, w: Workload, t: int) -> int:
+        return t + w.duration if w.duration is not None else self.horizon
+
+    def earliest_fit(self, w: Workload, n: int, earliest: int) -> int | None:
+        """The earliest grid start before the horizon at which ``n`` replicas of ``w`` fit, ignoring its deadline
+        and letting it run past the horizon (None: never)."""
+        for t in self._candidates(w, earliest):
+            if len(self.try_at(w, n, t, self._end(w, t))) == (n if w.is_gang or w.topology.required else 1):
+                return t
+        return None
+
+    def schedule(self, w: Workload) -> list[int]:
+        """Schedule ``w``'s replicas at their earliest feasible starts; return the replicas left."""
+        taken = {it.replica for it in self.tl.items if it.w.name == w.name}
+        todo = [r for r in range(w.replicas) if r not in taken]
+        if not todo:
+            return []
+        earliest = ceil_to(w.release, self.step)
+        limit = min(w.deadline if w.deadline is not None else self.horizon, self.horizon)
+        for t in self._candidates(w, earliest):
+            end = self._end(w, t)
+            if end > limit:
+                break
+            placed = self.try_at(w, len(todo), t, end)
+            if not placed:
+                continue
+            for r, pl in zip(todo, placed, strict=False):
+                self.tl.add(Item(w=w, replica=r, d=self.tl.st.demand_at(w, pl.node), pl=pl, start=t, end=end))
+            todo = todo[len(placed):]
+            if not todo:
+                break
+        return todo
+
+    def late_reason(self, w: Workload, t: int) -> str:
+        """Why guaranteed ``w`` cannot start at its release (``t``: when it does start, if at all)."""
+        earliest = ceil_to(w.release, self.step)
+        st = self.tl.window(earliest, self._end(w, earliest))
+        why = explain(st, w, w.replicas)
+        return f"cannot start at its release {format_seconds(earliest)}: {why}; it starts at {format_seconds(t)}"
+
+    def missing_reason(self, w: Workload, missing: list[int]) -> str:
+        """Why replicas of ``w`` do not run: never fit, or fit only too late (with the time they would)."""
+        earliest = ceil_to(w.release, self.step)
+        n = len(missing)
+        what = f"{n} x {describe_demand(self.p, w)}" if n > 1 else describe_demand(self.p, w)
+        if w.topology.required and n > 1:
+            what += f" in one {w.topology.required}"
+        elif w.is_gang and n > 1:
+            what += " at once"
+        if w.duration is not None and earliest + w.duration > self.horizon:
+            return (f"needs {format_seconds(w.duration)} from its release {format_seconds(earliest)}, "
+                    f"past the horizon {format_seconds(self.horizon)}; extend the horizon (--horizon)")
+        t = self.earliest_fit(w, n, earliest)
+        if t is None:
+            st = self.tl.window(earliest, self._end(w, earliest))
+            return f"{explain(st, w, n)}; no room from its release to the horizon {format_seconds(self.horizon)}"
+        end = self._end(w, t)
+        if w.deadline is not None and end > w.deadline:
+            return (f"needs {what}; the earliest room frees at {format_seconds(t)}, so it would end at "
+                    f"{format_seconds(end)}, after its deadline {format_seconds(w.deadline)}")
+        return (f"needs {what}; the earliest room frees at {format_seconds(t)}, so it would end at "
+                f"{format_seconds(end)}, after the horizon {format_seconds(self.horizon)}")
+
+    def run(self, order: list[Workload] | None = None) -> list[Item]:
+        """Schedule every workload in ``order`` (default :func:`schedule_order`); return all replicas."""
+        for w in order or schedule_order(self.p):
+            self.schedule(w)
+        return list(self.tl.items)
+
+
+def diagnose(p: Problem, horizon: int, step: int, items: list[Item]) -> Outcome:
+    """What does not run in a schedule of ``items``, and why; why guaranteed workloads start late.
+
+    The reasons are computed on the schedule itself, whichever strategy made it.
+    """
+    by_w: dict[str, list[Item]] = {}
+    for it in items:
+        by_w.setdefault(it.w.name, []).append(it)
+    out = Outcome(items=items)
+    full: ListScheduler | None = None
+    for w in p.workloads:
+        mine = by_w.get(w.name, [])
+        done = {it.replica for it in mine}
+        missing = [r for r in range(w.replicas) if r not in done]
+        if missing:
+            if full is None:
+                full = ListScheduler(p, horizon, step, [it for it in items if not it.running])
+            why = full.missing_reason(w, missing)
+            out.unscheduled.append(Unscheduled(workload=w.name, replicas=tuple(missing), reason=why))
+            out.reasons[w.name] = why
+            continue
+        fresh = [it for it in mine if not it.running]
+        if w.sla == "guaranteed" and any(it.start != ceil_to(w.release, step) for it in fresh):
+            others = ListScheduler(p, horizon, step, [it for it in items if not it.running and it.w.name != w.name])
+            out.reasons[w.name] = others.late_reason(w, min(it.start for it in fresh))
+    return out
+
+
+def list_schedule(p: Problem, horizon: int, step: int, order: list[Workload] | None = None) -> list[Item]:
+    """Run list scheduling on ``p`` over ``[0, horizon)`` with starts on multiples of ``step``."""
+    return ListScheduler(p, horizon, step).run(order)
+
+
+def schedule_heuristic(p: Problem, horizon: int, step: int, seed: int = 0) -> Schedule:
+    """The list-scheduling schedule of ``p`` with its energy bound (not yet validated)."""
+    t0 = time.perf_counter()
+    out = diagnose(p, horizon, step, list_schedule(p, horizon, step))
+    return make_schedule(p, "heuristic", out.items, out.unscheduled, horizon=horizon, step=step,
+                         reasons=out.reasons, seconds=time.perf_counter() - t0, seed=seed)
+

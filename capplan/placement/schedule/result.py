@@ -1,0 +1,153 @@
+"""Assemble a :class:`~capplan.model.schedule.Schedule` from scheduled replicas: objective, bound, status.
+
+Objective (strict priority order, highest first): per priority, the GPU demand x time of the
+work that runs to completion by its deadline (by the horizon when there is none); then the
+demand-weighted wait, sum of demand x (start - release), over all workloads. Deadlines are
+hard, so every scheduled replica's work counts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from capplan.model.plan import Status
+from capplan.model.problem import Problem, Workload
+from capplan.model.schedule import Schedule, TimedAssignment, Unscheduled, WorkloadTiming
+from capplan.model.timing import ceil_to
+from capplan.model.units import MILLI, UNITS_PER_GPU
+from capplan.placement.schedule.timeline import Item
+
+SECONDS_PER_HOUR = 3600
+
+
+def gpu_hours(units_seconds: int) -> float:
+    """Demand units x seconds to GPU-hours (6 decimals)."""
+    return round(units_seconds / UNITS_PER_GPU / SECONDS_PER_HOUR, 6)
+
+
+def work_units(items: Iterable[Item]) -> dict[int, int]:
+    """Demand units x seconds of scheduled work per priority."""
+    out: dict[int, int] = defaultdict(int)
+    for it in items:
+        out[it.w.priority] += it.d.units * (it.end - it.start)
+    return out
+
+
+def wait_units(items: Iterable[Item]) -> int:
+    """Demand-weighted wait (units x seconds) of replicas that are not already running."""
+    return sum(it.d.units * max(0, it.start - it.w.release) for it in items if not it.running)
+
+
+def max_units(p: Problem, w: Workload) -> int:
+    """The largest per-replica demand ``w`` can have on any node of the cluster (0 when none can host it)."""
+    best = -1
+    for n in p.cluster.nodes:
+        d = p.can_host(w, n)
+        if d is not None:
+            best = max(best, d.units)
+    return best
+
+
+def window_demand(p: Problem, horizon: int, step: int) -> dict[int, int]:
+    """Per priority, the most work (units x seconds) its workloads could do inside their time windows."""
+    running = {a.key for a in p.running}
+    ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+    demand: dict[int, int] = defaultdict(int)
+    for w in p.workloads:
+        u = max_units(p, w)
+        if u <= 0:
+            continue
+        start = ceil_to(w.release, step)
+        limit = min(w.deadline if w.deadline is not None else horizon, horizon)
+        for r in range(w.replicas):
+            if (w.name, r) in running:
+                demand[w.priority] += u * min(ends.get((w.name, r), horizon), horizon)
+            elif w.duration is None:
+                demand[w.priority] += u * max(0, horizon - start)
+            elif start + w.duration <= limit:
+                demand[w.priority] += u * w.duration
+    return demand
+
+
+def energy_bound(p: Problem, horizon: int, step: int) -> dict[int, int]:
+    """Per-priority upper bound on the work (units x seconds), lexicographically valid.
+
+    Each priority's work is at most its demand that fits its window, and at most the GPU capacity
+    (every GPU x the horizon) that the higher priorities leave when they reach their own bound.
+    """
+    demand = window_demand(p, horizon, step)
+    capacity = p.cluster.gpus_total * UNITS_PER_GPU * horizon
+    out: dict[int, int] = {}
+    for q in p.priorities:
+        out[q] = min(demand[q], capacity)
+        capacity -= out[q]
+    return out
+
+
+def lex_gap(obj: list[int], bound: list[int]) -> float:
+    """Relative gap at the highest priority whose objective is below its bound."""
+    for o, b in zip(obj, bound, strict=True):
+        if b > o:
+            return round((b - o) / b, 6) if b else 0.0
+    return 0.0
+
+
+def make_schedule(p: Problem, strategy: str, items: list[Item], unscheduled: list[Unscheduled], *,
+                  horizon: int, step: int, reasons: Mapping[str, str] | None = None,
+                  bound: Mapping[int, int] | None = None, proven_optimal: bool = False,
+                  seconds: float = 0.0, seed: int = 0, extra_metrics: dict[str, object] | None = None) -> Schedule:
+    """The schedule of ``items``: assignments, workload rows, objective, bound, gap and status."""
+    got = work_units(items)
+    obj = [got[q] for q in p.priorities]
+    bnd = bound if bound is not None else energy_bound(p, horizon, step)
+    bvec = [max(bnd.get(q, 0), o) for q, o in zip(p.priorities, obj, strict=True)]
+    reasons = dict(reasons or {})
+    by_w: dict[str, list[Item]] = defaultdict(list)
+    for it in items:
+        by_w[it.w.name].append(it)
+    rows: list[WorkloadTiming] = []
+    late = False
+    for w in p.workloads:
+        mine = by_w.get(w.name, [])
+        fresh = [it for it in mine if not it.running] or mine
+        start = min((it.start for it in fresh), default=None)
+        end = max((it.end for it in mine), default=None)
+        limit = w.deadline if w.deadline is not None else horizon
+        met = len(mine) == w.replicas and end is not None and end <= limit
+        if w.sla == "guaranteed":
+            on_time = len(mine) == w.replicas and all(it.start == ceil_to(w.release, step)
+                                                      for it in mine if not it.running)
+            late = late or not on_time
+        rows.append(WorkloadTiming(name=w.name, start_s=start, end_s=end,
+                                   wait_s=None if start is None else max(0, start - w.release),
+                                   deadline_met=met, reason=reasons.get(w.name)))
+    status: Status
+    if late:
+        status = "infeasible"
+    elif proven_optimal or obj == bvec:
+        status = "optimal"
+    else:
+        status = "feasible"
+    order = p.workload_index
+    assignments = tuple(
+        TimedAssignment(workload=it.w.name, replica=it.replica, node=p.cluster.nodes[it.pl.node].name,
+                        gpus=it.pl.gpus, mig=it.pl.slot,
+                        fraction=it.pl.fraction_milli / MILLI if it.pl.fraction_milli else None,
+                        start_s=it.start, end_s=it.end)
+        for it in sorted(items, key=lambda it: (order[it.w.name], it.replica)))
+    busy = sum(it.d.units * (it.end - it.start) for it in items)
+    cap = p.cluster.gpus_total * UNITS_PER_GPU * horizon
+    metrics: dict[str, object] = {
+        "replicas_scheduled": len(items),
+        "replicas_total": sum(w.replicas for w in p.workloads),
+        "gpu_time_allocation_pct": round(100 * busy / cap, 2) if cap else 0.0,
+    }
+    if extra_metrics:
+        metrics.update(extra_metrics)
+    return Schedule(status=status, strategy=strategy, objective=tuple(gpu_hours(x) for x in obj),
+                    bound=tuple(gpu_hours(x) for x in bvec), priorities=p.priorities, gap=lex_gap(obj, bvec),
+                    wait_gpu_h=gpu_hours(wait_units(items)), horizon_s=horizon, step_s=step,
+                    solve_seconds=round(seconds, 4), seed=seed, assignments=assignments,
+                    workloads=tuple(rows),
+                    unscheduled=tuple(sorted(unscheduled, key=lambda u: order[u.workload])), metrics=metrics)

@@ -1,0 +1,123 @@
+"""Scheduled replicas over time, and the placement core's occupancy for a time window.
+
+:class:`Timeline` keeps every scheduled replica (node, GPUs, slice or share, start, end) and one
+:class:`~capplan.placement.core.state.ClusterState` holding the replicas that overlap a window
+``[lo, hi)``. A placement that fits this union fits at every instant of the window, so the
+per-instant rules are those of the placement core, not a second copy. The union is exact for
+exclusive resources (whole GPUs, MIG memory slices) and conservative for additive ones (CPU,
+memory, shares, power, instance counts). Moving the window applies only the difference.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from capplan.model.problem import Demand, Problem, Workload
+from capplan.placement.core.state import ClusterState, Placement
+
+
+@dataclass(frozen=True)
+class Item:
+    """One scheduled replica: workload, replica index, demand, placement and ``[start, end)`` seconds."""
+
+    w: Workload
+    replica: int
+    d: Demand
+    pl: Placement
+    start: int
+    end: int
+    running: bool = False
+
+
+class Timeline:
+    """Scheduled replicas, with a scratch occupancy state for one window at a time."""
+
+    def __init__(self, p: Problem) -> None:
+        self.p = p
+        self.st = ClusterState(p)
+        self.items: list[Item] = []
+        self._starts = np.zeros(64, dtype=np.int64)
+        self._ends = np.zeros(64, dtype=np.int64)
+        self._applied: set[int] = set()
+        self._lo, self._hi = 0, 0
+        self._mig: dict[tuple[int, int], set[int]] = defaultdict(set)  # MIG items in the window per GPU
+        self._saved: dict[tuple[int, int], int] = {}  # GPU -> XOR mask kept by the state while patched
+
+    # ------------------------------------------------------------------ window
+    def _mask(self, k: int) -> int:
+        it = self.items[k]
+        assert it.pl.slot is not None and it.d.profile is not None
+        return ((1 << it.d.profile.memory_slices) - 1) << it.pl.slot.start
+
+    def _unpatch(self) -> None:
+        for (i, g), saved in self._saved.items():
+            self.st.gpus[i][g].mig_mask = saved
+        nodes = {i for i, _ in self._saved}
+        self._saved = {}
+        for i in nodes:
+            self.st._refresh(i)
+
+    def _patch(self) -> None:
+        """Two MIG instances on one GPU at different times may overlap: block their union of slices."""
+        nodes = set()
+        for key, ks in self._mig.items():
+            if len(ks) > 1:
+                i, g = key
+                s = self.st.gpus[i][g]
+                self._saved[key] = s.mig_mask
+                union = 0
+                for k in ks:
+                    union |= self._mask(k)
+                s.mig_mask = union
+                nodes.add(i)
+        for i in nodes:
+            self.st._refresh(i)
+
+    def _toggle(self, k: int, sign: int) -> None:
+        it = self.items[k]
+        self.st.apply(it.w, it.d, it.pl, sign)
+        if it.d.kind == "mig":
+            key = (it.pl.node, it.pl.gpus[0])
+            if sign > 0:
+                self._mig[key].add(k)
+            else:
+                self._mig[key].discard(k)
+                if not self._mig[key]:
+                    del self._mig[key]
+
+    def window(self, lo: int, hi: int) -> ClusterState:
+        """Make the state hold every replica running at some instant of ``[lo, hi)``; return it."""
+        n = len(self.items)
+        want = set(np.nonzero((self._starts[:n] < hi) & (self._ends[:n] > lo))[0].tolist())
+        self._unpatch()
+        for k in sorted(self._applied - want, reverse=True):
+            self._toggle(k, -1)
+        for k in sorted(want - self._applied):
+            self._toggle(k, 1)
+        self._applied = want
+        self._lo, self._hi = lo, hi
+        self._patch()
+        return self.st
+
+    # --------------------------------------------------------------- mutation
+    def add(self, it: Item) -> None:
+        """Record a scheduled replica (applied to the state when it overlaps the current window)."""
+        k = len(self.items)
+        if k == self._starts.size:
+            self._starts = np.concatenate([self._starts, np.zeros(k, dtype=np.int64)])
+            self._ends = np.concatenate([self._ends, np.zeros(k, dtype=np.int64)])
+        self.items.append(it)
+        self._starts[k], self._ends[k] = it.start, it.end
+        if it.start < self._hi and it.end > self._lo:
+            self._unpatch()
+            self._toggle(k, 1)
+            self._applied.add(k)
+            self._patch()
+
+    def ends_after(self, t: int) -> np.ndarray:
+        """Sorted distinct end times of scheduled replicas after ``t``."""
+        e = self._ends[: len(self.items)]
+        return np.unique(e[e > t])
