@@ -64,6 +64,20 @@ def format_seconds(secs: int) -> str:
     return f"{secs}s"
 
 
+def describe_seconds(secs: int) -> str:
+    """A time for messages: ``31h``, ``14h15m``, ``90s``, ``2h0m30s``."""
+    h, rest = divmod(secs, 3600)
+    m, s = divmod(rest, 60)
+    if not secs:
+        return "0h"
+    out = f"{h}h" if h else ""
+    if m or (s and h):
+        out += f"{m}m"
+    if s:
+        out += f"{s}s"
+    return out
+
+
 def ceil_to(t: int, step: int) -> int:
     """The first multiple of ``step`` at or after ``t``."""
     return -(-t // step) * step

@@ -23,6 +23,8 @@ SCHEDULE_STRATEGIES = ("auto", "cpsat", "heuristic")
 #: ``auto`` uses the exact model up to this many jobs (gangs or single replicas) and nodes.
 AUTO_MAX_JOBS = 600
 AUTO_MAX_NODES = 128
+#: From this many replicas ``heuristic`` uses the linear time-order sweep instead of earliest-start search.
+SWEEP_FROM_REPLICAS = 2000
 
 
 def _spec(p: Problem, horizon: int | str | None, step: int | str | None) -> ScheduleSpec:
@@ -96,11 +98,18 @@ def schedule(problem: Problem, strategy: str = "auto", *, horizon: int | str | N
         if why is None:
             result = schedule_cpsat(problem, spec.horizon, spec.step, time_limit, seed, workers)
             return assert_valid_schedule(problem, result)
-        from capplan.placement.schedule.heuristic import schedule_heuristic
-
-        result = schedule_heuristic(problem, spec.horizon, spec.step, seed)
+        result = _heuristic(problem, spec.horizon, spec.step, seed)
         metrics = dict(result.metrics, cpsat_declined=why)
         return assert_valid_schedule(problem, result.model_copy(update={"metrics": metrics}))
-    from capplan.placement.schedule.heuristic import schedule_heuristic
+    return assert_valid_schedule(problem, _heuristic(problem, spec.horizon, spec.step, seed))
 
-    return assert_valid_schedule(problem, schedule_heuristic(problem, spec.horizon, spec.step, seed))
+
+def _heuristic(p: Problem, horizon: int, step: int, seed: int) -> Schedule:
+    """Earliest-start list scheduling up to :data:`SWEEP_FROM_REPLICAS` replicas, the time-order sweep above."""
+    if sum(w.replicas for w in p.workloads) < SWEEP_FROM_REPLICAS:
+        from capplan.placement.schedule.heuristic import schedule_heuristic
+
+        return schedule_heuristic(p, horizon, step, seed)
+    from capplan.placement.schedule.sweep import schedule_sweep
+
+    return schedule_sweep(p, horizon, step, seed)

@@ -7,17 +7,17 @@ CP-SAT and list-scheduling schedules, and turns the stage bounds into the schedu
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 
 from capplan.model.problem import Problem
 from capplan.model.schedule import Schedule
 from capplan.model.timing import ceil_to
-from capplan.model.units import UNITS_PER_GPU
 from capplan.placement.core.state import Placement
 from capplan.placement.cpsat.schedule import Busy, Job, NodeCap, TimeModel, TimeSolution
 from capplan.placement.schedule.heuristic import ListScheduler, diagnose
-from capplan.placement.schedule.result import make_schedule, window_demand, work_units
+from capplan.placement.schedule.result import energy_bound, make_schedule, work_units
 from capplan.placement.schedule.timeline import Item
 
 
@@ -153,25 +153,19 @@ def combined_bound(p: Problem, horizon: int, step: int, sol: TimeSolution | None
     bound needs. The priority stages assume every guaranteed job on time, so they are used only
     when that stage is proven and met.
     """
-    demand = window_demand(p, horizon, step)
-    solved = {name: bound for name, _, bound, _ in sol.stages} if sol is not None else {}
-    g_stage = next((s for s in sol.stages if s[0] == "guaranteed"), None) if sol is not None else None
+    if sol is None:
+        return energy_bound(p, horizon, step)
+    solved = {name: bound for name, _, bound, _ in sol.stages}
+    g_stage = next((s for s in sol.stages if s[0] == "guaranteed"), None)
     running = {a.key for a in p.running}
     needed = sum(1 for w in p.workloads if w.sla == "guaranteed" for r in range(w.replicas)
                  if (w.name, r) not in running)
     if g_stage is not None and (g_stage[3] != "optimal" or g_stage[1] < needed):
-        solved = {}
+        return energy_bound(p, horizon, step)
     fixed = _running_work(p, horizon)
-    out: dict[int, int] = {}
-    cap_left = p.cluster.gpus_total * UNITS_PER_GPU * horizon
-    for q in p.priorities:
-        b = min(demand[q], cap_left)
-        key = f"priority {q}"
-        if key in solved:
-            b = min(b, int(solved[key] + 1e-6) + fixed[q])
-        out[q] = b
-        cap_left -= b
-    return out
+    caps = {q: int(solved[f"priority {q}"] + 1e-6) + fixed[q] for q in p.priorities
+            if f"priority {q}" in solved and math.isfinite(solved[f"priority {q}"])}
+    return energy_bound(p, horizon, step, caps)
 
 
 def _running_work(p: Problem, horizon: int) -> dict[int, int]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from capplan.model.problem import Problem, Workload
 from capplan.model.schedule import Schedule, Unscheduled
-from capplan.model.timing import ceil_to, format_seconds
+from capplan.model.timing import ceil_to, describe_seconds
 from capplan.placement.core.reasons import explain
 from capplan.placement.core.state import Placement
 from capplan.placement.core.summary import describe_demand
@@ -68,9 +68,8 @@ class ListScheduler:
 
     def _domain_of(self, w: Workload, level: str) -> str | None:
         cl = self.p.cluster
-        for it in self.tl.items:
-            if it.w.name == w.name:
-                return cl.domain_of(cl.nodes[it.pl.node], level)
+        for it in self.tl.by_workload.get(w.name, ()):
+            return cl.domain_of(cl.nodes[it.pl.node], level)
         return None
 
     def try_at(self, w: Workload, n: int, t: int, end: int) -> list[Placement]:
@@ -107,7 +106,7 @@ class ListScheduler:
 
     def schedule(self, w: Workload) -> list[int]:
         """Schedule ``w``'s replicas at their earliest feasible starts; return the replicas left."""
-        taken = {it.replica for it in self.tl.items if it.w.name == w.name}
+        taken = {it.replica for it in self.tl.by_workload.get(w.name, ())}
         todo = [r for r in range(w.replicas) if r not in taken]
         if not todo:
             return []
@@ -132,7 +131,7 @@ class ListScheduler:
         earliest = ceil_to(w.release, self.step)
         st = self.tl.window(earliest, self._end(w, earliest))
         why = explain(st, w, w.replicas)
-        return f"cannot start at its release {format_seconds(earliest)}: {why}; it starts at {format_seconds(t)}"
+        return f"cannot start at its release {describe_seconds(earliest)}: {why}; it starts at {describe_seconds(t)}"
 
     def missing_reason(self, w: Workload, missing: list[int]) -> str:
         """Why replicas of ``w`` do not run: never fit, or fit only too late (with the time they would)."""
@@ -144,18 +143,18 @@ class ListScheduler:
         elif w.is_gang and n > 1:
             what += " at once"
         if w.duration is not None and earliest + w.duration > self.horizon:
-            return (f"needs {format_seconds(w.duration)} from its release {format_seconds(earliest)}, "
-                    f"past the horizon {format_seconds(self.horizon)}; extend the horizon (--horizon)")
+            return (f"needs {describe_seconds(w.duration)} from its release {describe_seconds(earliest)}, "
+                    f"past the horizon {describe_seconds(self.horizon)}; extend the horizon (--horizon)")
         t = self.earliest_fit(w, n, earliest)
         if t is None:
             st = self.tl.window(earliest, self._end(w, earliest))
-            return f"{explain(st, w, n)}; no room from its release to the horizon {format_seconds(self.horizon)}"
+            return f"{explain(st, w, n)}; no room from its release to the horizon {describe_seconds(self.horizon)}"
         end = self._end(w, t)
         if w.deadline is not None and end > w.deadline:
-            return (f"needs {what}; the earliest room frees at {format_seconds(t)}, so it would end at "
-                    f"{format_seconds(end)}, after its deadline {format_seconds(w.deadline)}")
-        return (f"needs {what}; the earliest room frees at {format_seconds(t)}, so it would end at "
-                f"{format_seconds(end)}, after the horizon {format_seconds(self.horizon)}")
+            return (f"needs {what}; the earliest room frees at {describe_seconds(t)}, so it would end at "
+                    f"{describe_seconds(end)}, after its deadline {describe_seconds(w.deadline)}")
+        return (f"needs {what}; the earliest room frees at {describe_seconds(t)}, so it would end at "
+                f"{describe_seconds(end)}, after the horizon {describe_seconds(self.horizon)}")
 
     def run(self, order: list[Workload] | None = None) -> list[Item]:
         """Schedule every workload in ``order`` (default :func:`schedule_order`); return all replicas."""

@@ -49,11 +49,11 @@ def max_units(p: Problem, w: Workload) -> int:
     return best
 
 
-def window_demand(p: Problem, horizon: int, step: int) -> dict[int, int]:
-    """Per priority, the most work (units x seconds) its workloads could do inside their time windows."""
+def work_windows(p: Problem, horizon: int, step: int) -> list[tuple[int, int, int, int]]:
+    """(priority, earliest start, latest end, most work in units x seconds) per replica that could run."""
     running = {a.key for a in p.running}
     ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
-    demand: dict[int, int] = defaultdict(int)
+    out: list[tuple[int, int, int, int]] = []
     for w in p.workloads:
         u = max_units(p, w)
         if u <= 0:
@@ -62,26 +62,60 @@ def window_demand(p: Problem, horizon: int, step: int) -> dict[int, int]:
         limit = min(w.deadline if w.deadline is not None else horizon, horizon)
         for r in range(w.replicas):
             if (w.name, r) in running:
-                demand[w.priority] += u * min(ends.get((w.name, r), horizon), horizon)
+                end = min(ends.get((w.name, r), horizon), horizon)
+                out.append((w.priority, 0, end, u * end))
             elif w.duration is None:
-                demand[w.priority] += u * max(0, horizon - start)
+                if start < horizon:
+                    out.append((w.priority, start, horizon, u * (horizon - start)))
             elif start + w.duration <= limit:
-                demand[w.priority] += u * w.duration
+                out.append((w.priority, start, limit, u * w.duration))
+    return out
+
+
+def _most_volume(items: list[tuple[int, int, int, int]], rate: int, horizon: int) -> int:
+    """Most work that fits: work released at or after ``a`` fits in ``rate * (horizon - a)``, and work
+    due by ``b`` in ``rate * b`` (two families of energy constraints, each solved exactly, the smaller kept)."""
+    tail = 0
+    by_release: dict[int, int] = defaultdict(int)
+    by_due: dict[int, int] = defaultdict(int)
+    for _, a, b, v in items:
+        by_release[a] += v
+        by_due[b] += v
+    for a in sorted(by_release, reverse=True):
+        tail = min(tail + by_release[a], rate * (horizon - a))
+    head = 0
+    for b in sorted(by_due):
+        head = min(head + by_due[b], rate * b)
+    return min(tail, head)
+
+
+def window_demand(p: Problem, horizon: int, step: int) -> dict[int, int]:
+    """Per priority, the most work (units x seconds) its workloads could do inside their time windows."""
+    demand: dict[int, int] = defaultdict(int)
+    for q, _, _, v in work_windows(p, horizon, step):
+        demand[q] += v
     return demand
 
 
-def energy_bound(p: Problem, horizon: int, step: int) -> dict[int, int]:
+def energy_bound(p: Problem, horizon: int, step: int, caps: Mapping[int, int] | None = None) -> dict[int, int]:
     """Per-priority upper bound on the work (units x seconds), lexicographically valid.
 
-    Each priority's work is at most its demand that fits its window, and at most the GPU capacity
-    (every GPU x the horizon) that the higher priorities leave when they reach their own bound.
+    The work of the priorities down to ``q`` is at most the most volume their replicas' time windows
+    let the GPUs (every GPU at full rate) hold; given the higher priorities at their bounds, the
+    rest is left for ``q``. Each level is also at most its demand and at most ``caps[q]`` (e.g. an
+    exact model's stage bound, valid given the higher levels at their values).
     """
-    demand = window_demand(p, horizon, step)
-    capacity = p.cluster.gpus_total * UNITS_PER_GPU * horizon
+    windows = work_windows(p, horizon, step)
+    rate = p.cluster.gpus_total * UNITS_PER_GPU
     out: dict[int, int] = {}
+    higher = 0
     for q in p.priorities:
-        out[q] = min(demand[q], capacity)
-        capacity -= out[q]
+        mine = [x for x in windows if x[0] >= q]
+        b = min(sum(x[3] for x in mine if x[0] == q), _most_volume(mine, rate, horizon) - higher)
+        if caps is not None and q in caps:
+            b = min(b, caps[q])
+        out[q] = max(0, b)
+        higher += out[q]
     return out
 
 

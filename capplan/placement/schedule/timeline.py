@@ -10,13 +10,15 @@ memory, shares, power, instance counts). Moving the window applies only the diff
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.placement.core.state import ClusterState, Placement
+
+_BLOCKED = "blocked"  # a mode no replica asks for
+_MODE = {"whole": "whole", "mig": "mig", "fraction": "shared"}
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,11 @@ class Timeline:
         self._ends = np.zeros(64, dtype=np.int64)
         self._applied: set[int] = set()
         self._lo, self._hi = 0, 0
-        self._mig: dict[tuple[int, int], set[int]] = defaultdict(set)  # MIG items in the window per GPU
-        self._saved: dict[tuple[int, int], int] = {}  # GPU -> XOR mask kept by the state while patched
+        self._mig: dict[tuple[int, int], set[int]] = {}  # MIG items in the window per GPU
+        self._saved: dict[tuple[int, int], tuple[int, str | None]] = {}  # GPU -> (mask, mode) while patched
+        self._kinds: dict[tuple[int, int], dict[str, int]] = {}  # demand kinds in the window per GPU
+        self._special: set[tuple[int, int]] = set()  # GPUs whose union needs _patch
+        self.by_workload: dict[str, list[Item]] = {}
 
     # ------------------------------------------------------------------ window
     def _mask(self, k: int) -> int:
@@ -53,40 +58,62 @@ class Timeline:
         return ((1 << it.d.profile.memory_slices) - 1) << it.pl.slot.start
 
     def _unpatch(self) -> None:
-        for (i, g), saved in self._saved.items():
-            self.st.gpus[i][g].mig_mask = saved
+        for (i, g), (mask, mode) in self._saved.items():
+            st = self.st.gpus[i][g]
+            st.mig_mask, st.mode = mask, mode
         nodes = {i for i, _ in self._saved}
         self._saved = {}
         for i in nodes:
             self.st._refresh(i)
 
     def _patch(self) -> None:
-        """Two MIG instances on one GPU at different times may overlap: block their union of slices."""
+        """Fix the union where the state's bookkeeping assumes one instant.
+
+        Two MIG instances on one GPU at different times may overlap: block the union of their
+        slices. A GPU used in two modes at different times (whole, then slices) is blocked for
+        every mode while both are in the window.
+        """
         nodes = set()
-        for key, ks in self._mig.items():
-            if len(ks) > 1:
-                i, g = key
-                s = self.st.gpus[i][g]
-                self._saved[key] = s.mig_mask
-                union = 0
-                for k in ks:
-                    union |= self._mask(k)
-                s.mig_mask = union
-                nodes.add(i)
+        for key in self._special:
+            kinds = self._kinds[key]
+            migs = self._mig.get(key, ())
+            i, g = key
+            s = self.st.gpus[i][g]
+            self._saved[key] = (s.mig_mask, s.mode)
+            if len(kinds) > 1:
+                s.mode = _BLOCKED
+            union = 0
+            for k in migs:
+                union |= self._mask(k)
+            s.mig_mask |= union
+            nodes.add(i)
         for i in nodes:
             self.st._refresh(i)
 
     def _toggle(self, k: int, sign: int) -> None:
         it = self.items[k]
         self.st.apply(it.w, it.d, it.pl, sign)
-        if it.d.kind == "mig":
-            key = (it.pl.node, it.pl.gpus[0])
-            if sign > 0:
-                self._mig[key].add(k)
+        node = it.pl.node
+        for g in it.pl.gpus:
+            key = (node, g)
+            kinds = self._kinds.setdefault(key, {})
+            kinds[it.d.kind] = kinds.get(it.d.kind, 0) + sign
+            if not kinds[it.d.kind]:
+                del kinds[it.d.kind]
+            if it.d.kind == "mig":
+                migs = self._mig.setdefault(key, set())
+                if sign > 0:
+                    migs.add(k)
+                else:
+                    migs.discard(k)
+            special = len(kinds) > 1 or len(self._mig.get(key, ())) > 1
+            if special:
+                self._special.add(key)
             else:
-                self._mig[key].discard(k)
-                if not self._mig[key]:
-                    del self._mig[key]
+                self._special.discard(key)
+            s = self.st.gpus[node][g]  # the state keeps the mode of the last replica applied: recompute it
+            if s.users and len(kinds) == 1:
+                s.mode = _MODE[next(iter(kinds))]
 
     def window(self, lo: int, hi: int) -> ClusterState:
         """Make the state hold every replica running at some instant of ``[lo, hi)``; return it."""
@@ -110,6 +137,7 @@ class Timeline:
             self._starts = np.concatenate([self._starts, np.zeros(k, dtype=np.int64)])
             self._ends = np.concatenate([self._ends, np.zeros(k, dtype=np.int64)])
         self.items.append(it)
+        self.by_workload.setdefault(it.w.name, []).append(it)
         self._starts[k], self._ends[k] = it.start, it.end
         if it.start < self._hi and it.end > self._lo:
             self._unpatch()

@@ -165,3 +165,42 @@ def test_cpsat_beats_list_scheduling_where_the_order_matters() -> None:
                                   {"name": "Z", "gpus": 4, "duration": "2h"}], horizon="4h")
     s = schedule(p, "cpsat", time_limit=10)
     assert s.objective == (24.0,) and s.status == "optimal" and s.bound == (24.0,)
+
+
+def test_time_order_sweep_on_the_hand_worked_cases() -> None:
+    """The large-problem pass finds the same timelines on the cases where starting what fits is optimal."""
+    from capplan.placement.schedule.sweep import schedule_sweep
+
+    running = [{"workload": "old", "replica": 0, "node": "r1n1", "gpus": list(range(8)), "ends_in": "3h"},
+               {"workload": "old", "replica": 1, "node": "r2n1", "gpus": list(range(8)), "ends_in": "5h"}]
+    p = problem([rack("r1", 2), rack("r2", 2)],
+                [{"name": "old", "replicas": 2, "gpus": 8},
+                 {"name": "gang", "kind": "training", "replicas": 2, "gpus": 8, "duration": "2h",
+                  "topology": {"required": "rack"}}], running)
+    s = schedule_sweep(p, 24 * 3600, 60)
+    assert starts(s, "gang") == {3 * 3600} and check_schedule(p, s) == []
+    p = problem([rack("r1", 1)], [{"name": "A", "gpus": 8, "duration": "4h"},
+                                  {"name": "B", "gpus": 8, "duration": "2h", "deadline": "3h"}])
+    s = schedule_sweep(p, 24 * 3600, 60)
+    assert starts(s, "B") == {0} and starts(s, "A") == {7200} and check_schedule(p, s) == []
+    running = [{"workload": "old", "replica": 0, "node": "r1n1", "gpus": list(range(8)), "ends_in": "10h"}]
+    p = problem([rack("r1", 1)], [{"name": "old", "gpus": 8},
+                                  {"name": "urgent", "gpus": 8, "duration": "2h", "deadline": "6h",
+                                   "sla": "guaranteed"}], running)
+    s = schedule_sweep(p, 24 * 3600, 60)
+    assert s.status == "infeasible" and check_schedule(p, s) == []
+    assert s.unscheduled[0].reason == "needs 8 GPUs; no room from its release 0h until 4h, the last start that " \
+                                      "ends by its deadline 6h"
+
+
+def test_mig_and_whole_use_of_one_gpu_at_different_times() -> None:
+    """A GPU used whole until 2h can host MIG slices after, never during (the union window blocks it)."""
+    node = {"name": "a1", "gpu": "A100-SXM4-80GB", "gpus": 1, "cpu": 64, "memory_gib": 512}
+    p = problem_from_data({"schedule": {"horizon": "8h", "step": "1h"},
+                           "cluster": {"levels": ["node"], "nodes": [node]},
+                           "workloads": [{"name": "whole", "gpus": 1, "duration": "2h"},
+                                         {"name": "slices", "mig": "3g.40gb", "replicas": 2, "duration": "1h"},
+                                         {"name": "later", "gpus": 1, "duration": "1h", "release": "1h"}]})
+    s = schedule(p, "heuristic")
+    assert starts(s, "whole") == {0} and starts(s, "slices") == {7200} and starts(s, "later") == {3 * 3600}
+    assert check_schedule(p, s) == []

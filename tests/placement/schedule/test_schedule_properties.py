@@ -16,6 +16,7 @@ from capplan.model.validate_schedule import check_schedule
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.greedy import plan_greedy
 from capplan.placement.schedule import schedule
+from capplan.placement.schedule.sweep import schedule_sweep
 from tests.strategies_gen import scenario_data
 
 HOUR = 3600
@@ -67,6 +68,10 @@ def test_every_strategy_schedule_passes_the_validator(data: dict[str, Any], pick
         p = problem_from_data(full)
     except InputError:
         return  # e.g. a random deadline the workload cannot meet: rejected at the edge
+    spec = p.schedule
+    assert spec is not None
+    sweep = schedule_sweep(p, spec.horizon, spec.step)  # the large-problem pass, on small problems
+    assert check_schedule(p, sweep) == []
     for strategy in ("heuristic", "cpsat", "auto"):
         s = schedule(p, strategy, time_limit=2)  # raises PlanValidationError if invalid
         assert check_schedule(p, s) == []

@@ -1,0 +1,197 @@
+"""List scheduling in time order, for large problems: one pass over the events, exact per instant.
+
+Time moves forward over releases and ends (on the step grid). At each instant the occupancy
+state holds exactly the replicas running then; the waiting workloads are tried in the order of
+:func:`~capplan.placement.schedule.heuristic.schedule_order` and every one that fits starts now
+(backfill without reservations). Nothing is ever scheduled in the future, so a replica that fits
+when it starts fits for its whole run: each replica is applied once and removed once, which makes
+this pass linear in the events where :class:`~capplan.placement.schedule.heuristic.ListScheduler`
+re-builds a window per candidate start. The price: a big workload may wait behind smaller ones
+that start first.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from capplan.model.problem import Problem, Workload
+from capplan.model.schedule import Schedule, Unscheduled
+from capplan.model.timing import ceil_to, describe_seconds
+from capplan.placement.core.reasons import explain
+from capplan.placement.core.state import ClusterState, Placement
+from capplan.placement.core.summary import describe_demand
+from capplan.placement.greedy import GreedyPlacer, shape_key
+from capplan.placement.schedule.heuristic import Outcome, schedule_order
+from capplan.placement.schedule.result import make_schedule
+from capplan.placement.schedule.timeline import Item
+
+
+@dataclass
+class _Waiting:
+    """A workload waiting to start, with what the sweep needs about it."""
+
+    order: int
+    w: Workload
+    earliest: int
+    limit: int  # latest end
+    key: tuple[object, ...]
+    failed_epoch: int = -1  # the removal epoch of its last failed try
+
+
+def sweep_schedule(p: Problem, horizon: int, step: int) -> Outcome:
+    """Schedule ``p`` by one forward pass over time: every replica (running ones first), and reasons."""
+    st = ClusterState(p)
+    placer = GreedyPlacer(p, st)
+    ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+    cl = p.cluster
+    out = Outcome(items=[])
+    items = out.items
+    active: list[tuple[int, int]] = []  # heap of (end, item index)
+    events: list[int] = [0]
+    done: dict[str, set[int]] = {}
+    domain: dict[str, str] = {}
+    for a in p.running:
+        w = p.workload(a.workload)
+        i = cl.node_index[a.node]
+        d = p.can_host(w, cl.nodes[i])
+        assert d is not None
+        pl = st.place_assignment(w, d, a)
+        end = min(ends.get(a.key, horizon), horizon)
+        items.append(Item(w=w, replica=a.replica, d=d, pl=pl, start=0, end=end, running=True))
+        heapq.heappush(active, (end, len(items) - 1))
+        heapq.heappush(events, ceil_to(end, step))
+        done.setdefault(w.name, set()).add(a.replica)
+        if w.topology.required:
+            domain[w.name] = cl.domain_of(cl.nodes[i], w.topology.required)
+    pending: list[tuple[int, int, _Waiting]] = []  # heap by earliest start
+    for k, w in enumerate(schedule_order(p)):
+        if len(done.get(w.name, ())) < w.replicas:
+            wt = _Waiting(k, w, ceil_to(w.release, step),
+                          min(w.deadline if w.deadline is not None else horizon, horizon), shape_key(w))
+            heapq.heappush(pending, (wt.earliest, k, wt))
+            heapq.heappush(events, wt.earliest)
+    ready: list[_Waiting] = []
+    epoch = 0
+    seen = -1
+    while events and (ready or pending):
+        t = heapq.heappop(events)
+        if t == seen or t >= horizon:
+            continue
+        seen = t
+        if active and active[0][0] <= t:
+            epoch += 1  # capacity was freed: every waiting workload may fit again
+        while active and active[0][0] <= t:
+            _, k = heapq.heappop(active)
+            it = items[k]
+            st.apply(it.w, it.d, it.pl, -1)
+        while pending and pending[0][0] <= t:
+            bisect.insort(ready, heapq.heappop(pending)[2], key=lambda x: x.order)
+        failed: set[tuple[object, ...]] = set()
+        still: list[_Waiting] = []
+        for wt in ready:
+            w = wt.w
+            end = t + w.duration if w.duration is not None else horizon
+            if end > wt.limit:  # can no longer finish in time: left unscheduled
+                out.reasons[w.name] = _too_late(p, w, wt, t, step)
+                continue
+            if wt.failed_epoch == epoch or wt.key in failed:
+                still.append(wt)
+                continue
+            todo = [r for r in range(w.replicas) if r not in done.get(w.name, set())]
+            placed = _place(placer, w, len(todo), domain.get(w.name))
+            if len(placed) < len(todo):
+                wt.failed_epoch = epoch
+                failed.add(wt.key)
+                still.append(wt)
+                if t == wt.earliest and w.sla == "guaranteed" and w.name not in out.reasons:
+                    out.reasons[w.name] = (f"cannot start at its release {describe_seconds(t)}: "
+                                           f"{explain(st, w, len(todo) - len(placed))}")
+            for r, pl in zip(todo, placed, strict=False):
+                items.append(Item(w=w, replica=r, d=st.demand_at(w, pl.node), pl=pl, start=t, end=end))
+                heapq.heappush(active, (end, len(items) - 1))
+                done.setdefault(w.name, set()).add(r)
+            if placed:
+                heapq.heappush(events, ceil_to(end, step))
+                if w.topology.required and w.name not in domain:
+                    domain[w.name] = cl.domain_of(cl.nodes[placed[0].node], w.topology.required)
+                if w.name in out.reasons and w.sla == "guaranteed" and len(placed) == len(todo):
+                    out.reasons[w.name] += f"; it starts at {describe_seconds(t)}"
+        ready = still
+    for wt in [*ready, *(x[2] for x in pending)]:
+        w = wt.w
+        if w.name not in out.reasons or w.sla != "guaranteed":
+            out.reasons[w.name] = _too_late(p, w, wt, horizon, step)
+    for w in p.workloads:
+        missing = [r for r in range(w.replicas) if r not in done.get(w.name, set())]
+        if missing:
+            out.unscheduled.append(Unscheduled(workload=w.name, replicas=tuple(missing), reason=out.reasons[w.name]))
+    return out
+
+
+def _too_late(p: Problem, w: Workload, wt: _Waiting, t: int, step: int) -> str:
+    """Why ``w`` never started: no room from its release until starting became too late."""
+    what = describe_demand(p, w)
+    if w.replicas > 1:
+        what = f"{w.replicas} x {what}" + (f" in one {w.topology.required}" if w.topology.required else
+                                           " at once" if w.is_gang else "")
+    last = wt.limit - w.duration if w.duration is not None else t
+    until = "its deadline" if w.deadline is not None and w.deadline <= wt.limit else "the horizon"
+    if last < wt.earliest:
+        return (f"needs {what} for {describe_seconds(w.duration or 0)} from its release "
+                f"{describe_seconds(wt.earliest)}, past {until} {describe_seconds(wt.limit)}")
+    return (f"needs {what}; no room from its release {describe_seconds(wt.earliest)} until "
+            f"{describe_seconds(ceil_to(last, step) if last % step else last)}, the last start that ends by "
+            f"{until} {describe_seconds(wt.limit)}")
+
+
+def _room(st: ClusterState, w: Workload, n: int, fixed: str | None) -> bool:
+    """A fast necessary condition for ``n`` whole-GPU replicas of ``w`` (True when unsure)."""
+    if w.gpus is None:
+        return True
+    idx, _ = st.eligible(w)
+    if idx.size == 0:
+        return False
+    per = st.free_whole[idx] // w.gpus
+    if w.cpu_milli:
+        per = np.minimum(per, st.free_cpu[idx] // w.cpu_milli)
+    if w.memory_mib:
+        per = np.minimum(per, st.free_mem[idx] // w.memory_mib)
+    lvl = w.topology.required
+    if not lvl or lvl == st.p.cluster.levels[-1]:
+        need = n if (w.is_gang or lvl) else 1
+        return int(per.max() if lvl else per.sum()) >= need
+    room: dict[str, int] = {}
+    for i, c in zip(idx.tolist(), per.tolist(), strict=True):
+        if c:
+            dom = st.p.cluster.domain_of(st.nodes[i], lvl)
+            room[dom] = room.get(dom, 0) + c
+    need = n if w.is_gang else 1
+    return any(c >= need for d, c in room.items() if fixed is None or d == fixed)
+
+
+def _place(placer: GreedyPlacer, w: Workload, n: int, fixed: str | None) -> list[Placement]:
+    if not _room(placer.st, w, n, fixed):
+        return []
+    lvl = w.topology.required
+    if lvl:
+        return placer.place_in_one_domain(w, n, lvl, fixed, w.is_gang)
+    if w.is_gang and w.topology.preferred:
+        return placer.place_in_one_domain(w, n, w.topology.preferred, None, True) or placer.place_group(
+            w, n, None, True)
+    return placer.place_group(w, n, None, w.is_gang)
+
+
+def schedule_sweep(p: Problem, horizon: int, step: int, seed: int = 0) -> Schedule:
+    """The forward-pass schedule of ``p`` with its energy bound and reasons (not yet validated)."""
+    t0 = time.perf_counter()
+    out = sweep_schedule(p, horizon, step)
+    late = {w.name for w in p.workloads if w.sla == "guaranteed"}
+    reasons = {k: v for k, v in out.reasons.items() if k in late or any(u.workload == k for u in out.unscheduled)}
+    return make_schedule(p, "heuristic", out.items, out.unscheduled, horizon=horizon, step=step,
+                         reasons=reasons, seconds=time.perf_counter() - t0, seed=seed,
+                         extra_metrics={"method": "time-order sweep"})
