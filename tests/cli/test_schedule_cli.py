@@ -80,3 +80,21 @@ def test_python_dash_m_runs_the_command(tmp_path: Path) -> None:
                         "--strategy", "cpsat", "--time-limit", "5"], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["strategy"] in ("cpsat", "cpsat+heuristic")
+
+
+def test_shipped_example_schedules_everything_in_time(tmp_path: Path) -> None:
+    """models/examples/schedule-week.yaml: pretraining starts now in the free rack, fine-tuning waits for the
+    running job to end (30h), the eval suite meets its deadline, the guaranteed chat API starts at once."""
+    from tests.conftest import EXAMPLES
+
+    out = tmp_path / "s.json"
+    assert main(["schedule", str(EXAMPLES / "schedule-week.yaml"), "-o", str(out), "--strategy", "heuristic",
+                 "-q"]) == 0
+    s = json.loads(out.read_text())
+    rows = {r["name"]: r for r in s["workloads"]}
+    assert s["status"] in ("optimal", "feasible") and s["unscheduled"] == []
+    assert rows["pretrain"]["start_s"] == 0 and rows["chat-api"]["start_s"] == 0
+    assert rows["finetune-b"]["start_s"] == 30 * 3600
+    assert all(r["deadline_met"] for r in rows.values())
+    pre = {a["node"][:2] for a in s["assignments"] if a["workload"] == "pretrain"}
+    assert pre == {"r2"}
