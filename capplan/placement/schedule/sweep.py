@@ -43,94 +43,110 @@ class _Waiting:
     failed_epoch: int = -1  # the removal epoch of its last failed try
 
 
-def sweep_schedule(p: Problem, horizon: int, step: int) -> Outcome:
-    """Schedule ``p`` by one forward pass over time: every replica (running ones first), and reasons."""
-    st = ClusterState(p)
-    placer = GreedyPlacer(p, st)
-    ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
-    cl = p.cluster
-    out = Outcome(items=[])
-    items = out.items
-    active: list[tuple[int, int]] = []  # heap of (end, item index)
-    events: list[int] = [0]
-    done: dict[str, set[int]] = {}
-    domain: dict[str, str] = {}
-    for a in p.running:
-        w = p.workload(a.workload)
-        i = cl.node_index[a.node]
-        d = p.can_host(w, cl.nodes[i])
-        assert d is not None
-        pl = st.place_assignment(w, d, a)
-        end = min(ends.get(a.key, horizon), horizon)
-        items.append(Item(w=w, replica=a.replica, d=d, pl=pl, start=0, end=end, running=True))
-        heapq.heappush(active, (end, len(items) - 1))
-        heapq.heappush(events, ceil_to(end, step))
-        done.setdefault(w.name, set()).add(a.replica)
-        if w.topology.required:
-            domain[w.name] = cl.domain_of(cl.nodes[i], w.topology.required)
-    pending: list[tuple[int, int, _Waiting]] = []  # heap by earliest start
-    for k, w in enumerate(schedule_order(p)):
-        if len(done.get(w.name, ())) < w.replicas:
-            wt = _Waiting(k, w, ceil_to(w.release, step),
-                          min(w.deadline if w.deadline is not None else horizon, horizon), shape_key(w))
-            heapq.heappush(pending, (wt.earliest, k, wt))
-            heapq.heappush(events, wt.earliest)
-    ready: list[_Waiting] = []
-    epoch = 0
-    seen = -1
-    while events and (ready or pending):
-        t = heapq.heappop(events)
-        if t == seen or t >= horizon:
-            continue
-        seen = t
-        if active and active[0][0] <= t:
-            epoch += 1  # capacity was freed: every waiting workload may fit again
-        while active and active[0][0] <= t:
-            _, k = heapq.heappop(active)
-            it = items[k]
-            st.apply(it.w, it.d, it.pl, -1)
-        while pending and pending[0][0] <= t:
-            bisect.insort(ready, heapq.heappop(pending)[2], key=lambda x: x.order)
+class _Sweep:
+    """The state of one forward pass: occupancy, running replicas, waiting workloads, events."""
+
+    def __init__(self, p: Problem, horizon: int, step: int) -> None:
+        self.p, self.horizon, self.step = p, horizon, step
+        self.st = ClusterState(p)
+        self.placer = GreedyPlacer(p, self.st)
+        self.out = Outcome(items=[])
+        self.active: list[tuple[int, int]] = []  # heap of (end, item index)
+        self.events: list[int] = [0]
+        self.done: dict[str, set[int]] = {}
+        self.domain: dict[str, str] = {}
+        self.epoch = 0  # counts the instants at which capacity was freed
+        ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+        cl = p.cluster
+        for a in p.running:
+            w = p.workload(a.workload)
+            d = p.can_host(w, cl.nodes[cl.node_index[a.node]])
+            assert d is not None
+            pl = self.st.place_assignment(w, d, a)
+            self._start(Item(w=w, replica=a.replica, d=d, pl=pl, start=0,
+                             end=min(ends.get(a.key, horizon), horizon), running=True))
+        self.pending: list[tuple[int, int, _Waiting]] = []  # heap by earliest start
+        for k, w in enumerate(schedule_order(p)):
+            if len(self.done.get(w.name, ())) < w.replicas:
+                wt = _Waiting(k, w, ceil_to(w.release, step),
+                              min(w.deadline if w.deadline is not None else horizon, horizon), shape_key(w))
+                heapq.heappush(self.pending, (wt.earliest, k, wt))
+                heapq.heappush(self.events, wt.earliest)
+        self.ready: list[_Waiting] = []
+
+    def _start(self, it: Item) -> None:
+        self.out.items.append(it)
+        heapq.heappush(self.active, (it.end, len(self.out.items) - 1))
+        heapq.heappush(self.events, ceil_to(it.end, self.step))
+        self.done.setdefault(it.w.name, set()).add(it.replica)
+        lvl = it.w.topology.required
+        if lvl and it.w.name not in self.domain:
+            self.domain[it.w.name] = self.p.cluster.domain_of(self.p.cluster.nodes[it.pl.node], lvl)
+
+    def advance(self, t: int) -> None:
+        """Move to instant ``t``: end what ends, release what is released."""
+        if self.active and self.active[0][0] <= t:
+            self.epoch += 1  # capacity was freed: every waiting workload may fit again
+        while self.active and self.active[0][0] <= t:
+            it = self.out.items[heapq.heappop(self.active)[1]]
+            self.st.apply(it.w, it.d, it.pl, -1)
+        while self.pending and self.pending[0][0] <= t:
+            bisect.insort(self.ready, heapq.heappop(self.pending)[2], key=lambda x: x.order)
+
+    def start_what_fits(self, t: int) -> None:
+        """Start every ready workload that fits now, in order; drop those that can no longer finish."""
         failed: set[tuple[object, ...]] = set()
         still: list[_Waiting] = []
-        for wt in ready:
+        reasons = self.out.reasons
+        for wt in self.ready:
             w = wt.w
-            end = t + w.duration if w.duration is not None else horizon
+            end = t + w.duration if w.duration is not None else self.horizon
             if end > wt.limit:  # can no longer finish in time: left unscheduled
-                out.reasons[w.name] = _too_late(p, w, wt, t, step)
+                reasons[w.name] = _too_late(self.p, w, wt, t, self.step)
                 continue
-            if wt.failed_epoch == epoch or wt.key in failed:
+            if wt.failed_epoch == self.epoch or wt.key in failed:
                 still.append(wt)
                 continue
-            todo = [r for r in range(w.replicas) if r not in done.get(w.name, set())]
-            placed = _place(placer, w, len(todo), domain.get(w.name))
+            todo = [r for r in range(w.replicas) if r not in self.done.get(w.name, set())]
+            placed = _place(self.placer, w, len(todo), self.domain.get(w.name))
+            for r, pl in zip(todo, placed, strict=False):
+                self._start(Item(w=w, replica=r, d=self.st.demand_at(w, pl.node), pl=pl, start=t, end=end))
             if len(placed) < len(todo):
-                wt.failed_epoch = epoch
+                wt.failed_epoch = self.epoch
                 failed.add(wt.key)
                 still.append(wt)
-                if t == wt.earliest and w.sla == "guaranteed" and w.name not in out.reasons:
-                    out.reasons[w.name] = (f"cannot start at its release {describe_seconds(t)}: "
-                                           f"{explain(st, w, len(todo) - len(placed))}")
-            for r, pl in zip(todo, placed, strict=False):
-                items.append(Item(w=w, replica=r, d=st.demand_at(w, pl.node), pl=pl, start=t, end=end))
-                heapq.heappush(active, (end, len(items) - 1))
-                done.setdefault(w.name, set()).add(r)
-            if placed:
-                heapq.heappush(events, ceil_to(end, step))
-                if w.topology.required and w.name not in domain:
-                    domain[w.name] = cl.domain_of(cl.nodes[placed[0].node], w.topology.required)
-                if w.name in out.reasons and w.sla == "guaranteed" and len(placed) == len(todo):
-                    out.reasons[w.name] += f"; it starts at {describe_seconds(t)}"
-        ready = still
-    for wt in [*ready, *(x[2] for x in pending)]:
-        w = wt.w
-        if w.name not in out.reasons or w.sla != "guaranteed":
-            out.reasons[w.name] = _too_late(p, w, wt, horizon, step)
-    for w in p.workloads:
-        missing = [r for r in range(w.replicas) if r not in done.get(w.name, set())]
-        if missing:
-            out.unscheduled.append(Unscheduled(workload=w.name, replicas=tuple(missing), reason=out.reasons[w.name]))
-    return out
+                if t == wt.earliest and w.sla == "guaranteed" and w.name not in reasons:
+                    reasons[w.name] = (f"cannot start at its release {describe_seconds(t)}: "
+                                       f"{explain(self.st, w, len(todo) - len(placed))}")
+            elif w.name in reasons and w.sla == "guaranteed":
+                reasons[w.name] += f"; it starts at {describe_seconds(t)}"
+        self.ready = still
+
+    def run(self) -> Outcome:
+        """Sweep to the horizon; the scheduled replicas, what does not run, and reasons."""
+        seen = -1
+        while self.events and (self.ready or self.pending):
+            t = heapq.heappop(self.events)
+            if t == seen or t >= self.horizon:
+                continue
+            seen = t
+            self.advance(t)
+            self.start_what_fits(t)
+        out = self.out
+        for wt in [*self.ready, *(x[2] for x in self.pending)]:
+            if wt.w.name not in out.reasons or wt.w.sla != "guaranteed":
+                out.reasons[wt.w.name] = _too_late(self.p, wt.w, wt, self.horizon, self.step)
+        for w in self.p.workloads:
+            missing = [r for r in range(w.replicas) if r not in self.done.get(w.name, set())]
+            if missing:
+                out.unscheduled.append(Unscheduled(workload=w.name, replicas=tuple(missing),
+                                                   reason=out.reasons[w.name]))
+        return out
+
+
+def sweep_schedule(p: Problem, horizon: int, step: int) -> Outcome:
+    """Schedule ``p`` by one forward pass over time: every replica (running ones first), and reasons."""
+    return _Sweep(p, horizon, step).run()
 
 
 def _too_late(p: Problem, w: Workload, wt: _Waiting, t: int, step: int) -> str:
