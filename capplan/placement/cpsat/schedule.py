@@ -101,8 +101,9 @@ class TimeModel:
     """The CP-SAT model over jobs, built once and solved in stages."""
 
     def __init__(self, jobs: list[Job], busy: list[Busy], nodes: list[NodeCap], budgets: list[int],
-                 horizon: int, step: int) -> None:
+                 horizon: int, step: int, with_wait: bool = True) -> None:
         self.jobs, self.horizon, self.step = jobs, horizon, step
+        self.with_wait = with_wait
         m = self.m = cp_model.CpModel()
         self.x = [m.new_bool_var(f"x{j}") for j in range(len(jobs))]
         self.k = [m.new_int_var(jb.earliest // step, jb.latest // step, f"k{j}") for j, jb in enumerate(jobs)]
@@ -235,6 +236,8 @@ class TimeModel:
             self.ceilings[f"priority {q}"] = most
             if terms:
                 out.append((f"priority {q}", *_reduced(terms, const), True))
+        if not self.with_wait:
+            return out
         terms, const = [], 0
         for j, jb in enumerate(jobs):
             if jb.units:  # w * (step*k - release) when present, 0 when absent at its earliest start
@@ -376,3 +379,19 @@ def _reduced(terms: list[tuple[int, cp_model.IntVar]], const: int = 0) -> tuple[
     g = g or 1
     expr = cp_model.LinearExpr.weighted_sum([v for _, v in terms], [a // g for a, _ in terms])
     return expr + const // g, g
+
+
+def pooled(jobs: list[Job], busy: list[Busy], nodes: list[NodeCap], horizon: int, step: int) -> TimeModel:
+    """A relaxation of the time model: the whole cluster as one node (every GPU, CPU and MiB pooled).
+
+    Every schedule of the real model is one of this model, so its stage bounds are upper bounds of
+    the real work per priority; it has one interval per job instead of one per job and node, and
+    CP-SAT often proves it optimal where the full model stays open. No guaranteed stage, no wait.
+    """
+    pool = NodeCap(gpus=sum(n.gpus for n in nodes), cpu=sum(n.cpu for n in nodes), mem=sum(n.mem for n in nodes),
+                   tdp=0, power=())
+    flat = [Job(workload=jb.workload, replicas=jb.replicas, earliest=jb.earliest, latest=jb.latest,
+                duration=jb.duration, nodes=(0,), gpus=jb.gpus, cpu=jb.cpu, mem=jb.mem, units=jb.units,
+                release=jb.release, priority=jb.priority, guaranteed=False) for jb in jobs]
+    fixed = [Busy(node=0, gpus=b.gpus, cpu=b.cpu, mem=b.mem, end=b.end) for b in busy]
+    return TimeModel(flat, fixed, [pool], [], horizon, step, with_wait=False)

@@ -15,10 +15,13 @@ from capplan.model.problem import Problem
 from capplan.model.schedule import Schedule
 from capplan.model.timing import ceil_to
 from capplan.placement.core.state import Placement
-from capplan.placement.cpsat.schedule import Busy, Job, NodeCap, TimeModel, TimeSolution
+from capplan.placement.cpsat.schedule import Busy, Job, NodeCap, TimeModel, TimeSolution, pooled
 from capplan.placement.schedule.heuristic import ListScheduler, diagnose
 from capplan.placement.schedule.result import energy_bound, make_schedule, work_units
 from capplan.placement.schedule.timeline import Item
+
+#: Share of the time limit for the pooled relaxation (its stage bounds tighten the bound).
+RELAXED_SHARE = 0.2
 
 
 def unsupported(p: Problem) -> str | None:
@@ -146,26 +149,40 @@ def _lex_key(p: Problem, items: list[Item], step: int) -> tuple[int, ...]:
     return (on_time, *(work[q] for q in p.priorities), -wait)
 
 
-def combined_bound(p: Problem, horizon: int, step: int, sol: TimeSolution | None) -> dict[int, int]:
-    """Per-priority bound: the energy bound, tightened by the CP-SAT stage bounds where they are valid.
+def combined_bound(p: Problem, horizon: int, step: int, *sols: TimeSolution | None) -> dict[int, int]:
+    """Per-priority bound: the energy bound, tightened level by level by the CP-SAT stage bounds that hold.
 
-    A stage's bound holds given the earlier stages at their values, which is what a lexicographic
-    bound needs. The priority stages assume every guaranteed job on time, so they are used only
-    when that stage is proven and met.
+    A stage's bound holds given the earlier stages at least at the values that model reached. So
+    a level's stage bound is used only while every higher level's bound, as finally chosen, is at
+    least that model's value there (then every schedule that reaches the chosen bounds above is one
+    the stage covered). A model with a guaranteed stage conditions on every guaranteed job on
+    time; its stages are used only when that stage is proven and met.
     """
-    if sol is None:
-        return energy_bound(p, horizon, step)
-    solved = {name: bound for name, _, bound, _ in sol.stages}
-    g_stage = next((s for s in sol.stages if s[0] == "guaranteed"), None)
     running = {a.key for a in p.running}
     needed = sum(1 for w in p.workloads if w.sla == "guaranteed" for r in range(w.replicas)
                  if (w.name, r) not in running)
-    if g_stage is not None and (g_stage[3] != "optimal" or g_stage[1] < needed):
-        return energy_bound(p, horizon, step)
     fixed = _running_work(p, horizon)
-    caps = {q: int(solved[f"priority {q}"] + 1e-6) + fixed[q] for q in p.priorities
-            if f"priority {q}" in solved and math.isfinite(solved[f"priority {q}"])}
-    return energy_bound(p, horizon, step, caps)
+    usable: list[dict[str, tuple[int, float]]] = []
+    for sol in sols:
+        if sol is None:
+            continue
+        stages = {name: (value, bound) for name, value, bound, _ in sol.stages}
+        g = next((x for x in sol.stages if x[0] == "guaranteed"), None)
+        if g is not None and (g[3] != "optimal" or g[1] < needed):
+            continue
+        usable.append(stages)
+    caps: dict[int, int] = {}
+    out = energy_bound(p, horizon, step)
+    for i, q in enumerate(p.priorities):
+        for stages in usable:
+            key = f"priority {q}"
+            if key not in stages or not math.isfinite(stages[key][1]):
+                continue
+            if all(out[h] >= stages[f"priority {h}"][0] + fixed[h] for h in p.priorities[:i]
+                   if f"priority {h}" in stages):
+                caps[q] = min(caps.get(q, out[q]), int(stages[key][1] + 1e-6) + fixed[q])
+        out = energy_bound(p, horizon, step, caps)
+    return out
 
 
 def _running_work(p: Problem, horizon: int) -> dict[int, int]:
@@ -208,6 +225,10 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
     items = heuristic
     strategy = "heuristic"
     left = time_limit - (time.perf_counter() - t0)
+    relaxed: TimeSolution | None = None
+    if jobs.jobs and left > 0.1:
+        relaxed = pooled(jobs.jobs, busy, caps, horizon, step).solve(None, RELAXED_SHARE * left, seed, workers)
+        left = time_limit - (time.perf_counter() - t0)
     if jobs.jobs and left > 0.1:
         tm = TimeModel(jobs.jobs, busy, caps, budgets, horizon, step)
         sol = tm.solve(jobs.hint(heuristic), left, seed, workers)
@@ -221,6 +242,8 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
     diag = diagnose(p, horizon, step, items)
     proven = sol is not None and sol.proven() and items is not heuristic
     return make_schedule(p, strategy, items, diag.unscheduled, horizon=horizon, step=step,
-                         reasons=diag.reasons, bound=combined_bound(p, horizon, step, sol), proven_optimal=proven,
+                         reasons=diag.reasons, bound=combined_bound(p, horizon, step, sol, relaxed),
+                         proven_optimal=proven,
                          seconds=time.perf_counter() - t0, seed=seed,
-                         extra_metrics={"stages": [list(s) for s in sol.stages]} if sol else None)
+                         extra_metrics={"stages": [list(s) for s in sol.stages] if sol else [],
+                                        "pooled_stages": [list(s) for s in relaxed.stages] if relaxed else []})

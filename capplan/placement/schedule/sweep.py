@@ -165,34 +165,52 @@ def _too_late(p: Problem, w: Workload, wt: _Waiting, t: int, step: int) -> str:
             f"{until} {describe_seconds(wt.limit)}")
 
 
-def _room(st: ClusterState, w: Workload, n: int, fixed: str | None) -> bool:
-    """A fast necessary condition for ``n`` whole-GPU replicas of ``w`` (True when unsure)."""
-    if w.gpus is None:
-        return True
+def _domains(st: ClusterState, w: Workload, n: int, fixed: str | None) -> list[str] | None:
+    """Domains of ``w``'s required level that may hold ``n`` whole-GPU replicas, tightest first.
+
+    A fast necessary condition from the free-capacity arrays (free GPUs, CPU and memory per node);
+    None when it does not apply (no required level above the node, or no whole-GPU demand).
+    """
+    lvl = w.topology.required
+    if w.gpus is None or not lvl or lvl == st.p.cluster.levels[-1]:
+        return None
     idx, _ = st.eligible(w)
-    if idx.size == 0:
-        return False
     per = st.free_whole[idx] // w.gpus
     if w.cpu_milli:
         per = np.minimum(per, st.free_cpu[idx] // w.cpu_milli)
     if w.memory_mib:
         per = np.minimum(per, st.free_mem[idx] // w.memory_mib)
-    lvl = w.topology.required
-    if not lvl or lvl == st.p.cluster.levels[-1]:
-        need = n if (w.is_gang or lvl) else 1
-        return int(per.max() if lvl else per.sum()) >= need
     room: dict[str, int] = {}
     for i, c in zip(idx.tolist(), per.tolist(), strict=True):
         if c:
             dom = st.p.cluster.domain_of(st.nodes[i], lvl)
             room[dom] = room.get(dom, 0) + c
     need = n if w.is_gang else 1
-    return any(c >= need for d, c in room.items() if fixed is None or d == fixed)
+    return sorted((d for d, c in room.items() if c >= need and (fixed is None or d == fixed)),
+                  key=lambda d: (room[d], d))
 
 
 def _place(placer: GreedyPlacer, w: Workload, n: int, fixed: str | None) -> list[Placement]:
-    if not _room(placer.st, w, n, fixed):
+    """Place up to ``n`` replicas of ``w`` now (all or none for a gang), as the greedy placer would.
+
+    With a required level, the domains that pass the necessary condition are tried tightest first
+    and the first that holds the replicas is kept.
+    """
+    st = placer.st
+    doms = _domains(st, w, n, fixed)
+    if doms is not None:
+        lvl = w.topology.required
+        assert lvl is not None
+        for dom in doms:
+            placed = placer.place_group(w, n, st.domain_nodes[(lvl, dom)], w.is_gang)
+            if placed:
+                return placed
         return []
+    if w.gpus is not None and not w.topology.required:
+        idx, _ = st.eligible(w)
+        per = st.free_whole[idx] // w.gpus
+        if int(per.sum()) < (n if w.is_gang else 1):
+            return []
     lvl = w.topology.required
     if lvl:
         return placer.place_in_one_domain(w, n, lvl, fixed, w.is_gang)
