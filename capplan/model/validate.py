@@ -128,11 +128,13 @@ def _check_gpu(node: Node, model: GpuModel, g: int,
 def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str]:
     """Check resource rules of a set of assignments (shapes, GPUs, MIG, CPU, memory, isolation, power)."""
     v: list[str] = []
-    nodes = {n.name: n for n in p.cluster.nodes}
-    works = {w.name: w for w in p.workloads}
+    cl = p.cluster
+    given = list(assignments)
+    nodes = {a.node: cl.nodes[cl.node_index[a.node]] for a in given if a.node in cl.node_index}
+    works = {a.workload: p.workload(a.workload) for a in given if a.workload in p.workload_index}
     per_gpu: dict[tuple[str, int], list[tuple[Assignment, Workload, int]]] = defaultdict(list)
     per_node: dict[str, list[tuple[Assignment, Workload]]] = defaultdict(list)
-    for a in assignments:
+    for a in given:
         w, node = works.get(a.workload), nodes.get(a.node)
         if w is None or node is None:
             v.append(f"{a.workload}[{a.replica}]: unknown workload or node {a.node!r}")
@@ -169,8 +171,12 @@ def _check_power(p: Problem, busy: set[tuple[str, int]]) -> list[str]:
     draw: dict[tuple[str, str], int] = defaultdict(int)
     levels = p.cluster.levels
     unknown: set[str] = set()
-    for n in p.cluster.nodes:
-        count = sum(1 for g in range(n.gpus) if (n.name, g) in busy)
+    counts: dict[str, int] = defaultdict(int)
+    for name, _ in busy:
+        counts[name] += 1
+    for name in sorted(counts):  # only nodes with busy GPUs draw power
+        n = p.cluster.nodes[p.cluster.node_index[name]]
+        count = counts[name]
         if not count:
             continue
         assert n.gpu_model is not None

@@ -88,18 +88,17 @@ def _budget_groups(p: Problem) -> dict[str, list[str]]:
 def _check_instants(p: Problem, placed: dict[tuple[str, int], TimedAssignment]) -> list[str]:
     """Every rule of a plan on the replicas running at each start time (nodes that changed only)."""
     v: list[str] = []
-    by_node: dict[str, list[TimedAssignment]] = defaultdict(list)
+    by_node: dict[str, list[tuple[int, int, Assignment]]] = defaultdict(list)
     starting: dict[int, set[str]] = defaultdict(set)
     for a in placed.values():
-        by_node[a.node].append(a)
+        by_node[a.node].append((a.start_s, a.end_s, _space(a)))
         starting[a.start_s].add(a.node)
     groups = _budget_groups(p)
     for t in sorted(starting):
         nodes: set[str] = set()
         for name in starting[t]:
             nodes.update(groups.get(name, [name]))
-        active = [_space(a) for name in sorted(nodes) for a in by_node.get(name, ())
-                  if a.start_s <= t < a.end_s]
+        active = [a for name in sorted(nodes) for start, end, a in by_node.get(name, ()) if start <= t < end]
         for msg in check_assignments(p, active):
             v.append(f"at {t} s: {msg}")
     return list(dict.fromkeys(v))
