@@ -98,18 +98,18 @@ def schedule(problem: Problem, strategy: str = "auto", *, horizon: int | str | N
         if why is None:
             result = schedule_cpsat(problem, spec.horizon, spec.step, time_limit, seed, workers)
             return assert_valid_schedule(problem, result)
-        result = _heuristic(problem, spec.horizon, spec.step, seed)
+        result = _heuristic(problem, spec.horizon, spec.step, seed, time_limit)
         metrics = dict(result.metrics, cpsat_declined=why)
         return assert_valid_schedule(problem, result.model_copy(update={"metrics": metrics}))
-    return assert_valid_schedule(problem, _heuristic(problem, spec.horizon, spec.step, seed))
+    return assert_valid_schedule(problem, _heuristic(problem, spec.horizon, spec.step, seed, time_limit))
 
 
-def _heuristic(p: Problem, horizon: int, step: int, seed: int) -> Schedule:
+def _heuristic(p: Problem, horizon: int, step: int, seed: int, time_limit: float) -> Schedule:
     """Earliest-start list scheduling up to :data:`SWEEP_FROM_REPLICAS` replicas, the time-order sweep above."""
     if sum(w.replicas for w in p.workloads) < SWEEP_FROM_REPLICAS:
         from capplan.placement.schedule.heuristic import schedule_heuristic
 
-        return schedule_heuristic(p, horizon, step, seed)
+        return schedule_heuristic(p, horizon, step, seed, time_limit)
     from capplan.placement.schedule.sweep import schedule_sweep
 
     return schedule_sweep(p, horizon, step, seed)

@@ -16,10 +16,12 @@ from capplan.model.schedule import Schedule
 from capplan.model.timing import ceil_to
 from capplan.placement.core.state import Placement
 from capplan.placement.cpsat.schedule import Busy, Job, NodeCap, TimeModel, TimeSolution, pooled
-from capplan.placement.schedule.heuristic import ListScheduler, diagnose
-from capplan.placement.schedule.result import energy_bound, make_schedule, work_units
+from capplan.placement.schedule.heuristic import best_list_schedule, diagnose
+from capplan.placement.schedule.result import energy_bound, lex_key, make_schedule
 from capplan.placement.schedule.timeline import Item
 
+#: Share of the time limit for list scheduling in several orders (the hint).
+HINT_SHARE = 0.25
 #: Share of the time limit for the pooled relaxation (its stage bounds tighten the bound).
 RELAXED_SHARE = 0.2
 
@@ -141,14 +143,6 @@ class Jobs:
         return items
 
 
-def _lex_key(p: Problem, items: list[Item], step: int) -> tuple[int, ...]:
-    on_time = sum(1 for it in items if not it.running and it.w.sla == "guaranteed"
-                  and it.start == ceil_to(it.w.release, step))
-    work = work_units(items)
-    wait = sum(it.d.units * max(0, it.start - it.w.release) for it in items if not it.running)
-    return (on_time, *(work[q] for q in p.priorities), -wait)
-
-
 def combined_bound(p: Problem, horizon: int, step: int, *sols: TimeSolution | None) -> dict[int, int]:
     """Per-priority bound: the energy bound, tightened level by level by the CP-SAT stage bounds that hold.
 
@@ -201,7 +195,7 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
                    workers: int = 1) -> Schedule:
     """CP-SAT over the jobs of ``p``, hinted by list scheduling; the better schedule of the two."""
     t0 = time.perf_counter()
-    heuristic = ListScheduler(p, horizon, step).run()
+    heuristic, order = best_list_schedule(p, horizon, step, HINT_SHARE * time_limit)
     jobs = Jobs(p, horizon, step)
     cl = p.cluster
     budgets_idx: dict[tuple[str, str], int] = {}
@@ -235,7 +229,7 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
         if sol is not None:
             cand = jobs.decode(sol)
             strategy = "cpsat"
-            if _lex_key(p, cand, step) >= _lex_key(p, items, step):
+            if lex_key(p, cand, step) >= lex_key(p, items, step):
                 items = cand
             else:
                 strategy = "cpsat+heuristic"
@@ -245,5 +239,5 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
                          reasons=diag.reasons, bound=combined_bound(p, horizon, step, sol, relaxed),
                          proven_optimal=proven,
                          seconds=time.perf_counter() - t0, seed=seed,
-                         extra_metrics={"stages": [list(s) for s in sol.stages] if sol else [],
+                         extra_metrics={"order": order, "stages": [list(s) for s in sol.stages] if sol else [],
                                         "pooled_stages": [list(s) for s in relaxed.stages] if relaxed else []})

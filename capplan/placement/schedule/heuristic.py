@@ -13,7 +13,7 @@ and its reason says when it could have run. Deterministic: no randomness is used
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from capplan.model.problem import Problem, Workload
@@ -23,7 +23,7 @@ from capplan.placement.core.reasons import explain
 from capplan.placement.core.state import Placement
 from capplan.placement.core.summary import describe_demand
 from capplan.placement.greedy import GreedyPlacer
-from capplan.placement.schedule.result import make_schedule
+from capplan.placement.schedule.result import lex_key, make_schedule
 from capplan.placement.schedule.timeline import Item, Timeline
 
 
@@ -196,10 +196,57 @@ def list_schedule(p: Problem, horizon: int, step: int, order: list[Workload] | N
     return ListScheduler(p, horizon, step).run(order)
 
 
-def schedule_heuristic(p: Problem, horizon: int, step: int, seed: int = 0) -> Schedule:
-    """The list-scheduling schedule of ``p`` with its energy bound (not yet validated)."""
-    t0 = time.perf_counter()
-    out = diagnose(p, horizon, step, list_schedule(p, horizon, step))
-    return make_schedule(p, "heuristic", out.items, out.unscheduled, horizon=horizon, step=step,
-                         reasons=out.reasons, seconds=time.perf_counter() - t0, seed=seed)
+def _long_first(p: Problem) -> list[Workload]:
+    inf = 1 << 62
+    return sorted(p.workloads, key=lambda w: (w.sla != "guaranteed", -w.priority, -(w.duration or inf),
+                                              -p.demand_units(w) * w.replicas, p.workload_index[w.name]))
 
+
+def _latest_start_first(p: Problem) -> list[Workload]:
+    inf = 1 << 62
+    return sorted(p.workloads, key=lambda w: (w.sla != "guaranteed", -w.priority,
+                                              (w.deadline if w.deadline is not None else inf) - (w.duration or 0),
+                                              p.workload_index[w.name]))
+
+
+def _most_work_first(p: Problem) -> list[Workload]:
+    inf = 1 << 62
+    return sorted(p.workloads, key=lambda w: (w.sla != "guaranteed", -w.priority,
+                                              -p.demand_units(w) * w.replicas * (w.duration or inf),
+                                              p.workload_index[w.name]))
+
+
+#: The orders list scheduling tries, best kept (each keeps guaranteed first and priorities highest first).
+ORDERS: dict[str, Callable[[Problem], list[Workload]]] = {
+    "deadline": schedule_order, "long-first": _long_first, "latest-start": _latest_start_first,
+    "most-work": _most_work_first,
+}
+
+
+def best_list_schedule(p: Problem, horizon: int, step: int, time_limit: float) -> tuple[list[Item], str]:
+    """List scheduling in each of :data:`ORDERS` while time allows (the first always); the best schedule.
+
+    Best is lexicographic: guaranteed replicas on time, then work per priority, then the smaller wait.
+    """
+    t0 = time.perf_counter()
+    best: tuple[tuple[int, ...], list[Item], str] | None = None
+    for name, order in ORDERS.items():
+        items = list_schedule(p, horizon, step, order(p))
+        key = lex_key(p, items, step)
+        if best is None or key > best[0]:
+            best = (key, items, name)
+        spent = time.perf_counter() - t0
+        if spent * (1 + 1 / len(ORDERS)) > time_limit:  # the next order would likely not finish in time
+            break
+    assert best is not None
+    return best[1], best[2]
+
+
+def schedule_heuristic(p: Problem, horizon: int, step: int, seed: int = 0, time_limit: float = 60.0) -> Schedule:
+    """The best list-scheduling schedule of ``p`` over :data:`ORDERS`, with its energy bound (not yet validated)."""
+    t0 = time.perf_counter()
+    items, order = best_list_schedule(p, horizon, step, time_limit)
+    out = diagnose(p, horizon, step, items)
+    return make_schedule(p, "heuristic", out.items, out.unscheduled, horizon=horizon, step=step,
+                         reasons=out.reasons, seconds=time.perf_counter() - t0, seed=seed,
+                         extra_metrics={"order": order})
