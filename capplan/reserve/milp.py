@@ -9,17 +9,14 @@ See ``docs/reservations.md`` for the formulation.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pulp
 
+from capplan.reserve.highs import quiet_stdout
 from capplan.reserve.problem import Problem
 
 TOL = 1e-6
@@ -102,25 +99,6 @@ def make_solver(s: SolverSettings) -> pulp.LpSolver:
     return pulp.PULP_CBC_CMD(
         msg=False, timeLimit=max(1, round(s.time_limit)), threads=s.threads, gapRel=s.gap
     )
-
-
-@contextlib.contextmanager
-def _quiet_stdout() -> Iterator[None]:
-    """Silence C-level stdout (HiGHS prints a banner when its first model is created)."""
-    sys.stdout.flush()
-    try:
-        saved = os.dup(1)
-    except OSError:  # no file descriptor 1 (embedded interpreters)
-        yield
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
 
 
 def _n(*parts: object) -> str:
@@ -465,7 +443,7 @@ class ReservationModel:
         """Solve and read the values back into a :class:`RawSolution`."""
         t0 = time.perf_counter()
         solver = make_solver(settings)
-        with _quiet_stdout():
+        with quiet_stdout():
             self.lp.solve(solver)
         runtime = time.perf_counter() - t0
         st, sol = self.lp.status, self.lp.sol_status

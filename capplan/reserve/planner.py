@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from capplan.model.errors import CapplanError
-from capplan.reserve.benders import solve_decomposition
 from capplan.reserve.diagnose import explain
+from capplan.reserve.lshaped import solve_decomposition
 from capplan.reserve.milp import TOL, RawSolution, ReservationModel, SolverSettings
 from capplan.reserve.problem import Problem
 from capplan.reserve.result import Commitment, Order, Plan, TierOutcome
