@@ -68,8 +68,6 @@ def run(args: argparse.Namespace) -> int:
     from capplan.reserve.report import cost_breakdown_png, demand_capacity_png, markdown_report
     from capplan.reserve.whatif import parse_whatif, run_whatifs
 
-    if args.threads < 1:
-        raise InputError("--threads", "must be >= 1")
     for i, w in enumerate(args.what_if):
         parse_whatif(w, f"--what-if[{i}]")  # fail on syntax before solving
     catalog = load_catalog(args.catalog)

@@ -9,6 +9,7 @@ See ``docs/reservations.md`` for the formulation.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -16,11 +17,17 @@ import numpy as np
 import numpy.typing as npt
 import pulp
 
+from capplan.model.errors import InputError, suggest
 from capplan.reserve.highs import quiet_stdout
 from capplan.reserve.problem import Problem
 
 TOL = 1e-6
 Arr = npt.NDArray[np.float64]
+
+
+#: solve methods of :class:`SolverSettings` and PuLP backends of the extensive form
+METHODS = ("auto", "extensive", "decomposition")
+BACKENDS = ("highs", "cbc")
 
 
 @dataclass(frozen=True)
@@ -29,8 +36,9 @@ class SolverSettings:
 
     ``time_limit`` wall clock (s) per solve, ``threads``, relative MIP ``gap``, ``backend``
     (``highs``/``cbc``, extensive form only) and ``method``: ``extensive`` (one MILP over all
-    scenarios through PuLP), ``decomposition`` (L-shaped / Benders with highspy, see
-    :mod:`capplan.reserve.benders`) or ``auto`` (decomposition for large scenario sets).
+    scenarios through PuLP), ``decomposition`` (L-shaped / Benders with HiGHS, see
+    :mod:`capplan.reserve.lshaped`) or ``auto`` (decomposition for large scenario sets).
+    The settings check themselves when built (:class:`InputError` naming the field).
     """
 
     time_limit: float = 60.0
@@ -38,6 +46,28 @@ class SolverSettings:
     gap: float = 1e-4
     backend: str = "highs"
     method: str = "auto"
+
+    def __post_init__(self) -> None:
+        """Check every field when the settings are built.
+
+        Raises
+        ------
+        InputError
+            Naming the field and the values it accepts.
+        """
+        t = self.time_limit
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0:
+            raise InputError("time_limit", f"must be a finite number of seconds > 0, got {t!r}")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
+            raise InputError("threads", f"must be a whole number >= 1, got {self.threads!r}")
+        g = self.gap
+        if isinstance(g, bool) or not isinstance(g, int | float) or not 0 <= g < 1:
+            raise InputError("gap", f"relative MIP gap must be in [0, 1), e.g. 1e-4; got {g!r}")
+        if self.backend not in BACKENDS:
+            raise InputError("backend", f"unknown backend {self.backend!r}; use {' or '.join(BACKENDS)}")
+        if self.method not in METHODS:
+            hint = suggest(str(self.method), METHODS)
+            raise InputError("method", f"unknown method {self.method!r}{hint}; use {', '.join(METHODS)}")
 
 
 @dataclass(frozen=True)

@@ -50,8 +50,6 @@ def solve(problem: Problem, settings: SolverSettings | None = None) -> Plan:
     """
     s = settings or SolverSettings()
     method = choose_method(problem, s)
-    if method not in ("extensive", "decomposition"):
-        raise ValueError(f"unknown method {s.method!r}; use auto, extensive or decomposition")
     raw = solve_decomposition(problem, s) if method == "decomposition" else ReservationModel(problem).solve(s)
     ranked: dict[str, Any] = {}
     if raw.status == "infeasible" and method == "decomposition" and choose_method(problem, _auto(s)) == method:
