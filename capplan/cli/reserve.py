@@ -61,11 +61,11 @@ def run(args: argparse.Namespace) -> int:
     from capplan.io.files import write_bytes_atomic, write_text_atomic
     from capplan.model.catalog import load_catalog
     from capplan.reserve.check import check_plan
-    from capplan.reserve.milp import SolverSettings
     from capplan.reserve.model import load_planning
     from capplan.reserve.planner import SolveError, solve
     from capplan.reserve.problem import build_problem
     from capplan.reserve.report import cost_breakdown_png, demand_capacity_png, markdown_report
+    from capplan.reserve.solver import SolverSettings
     from capplan.reserve.whatif import parse_whatif, run_whatifs
 
     for i, w in enumerate(args.what_if):

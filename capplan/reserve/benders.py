@@ -22,9 +22,10 @@ import numpy as np
 import numpy.typing as npt
 
 from capplan.reserve.highs import HighsSolver, LinearProgram, ProgramBuilder
-from capplan.reserve.milp import TOL, RawSolution, ReservationModel, SolverSettings
+from capplan.reserve.milp import ReservationModel
 from capplan.reserve.problem import Problem
 from capplan.reserve.recourse import Evaluation, RecourseLP
+from capplan.reserve.solver import TOL, RawSolution, SolverSettings
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
@@ -58,8 +59,9 @@ class Decomposition:
         self.model = ReservationModel(problem, first_stage_only=True)
         A = self.arrays = self.model.export()
         W, M, T, C = len(pr.scenario_names), len(pr.models), pr.periods, len(pr.classes)
-        self.n = n = len(A.col_names)
-        ci = A.col_index
+        self.n = n = A.num_cols
+        #: master column of each first-stage variable, by name
+        self.col_index = ci = {name: j for j, name in enumerate(A.col_names)}
         self.cap_col = np.array([[ci[self.model.cap[m, p].name] for p in range(T)] for m in pr.models], dtype=np.int32)
         #: gang columns: (class, model, period) -> [(column, gang size)]
         self.gang_cols: dict[tuple[int, int, int], list[int]] = {}
@@ -81,12 +83,7 @@ class Decomposition:
     def _master_program(self, groups: int) -> LinearProgram:
         """First stage + one ``theta`` per scenario + Jensen groups + coverage rows."""
         pr, A = self.p, self.arrays
-        lp = ProgramBuilder(
-            LinearProgram(
-                A.cost, A.lower, A.upper, A.row_lower, A.row_upper, A.starts, A.index, A.value,
-                col_names=A.col_names, row_names=A.row_names,
-            )
-        )
+        lp = ProgramBuilder(A)
         for w, s in enumerate(pr.scenario_names):
             lp.add_col(pr.probabilities[w], 0.0, INF, f"theta_{s}")
         for g, members in enumerate(scenario_groups(pr, groups)):
@@ -97,7 +94,7 @@ class Decomposition:
     def _index_columns(self) -> None:
         """Column groups the search works on: integers, gang blocks, lots, gang_fit rows."""
         A = self.arrays
-        self.int_cols = np.flatnonzero(A.integer).astype(np.int32)
+        self.int_cols = np.flatnonzero(A.integer if A.integer is not None else np.zeros(A.num_cols, dtype=bool)).astype(np.int32)
         gang_all = np.array(sorted(j for cols_ in self.gang_cols.values() for j in cols_), dtype=np.int32)
         self.gang_int = np.intersect1d(self.int_cols, gang_all).astype(np.int32)
         #: integer columns other than gang blocks (purchase lots, commitments, chance indicators)
@@ -108,7 +105,7 @@ class Decomposition:
             by_p.setdefault(p, []).extend(cols_)
         lots: dict[tuple[int, str], list[int]] = {}
         for (o, site, _q), var in self.model.buy.items():
-            lots.setdefault((site, self.p.purchases[o].model), []).append(A.col_index[var.name])
+            lots.setdefault((site, self.p.purchases[o].model), []).append(self.col_index[var.name])
         #: purchase-lot columns per (site, model): the local-search neighbourhoods
         self.lot_groups = [np.array(sorted(v), dtype=np.int32) for _, v in sorted(lots.items())]
         #: gang columns per period, in period order (for the rounding dive)
@@ -305,7 +302,7 @@ class Decomposition:
         gangs: dict[tuple[int, int, int, int], int] = {}
         missed: dict[tuple[int, int], bool] = {}
         if best is not None:
-            x, ci = best.x, self.arrays.col_index
+            x, ci = best.x, self.col_index
             for w, ev in enumerate(best.evals):
                 v = np.where(np.abs(ev.x) < TOL, 0.0, ev.x)
                 for (c, m, p), j in rl.a_col.items():
@@ -334,7 +331,7 @@ class Decomposition:
             objective=float("nan") if best is None else best.cost,
             runtime_s=runtime,
             variables=self.n + W * (1 + sub.n_cols),
-            constraints=len(self.arrays.row_names) + self.cuts + W * sub.n_rows,
+            constraints=self.arrays.num_rows + self.cuts + W * sub.n_rows,
             integers=len(self.int_cols),
             backend="HiGHS-decomposition",
             buys=buys,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from capplan.reserve.milp import RawSolution
 from capplan.reserve.problem import Problem
 from capplan.reserve.result import Order, Unmet
+from capplan.reserve.solver import RawSolution
 
 EPS = 1e-4
 

@@ -33,9 +33,9 @@ import numpy as np
 
 from capplan.reserve.benders import INF, Arr, Decomposition, Incumbent
 from capplan.reserve.highs import HighsSolver
-from capplan.reserve.milp import TOL, RawSolution, SolverSettings
 from capplan.reserve.problem import Problem
 from capplan.reserve.recourse import Evaluation
+from capplan.reserve.solver import TOL, RawSolution, SolverSettings
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())

@@ -16,9 +16,10 @@ import numpy as np
 from capplan.model.errors import CapplanError
 from capplan.reserve.diagnose import explain
 from capplan.reserve.lshaped import solve_decomposition
-from capplan.reserve.milp import TOL, RawSolution, ReservationModel, SolverSettings
+from capplan.reserve.milp import ReservationModel
 from capplan.reserve.problem import Problem
 from capplan.reserve.result import Commitment, Order, Plan, TierOutcome
+from capplan.reserve.solver import TOL, RawSolution, SolverSettings
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())

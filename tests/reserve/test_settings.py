@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from capplan.model.errors import InputError
-from capplan.reserve.milp import SolverSettings
+from capplan.reserve.solver import SolverSettings
 
 
 @pytest.mark.parametrize(
