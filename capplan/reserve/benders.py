@@ -94,7 +94,7 @@ class Decomposition:
     def _index_columns(self) -> None:
         """Column groups the search works on: integers, gang blocks, lots, gang_fit rows."""
         A = self.arrays
-        self.int_cols = np.flatnonzero(A.integer if A.integer is not None else np.zeros(A.num_cols, dtype=bool)).astype(np.int32)
+        self.int_cols = A.integer_cols
         gang_all = np.array(sorted(j for cols_ in self.gang_cols.values() for j in cols_), dtype=np.int32)
         self.gang_int = np.intersect1d(self.int_cols, gang_all).astype(np.int32)
         #: integer columns other than gang blocks (purchase lots, commitments, chance indicators)

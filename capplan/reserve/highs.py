@@ -67,6 +67,13 @@ class LinearProgram:
         """Number of rows."""
         return len(self.row_lower)
 
+    @property
+    def integer_cols(self) -> Idx:
+        """Indices of the integer columns."""
+        if self.integer is None:
+            return np.zeros(0, dtype=np.int32)
+        return np.flatnonzero(self.integer).astype(np.int32)
+
 
 class ProgramBuilder:
     """Columns and rows appended one at a time, then frozen into a :class:`LinearProgram`.
