@@ -8,6 +8,7 @@ guaranteed workload could not be placed; 2 bad input (nothing written); 1 intern
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -154,6 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_parser(sub)
     for src in IMPORT_SOURCES:
         src.add_import_parser(imp_sub)
+    for group in (sub, imp_sub):  # -v also after the command (SUPPRESS keeps the value given before it)
+        for cmd_parser in group.choices.values():
+            with contextlib.suppress(argparse.ArgumentError):  # the command has its own -v
+                cmd_parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                                        help="log progress and details to stderr")
     return parser
 
 
