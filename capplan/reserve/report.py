@@ -242,7 +242,7 @@ def demand_capacity_figure(plan: Plan) -> Figure:
     cs = chart_series(plan)
     T = len(plan.periods)
     x = np.arange(T)
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7.5), sharex=True, height_ratios=(3, 2))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7.5), sharex=True, height_ratios=(3, 2))
     dem, p = cs.demand, cs.prob
     top.fill_between(x, dem.min(axis=0), dem.max(axis=0), alpha=0.15, color="tab:blue", label="demand min-max")
     top.fill_between(
@@ -262,18 +262,18 @@ def demand_capacity_figure(plan: Plan) -> Figure:
                          label="expected shortfall + lost")
     top.set_ylabel("reference GPUs (demand units)")
     top.set_title("Demand and service (reference GPUs: throughput of each class's reference model)", fontsize=10)
-    top.legend(fontsize=8, loc="upper left")
+    top.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     bottom.step(x, cs.own, where="mid", color="black", label="owned GPUs (fleet, in-flight, purchases)")
     if cs.cloud.any():
         bottom.step(x, cs.own + cs.cloud, where="mid", color="tab:green", linestyle="--",
                     label="+ reserved cloud and calendar blocks")
     bottom.step(x, cs.own + cs.cloud + cs.recourse, where="mid", color="tab:orange", linestyle=":",
                 label="+ expected on-demand/spot")
-    bottom.plot(x, cs.in_use + cs.recourse, color="tab:purple", alpha=0.8,
+    bottom.step(x, cs.in_use + cs.recourse, where="mid", color="tab:purple", alpha=0.8,
                 label="expected GPUs in use (incl. on-demand/spot)")
     bottom.set_ylabel("physical GPUs")
     bottom.set_title("Capacity (physical GPUs, all models)", fontsize=10)
-    bottom.legend(fontsize=8, loc="upper left")
+    bottom.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ticks = x[:: max(1, T // 12)]
     bottom.set_xticks(ticks, [plan.periods[i] for i in ticks], rotation=45)
     fig.tight_layout()
