@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Sequence
 
 from capplan import __version__
-from capplan.cli import alibaba, bench, common, explain, k8s, reserve, sweep
+from capplan.cli import alibaba, bench, common, explain, k8s, report, reserve, sweep
 from capplan.cli.common import (
     EXIT_GUARANTEE,
     EXIT_INPUT,
@@ -23,6 +23,7 @@ from capplan.cli.common import (
     EXIT_INVALID,
     EXIT_OK,
     add_catalog_option,
+    add_prices_option,
 )
 from capplan.model.errors import InputError, PlanValidationError
 
@@ -37,6 +38,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from capplan.placement.core.summary import summary_text
 
     problem = load_scenario(args.scenario, args.catalog)
+    prices = None
+    if args.report:
+        from capplan.io.report import load_prices
+
+        prices = load_prices(args.prices, problem.catalog)  # bad prices: exit 2 before any work
+    elif args.prices:
+        raise InputError("--prices", "only used with --report FILE")
     from capplan.cli.progress import stderr_progress
 
     opts = PlanOptions(time_limit=args.time_limit, seed=args.seed, allow_preemption=args.allow_preemption,
@@ -48,6 +56,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         write_text_atomic(args.output, text)
     else:
         sys.stdout.write(text)
+    if args.report:
+        report.write_report(problem, plan, args.report, prices)
     if not args.quiet:
         print(summary_text(problem, plan), file=sys.stderr)
     return EXIT_GUARANTEE if plan.status == "infeasible" else EXIT_OK
@@ -130,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let preemptible running replicas of lower priority be evicted")
     p.add_argument("--allow-migration", action="store_true", help="let migratable running replicas move")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    p.add_argument("--report", metavar="FILE", help="also write the plan's HTML report here (see `capplan report`)")
+    add_prices_option(p)
     add_catalog_option(p)
     p.set_defaults(func=_cmd_plan)
 
@@ -158,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # The command modules, listed explicitly; each imports its heavy modules inside its ``run``.
-COMMANDS = (explain, reserve, bench, k8s, sweep)
+COMMANDS = (explain, reserve, bench, k8s, sweep, report)
 IMPORT_SOURCES = (alibaba, k8s)
 
 
