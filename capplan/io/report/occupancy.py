@@ -298,7 +298,9 @@ def _classify(cls: _Classifier, model: GpuModel, n: Node, i: int, g: int, v: Gpu
         s = cls.st.gpus[i][g]
         ms = model.memory_slices
         free_mask = ~s.mig_mask & ((1 << ms) - 1)
-        if not free_mask:
+        if not free_mask:  # every memory slice taken: spare compute slices (e.g. 3g + 3g) are stranded
+            v.stranded_share = round(max(0.0, free), 6)
+            v.reason = "shape" if v.stranded_share else ""
             return
         usable, why = cls.mig_free(i, g, model)
         usable &= free_mask

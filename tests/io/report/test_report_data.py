@@ -66,6 +66,17 @@ def test_mig_slice_past_every_start_is_stranded() -> None:
     assert v.stranded_share == pytest.approx(1 / 7, abs=1e-6)
 
 
+def test_spare_compute_of_a_full_mig_gpu_is_stranded() -> None:
+    """Two 3g.40gb instances take all 8 memory slices but 6 of 7 compute slices: 1/7 is stranded."""
+    p = scenario([{"name": "n1", "gpu": H100, "gpus": 1, "cpu": 64, "memory_gib": 512}],
+                 [{"name": "w", "mig": "3g.40gb", "replicas": 2}])
+    plan = _plan(p, [Assignment(workload="w", replica=r, node="n1", gpus=(0,),
+                                mig=MigSlot(profile="3g.40gb", start=4 * r)) for r in range(2)])
+    v = gpu_views(p, plan.assignments)[0][0]
+    assert (v.idle, v.stranded, v.reason) == ([], [], "shape")
+    assert v.alloc + v.stranded_share == pytest.approx(1.0) and v.stranded_share == pytest.approx(1 / 7, abs=1e-6)
+
+
 def test_power_budget_strands_the_free_gpu() -> None:
     """A rack budget of one H100's TDP: with one GPU busy, the node's second GPU is stranded by power."""
     racks = [{"name": "r1", "power_kw": 0.7, "nodes": [{"name": "n1", "gpu": H100, "gpus": 2, "cpu": 8,
