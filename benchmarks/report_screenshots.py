@@ -48,13 +48,28 @@ def main(argv: list[str] | None = None) -> int:
             p = load_scenario(f)
             plan = solve(p, args.strategy, PlanOptions(time_limit=30, seed=0))
             page = tmp / f"{f.stem}.html"
-            page.write_text(render_html(build_report(p, plan)), encoding="utf-8")
+            data = build_report(p, plan)
+            page.write_text(render_html(data), encoding="utf-8")
+            b.resize(1280, 900)
             b.open(page.resolve().as_uri())
+            # Draw every box now (the page lets the browser skip off-screen racks), and show the whole
+            # page at once, so that nothing moves between measuring and capturing.
+            b.evaluate("document.head.insertAdjacentHTML('beforeend', '<style>.rack, .blk > .nodes "
+                       "{content-visibility: visible !important}</style>')")
+            for _ in range(2):
+                b.resize(1280, int(b.evaluate("document.documentElement.scrollHeight")))
             top = b.evaluate("document.getElementById('cluster').getBoundingClientRect().bottom + window.scrollY")
             n1 = _small_png(b.screenshot(clip=(0, 0, 1280, top + 12)), out / f"report-{f.stem}.png")
             y = b.evaluate("document.getElementById('priorities').getBoundingClientRect().top + window.scrollY")
             h = b.evaluate("document.getElementById('unplaced-sec').getBoundingClientRect().bottom + window.scrollY")
             n2 = _small_png(b.screenshot(clip=(0, y - 8, 1280, h - y + 16)), out / f"report-{f.stem}-tables.png")
+            if f.stem == "mig-inference":  # one picture of the hover details on a MIG instance
+                k = next(k for k, a in enumerate(data["assignments"]) if a[4] and a[5] > 0)
+                x, y = b.evaluate(f"(() => {{ const r = document.querySelector('#map i.a[data-a=\"{k}\"]')"
+                                  ".getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()")
+                b.mouse("move", x, y)
+                _small_png(b.screenshot(clip=(0, y - 120, 1280, 330)), out / f"report-{f.stem}-hover.png")
+                b.mouse("move", 0, 0)
             print(f"{f.stem}: {plan.status}, {n1 // 1024} KiB + {n2 // 1024} KiB", file=sys.stderr)
     return 0
 

@@ -207,7 +207,8 @@ class Browser:
             clip = (0, 0, int(size["width"]), height)
         if clip is not None:
             x, y, w, h = clip
-            params.update(captureBeyondViewport=True, clip={"x": x, "y": y, "width": w, "height": h, "scale": 1})
+            params["clip"] = {"x": x, "y": y, "width": w, "height": h, "scale": 1}
+            params["captureBeyondViewport"] = full_page or y + h > self.height or x + w > self.width
         return base64.b64decode(self.call("Page.captureScreenshot", params)["data"])
 
     # -- lifetime ------------------------------------------------------------------------------

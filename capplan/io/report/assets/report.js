@@ -246,7 +246,7 @@
     var f = p.budget_w ? p.draw_w / p.budget_w : 0;
     return [esc(p.name) + ' <span class="note">' + esc(p.level) + "</span>", fmt(p.draw_w / 1000, 2),
       p.budget_w === null ? "-" : fmt(p.budget_w / 1000, 2), p.budget_w ? pct(p.draw_w, p.budget_w) : "-",
-      p.budget_w ? bar([[f > 0.95 ? "st" : "p", 0, Math.min(1, f)]]) : ""];
+      p.budget_w ? bar([[f > 0.95 ? "st" : f > 0.8 ? "wn" : "al", 0, Math.min(1, f)]]) : ""];
   });
   document.getElementById("power").innerHTML = pw.length ? table(["domain", "#GPU draw kW", "#budget kW", "#use", ""], pw)
     : '<p class="note">The cluster has no levels above nodes.</p>';
