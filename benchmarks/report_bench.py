@@ -6,8 +6,10 @@ several tenants) at about 90% of capacity, plans it with the heuristic strategy,
 
 * ``build``: :func:`capplan.io.report.build_report` (occupancy, idle/stranded analysis, cost, closest nodes);
 * ``html``: :func:`capplan.io.report.render_html`;
-* ``render``: opening the file in headless Chromium until the page has drawn (navigation start to the
-  script's last line, as the page itself measures it, plus the load event), median of ``--repeat`` loads.
+* ``render``: opening the file in headless Chromium until the page has drawn: from navigation start to
+  the second animation frame after the load event (parsed, every view drawn, laid out and painted),
+  median of ``--repeat`` loads; ``render_cpu`` is the CPU time all browser processes spent meanwhile
+  (robust to a busy machine), ``script`` the page script's own time.
 
 The target of issue 16 is a render under 3 s. Usage::
 
@@ -121,17 +123,20 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         print("chromium not found: browser timing skipped", file=sys.stderr)
         return 0
-    loads, draws = [], []
+    loads, draws, cpus = [], [], []
     with Browser(width=1400, height=900, timeout=120) as b:
         for _ in range(args.repeat):
             b.open("about:blank")
+            cpu0 = b.cpu_seconds()
             b.open(out.resolve().as_uri())
             # From navigation start to the second animation frame after the load event: the page is
             # parsed, its script has drawn every view, and layout and paint of that frame are done.
             loads.append(b.evaluate(_PAINTED) / 1000)
+            cpus.append(b.cpu_seconds() - cpu0)  # every browser process: robust to a busy machine
             draws.append(b.evaluate("window.capplanReport.renderMs") / 1000)
         errors = list(b.log.errors)
     result.update(render_s=round(statistics.median(loads), 3), script_s=round(statistics.median(draws), 3),
+                  render_cpu_s=round(statistics.median(cpus), 3),
                   render_all=[round(x, 3) for x in loads], console_errors=len(errors))
     print(json.dumps(result))
     return 0 if result["render_s"] < 3.0 else 1

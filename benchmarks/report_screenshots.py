@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             n2 = _small_png(b.screenshot(clip=(0, y - 8, 1280, h - y + 16)), out / f"report-{f.stem}-tables.png")
             if f.stem == "mig-inference":  # one picture of the hover details on a MIG instance
                 k = next(k for k, a in enumerate(data["assignments"]) if a[4] and a[5] > 0)
-                x, y = b.evaluate(f"(() => {{ const r = document.querySelector('#map i.a[data-a=\"{k}\"]')"
+                x, y = b.evaluate(f"(() => {{ const r = document.querySelector('#map .a[data-a=\"{k}\"]')"
                                   ".getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()")
                 b.mouse("move", x, y)
                 _small_png(b.screenshot(clip=(0, y - 120, 1280, 330)), out / f"report-{f.stem}-hover.png")

@@ -211,6 +211,28 @@ class Browser:
             params["captureBeyondViewport"] = full_page or y + h > self.height or x + w > self.width
         return base64.b64decode(self.call("Page.captureScreenshot", params)["data"])
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) used so far by the browser and all its processes (Linux ``/proc``)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        stats: dict[int, tuple[int, float]] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+        tree = {self._proc.pid}
+        grown = True
+        while grown:
+            grown = False
+            for pid, (ppid, _) in stats.items():
+                if ppid in tree and pid not in tree:
+                    tree.add(pid)
+                    grown = True
+        return sum(stats[p][1] for p in tree if p in stats)
+
     # -- lifetime ------------------------------------------------------------------------------
     def close(self) -> None:
         """Stop the browser and remove its temporary profile."""

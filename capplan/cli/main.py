@@ -90,8 +90,9 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
         if args.json:
             print(m.model_dump_json(indent=1))
             return EXIT_OK
+        price = "?" if m.price_per_gpu_hour is None else f"{m.price_per_gpu_hour:g}"
         print(f"{m.name} ({m.vendor}): {m.memory_gib or '?'} GiB, TDP {m.tdp_w or '?'} W, "
-              f"partitioning {m.partitioning}")
+              f"partitioning {m.partitioning}, price {price} per GPU-hour")
         if m.aliases:
             print(f"  aliases: {', '.join(m.aliases)}")
         if m.profiles:
@@ -107,11 +108,12 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([m.model_dump(mode="json") for m in cat.models], indent=1))
         return EXIT_OK
-    print(f"{'model':<16} {'vendor':<8} {'GiB':>6} {'TDP W':>6}  partitioning / profiles")
+    print(f"{'model':<16} {'vendor':<8} {'GiB':>6} {'TDP W':>6} {'$/GPU-h':>7}  partitioning / profiles")
     for m in cat.models:
         profs = ", ".join(p.name for p in m.profiles) if m.profiles else "-"
         mem = f"{m.memory_gib:g}" if m.memory_gib else "?"
-        print(f"{m.name:<16} {m.vendor:<8} {mem:>6} {m.tdp_w or '?':>6}  {m.partitioning}: {profs}")
+        price = "?" if m.price_per_gpu_hour is None else f"{m.price_per_gpu_hour:.2f}"
+        print(f"{m.name:<16} {m.vendor:<8} {mem:>6} {m.tdp_w or '?':>6} {price:>7}  {m.partitioning}: {profs}")
     return EXIT_OK
 
 

@@ -66,7 +66,7 @@ def test_report_opens_offline_lists_everything_and_draws(browser: Browser, tmp_p
     legend = browser.evaluate("Array.from(document.querySelectorAll('#legend [data-workload]'))"
                               ".map(e => e.dataset.workload)")
     assert sorted(legend) == placed
-    drawn = browser.evaluate("document.querySelectorAll('#map i.a').length")
+    drawn = browser.evaluate("document.querySelectorAll('#map .a').length")
     assert drawn == sum(len(a[3]) for a in data["assignments"])
     png = Image.open(io.BytesIO(browser.screenshot()))
     colours = png.convert("RGB").getcolors(maxcolors=1 << 16) or []
@@ -82,7 +82,7 @@ def test_clicking_a_cell_shows_the_replica(browser: Browser, tmp_path: Path) -> 
     k = next(k for k, a in enumerate(data["assignments"]) if a[4])  # a MIG instance
     a = data["assignments"][k]
     w = data["workloads"][a[0]]
-    box = browser.evaluate(f"(() => {{ const e = document.querySelector('#map i.a[data-a=\"{k}\"]');"
+    box = browser.evaluate(f"(() => {{ const e = document.querySelector('#map .a[data-a=\"{k}\"]');"
                            "e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
                            "return [r.left + r.width / 2, r.top + r.height / 2]; })()")
     browser.mouse("move", *box)

@@ -55,11 +55,23 @@
   document.getElementById("head").innerHTML = h;
 
   /* cluster map */
+  function full(r) { return r[0] === 0 && r[1] === 1 && r[2] === 0 && r[3] === 1; }
   function cellHtml(ni, gi, c, model) {
     var mode = c[0], mig = mode === 2 || (mode === 0 && c[5] === "mig");
     var cls = "g" + (mig ? " mig" : mode === 3 ? " shared" : "");
-    var s = '<div class="' + cls + '" data-n="' + ni + '" data-g="' + gi + '"' +
-      (mig && model ? ' style="--sl:' + model.slices + '"' : "") + ">";
+    var at = ' data-n="' + ni + '" data-g="' + gi + '"' + (mig && model ? ' style="--sl:' + model.slices + '"' : "");
+    /* a GPU held whole by one replica, or wholly free, is drawn by the cell itself (half the elements) */
+    if (c[1].length === 1 && !c[2].length && !c[3].length && full(c[1][0].slice(1))) {
+      var w0 = A[c[1][0][0]][0];
+      return '<div class="' + cls + " a w" + w0 + " t" + W[w0].tenant + '" data-a="' + c[1][0][0] + '"' + at + "></div>";
+    }
+    if (!c[1].length && c[2].length === 1 && !c[3].length && full(c[2][0])) {
+      return '<div class="' + cls + ' idle"' + at + "></div>";
+    }
+    if (!c[1].length && !c[2].length && c[3].length === 1 && full(c[3][0])) {
+      return '<div class="' + cls + ' str" data-r="' + esc(c[4]) + '"' + at + "></div>";
+    }
+    var s = '<div class="' + cls + '"' + at + ">";
     function box(r) {
       return "left:" + (100 * r[0]).toFixed(2) + "%;width:" + (100 * (r[1] - r[0])).toFixed(2) + "%;bottom:" +
         (100 * r[2]).toFixed(2) + "%;height:" + (100 * (r[3] - r[2])).toFixed(2) + "%";
@@ -132,7 +144,7 @@
   function highlight(sel) {
     var map = document.getElementById("map");
     if (!sel) { hl.textContent = ""; map.classList.remove("dim"); return; }
-    hl.textContent = ".dim .g i." + sel + "{opacity:1!important;outline:1px solid #111}";
+    hl.textContent = ".dim .g." + sel + ",.dim .g i." + sel + "{opacity:1!important;outline:1px solid #111}";
     map.classList.add("dim");
   }
   document.getElementById("legend").addEventListener("click", function (e) {
@@ -161,14 +173,14 @@
     return {title: w.name + " [" + a[1] + "]", kv: kv};
   }
   function freeInfo(el) {
-    var cell = el.parentNode, n = N[+cell.dataset.n], g = cell.dataset.g;
+    var cell = el.tagName === "I" ? el.parentNode : el, n = N[+cell.dataset.n], g = cell.dataset.g;
     if (el.classList.contains("str")) {
       return {title: "stranded", kv: [["where", n.name + " GPU " + g], ["why", D.stranded_reasons[el.dataset.r] || ""]]};
     }
     return {title: "idle", kv: [["where", n.name + " GPU " + g], ["note", "free; some workload of the scenario could use it"]]};
   }
   function infoOf(el) {
-    if (!el || el.tagName !== "I") { return null; }
+    if (!el || !el.classList || (el.tagName !== "I" && !el.classList.contains("g"))) { return null; }
     if (el.dataset.a !== undefined) { return aInfo(+el.dataset.a); }
     if (el.classList.contains("idle") || el.classList.contains("str")) { return freeInfo(el); }
     return null;
