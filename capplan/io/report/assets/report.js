@@ -82,6 +82,9 @@
     });
     c[2].forEach(function (r) { s += '<i class="idle" style="' + box(r) + '"></i>'; });
     c[3].forEach(function (r) { s += '<i class="str" data-r="' + esc(c[4]) + '" style="' + box(r) + '"></i>'; });
+    if (c[4] && !c[3].length && c[0] === 2) {  /* every slice taken but compute to spare: a stranded corner */
+      s += '<i class="str spare" data-r="' + esc(c[4]) + '"></i>';
+    }
     return s + "</div>";
   }
   var slicesOf = {};
