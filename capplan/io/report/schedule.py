@@ -49,6 +49,28 @@ def _int(v: Any, path: str) -> int:
     return int(v)
 
 
+def _rows(raw: Any) -> tuple[dict[str, Any], ...]:
+    """The per-workload rows, reduced to the fields the report shows, each of its expected type."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise InputError("workloads", "expected a list of {name, start_s, end_s, wait_s, deadline_met}")
+    out = []
+    for k, r in enumerate(raw):
+        if not isinstance(r, dict) or not isinstance(r.get("name"), str):
+            raise InputError(f"workloads[{k}]", "expected a mapping with a `name`")
+        row: dict[str, Any] = {"name": r["name"]}
+        for key in ("start_s", "end_s", "wait_s"):
+            v = r.get(key)
+            row[key] = None if v is None else _int(v, f"workloads[{k}].{key}")
+        met = r.get("deadline_met")
+        if met is not None and not isinstance(met, bool):
+            raise InputError(f"workloads[{k}].deadline_met", f"expected true, false or null, got {met!r}")
+        row["deadline_met"] = met
+        out.append(row)
+    return tuple(out)
+
+
 def read_result(data: Any) -> tuple[Plan, Timeline | None]:
     """A plan, or a schedule as (the plan of what runs at t = 0, its timeline).
 
@@ -76,9 +98,7 @@ def read_result(data: Any) -> tuple[Plan, Timeline | None]:
             timed.append(Timed(Assignment.model_validate(body), start, end))
         except ValidationError as exc:
             raise input_error_from(exc, f"assignments[{k}]") from None
-    rows = data.get("workloads", [])
-    tl = Timeline(horizon, tuple(timed), tuple(r for r in rows if isinstance(r, dict)) if isinstance(rows, list)
-                  else ())
+    tl = Timeline(horizon, tuple(timed), _rows(data.get("workloads")))
     unplaced: list[Unplaced] = []
     for k, u in enumerate(data.get("unscheduled", []) or []):
         try:

@@ -217,6 +217,11 @@ def test_schedule_with_bad_times_is_bad_input() -> None:
     with pytest.raises(InputError) as exc:
         read_result(data)
     assert exc.value.path == "assignments[1].end_s"
+    data = _schedule(p)
+    data["workloads"][0]["wait_s"] = "<img src=x onerror=alert(1)>"
+    with pytest.raises(InputError) as exc:
+        read_result(data)
+    assert exc.value.path == "workloads[0].wait_s"
 
 
 def test_html_is_self_contained_and_embeds_escaped_data() -> None:

@@ -333,9 +333,8 @@
     });
     document.getElementById("timeline").innerHTML = out;
     var wr = (D.schedule.workloads || []).map(function (r) {
-      return [esc(r.name), r.start_s === undefined || r.start_s === null ? "-" : dur(r.start_s),
-        r.end_s === undefined || r.end_s === null ? "-" : dur(r.end_s), r.wait_s === undefined ? "-" : dur(r.wait_s),
-        r.deadline_met === undefined || r.deadline_met === null ? "-" :
+      return [esc(r.name), r.start_s === null ? "-" : dur(r.start_s), r.end_s === null ? "-" : dur(r.end_s),
+        r.wait_s === null ? "-" : dur(r.wait_s), r.deadline_met === null ? "-" :
           (r.deadline_met ? '<span class="tag good">met</span>' : '<span class="tag bad">missed</span>')];
     });
     document.getElementById("timeline-rows").innerHTML = wr.length ?
