@@ -52,10 +52,9 @@ def main(argv: list[str] | None = None) -> int:
             page.write_text(render_html(data), encoding="utf-8")
             b.resize(1280, 900)
             b.open(page.resolve().as_uri())
-            # Draw every box now (the page lets the browser skip off-screen racks), and show the whole
-            # page at once, so that nothing moves between measuring and capturing.
-            b.evaluate("document.head.insertAdjacentHTML('beforeend', '<style>.rack, .blk > .nodes "
-                       "{content-visibility: visible !important}</style>')")
+            # Draw every rack now (large pages draw far racks on scrolling), and show the whole page at
+            # once, so that nothing moves between measuring and capturing.
+            b.evaluate("window.capplanReport.drawAll()")
             for _ in range(2):
                 b.resize(1280, int(b.evaluate("document.documentElement.scrollHeight")))
             top = b.evaluate("document.getElementById('cluster').getBoundingClientRect().bottom + window.scrollY")

@@ -18,9 +18,11 @@ from PIL import Image
 from capplan.bench.browser import Browser, find_chromium
 from capplan.io.report import build_report, read_result, render_html
 from capplan.io.scenario import load_scenario
+from capplan.model.plan import Assignment, Plan
 from capplan.model.problem import Problem
+from capplan.model.validate import check_assignments
 from capplan.placement import PlanOptions, solve
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, scenario
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +115,30 @@ def test_schedule_report_draws_a_timeline_row_per_busy_node(browser: Browser, tm
     assert sorted(rows) == sorted({a.node for a in plan.assignments})
     bars = browser.evaluate("Array.from(document.querySelectorAll('#timeline i.a')).map(e => +e.dataset.a)")
     assert sorted(set(bars)) == list(range(len(asg)))
+
+
+def test_large_cluster_lists_every_node_and_draws_far_racks_on_demand(browser: Browser, tmp_path: Path) -> None:
+    """3,200 GPUs: every node is in the page at once; far racks get their cells when scrolled to."""
+    racks = [{"name": f"r{r}", "nodes": [{"name_prefix": f"r{r}n", "count": 20, "gpu": "H100-SXM5-80GB", "gpus": 8,
+                                          "cpu": 64, "memory_gib": 512}]} for r in range(20)]
+    p = scenario([], [{"name": "job", "gpus": 8, "replicas": 300}, {"name": "one", "gpus": 1, "replicas": 80}],
+                 racks=racks)
+    nodes = [n.name for n in p.cluster.nodes]
+    asg = [Assignment(workload="job", replica=r, node=nodes[r], gpus=tuple(range(8))) for r in range(300)]
+    asg += [Assignment(workload="one", replica=r, node=nodes[300 + r], gpus=(0,)) for r in range(80)]
+    plan = Plan(status="feasible", strategy="hand", assignments=tuple(asg))
+    assert check_assignments(p, plan.assignments) == []
+    path = tmp_path / "big.html"
+    path.write_text(render_html(build_report(p, plan)), encoding="utf-8")
+    _open(browser, path)
+    assert browser.log.errors == []
+    listed = browser.evaluate("Array.from(document.querySelectorAll('[data-node]')).map(e => e.dataset.node)")
+    assert sorted(listed) == sorted(nodes)
+    assert browser.evaluate("document.querySelectorAll('#map .nodes[data-lazy]').length") > 0
+    last = nodes[-1]
+    browser.evaluate(f"document.querySelector('[data-node=\"{last}\"]').scrollIntoView()")
+    browser.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    assert browser.evaluate(f"document.querySelectorAll('[data-node=\"{last}\"] .g').length") == 8
+    browser.evaluate("window.capplanReport.drawAll()")
+    assert browser.evaluate("document.querySelectorAll('#map .a').length") == 300 * 8 + 80
+    assert browser.log.errors == []

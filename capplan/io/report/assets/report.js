@@ -100,27 +100,57 @@
       Math.min(100, 100 * f).toFixed(1) + '%"></i></span><span class="pwt">' + fmt(p.draw_w / 1000) + " / " +
       fmt(p.budget_w / 1000) + " kW</span>";
   }
-  function nodeHtml(i) {
-    var n = N[i], m = n.model >= 0 ? M[n.model] : null, cells = D.cells[i], s;
+  function nodeHtml(i, lazy) {
+    var n = N[i], m = n.model >= 0 ? M[n.model] : null, cells = D.cells[i], s, cols = Math.min(n.gpus, 8);
     s = '<div class="node" id="n-' + i + '" data-node="' + esc(n.name) + '"><div class="nn"><b>' + esc(n.name) +
       "</b><span>" + (m ? esc(m.name.split("-")[0]) + " ×" + n.gpus : "") + "</span></div>";
     if (!n.gpus) { return s + '<div class="cpuonly">no GPUs · ' + fmt(n.cpu) + " cores</div></div>"; }
-    s += '<div class="gs" style="--cols:' + Math.min(n.gpus, 8) + '">';
+    if (lazy) {  /* a shell of the right size; its cells are drawn when it scrolls near the viewport */
+      return s + '<div class="gs" style="--cols:' + cols + ";--rows:" + Math.ceil(n.gpus / 8) + '"></div></div>';
+    }
+    s += '<div class="gs" style="--cols:' + cols + '">';
     for (var g = 0; g < cells.length; g++) { s += cellHtml(i, g, cells[g], m ? slicesOf[n.model] : null); }
     return s + "</div></div>";
+  }
+  /* Large clusters: the first EAGER GPUs are drawn at once, later racks when they come near the viewport
+     (every node is in the page from the start; only its cells wait). */
+  var EAGER = 2500, drawnGpus = 0, lazyGroups = [];
+  function nodesHtml(nodes) {
+    var gpus = 0;
+    nodes.forEach(function (i) { gpus += N[i].gpus; });
+    var lazy = drawnGpus > 0 && drawnGpus + gpus > EAGER;
+    if (!lazy) { drawnGpus += gpus; }
+    var attr = lazy ? ' data-lazy="' + (lazyGroups.push(nodes) - 1) + '"' : "";
+    return '<div class="nodes"' + attr + ">" + nodes.map(function (i) { return nodeHtml(i, lazy); }).join("") + "</div>";
   }
   function domHtml(d, depth) {
     var inner = "";
     if (d.children.length) {
       inner = '<div class="racks">' + d.children.map(function (c) { return domHtml(c, depth + 1); }).join("") + "</div>";
     }
-    if (d.nodes.length) { inner += '<div class="nodes">' + d.nodes.map(nodeHtml).join("") + "</div>"; }
+    if (d.nodes.length) { inner += nodesHtml(d.nodes); }
     if (!d.name) { return inner; }
     var cls = d.children.length ? "blk" : "rack";
     return '<div class="' + cls + '" data-domain="' + esc(d.name) + '"><div class="hd">' + esc(d.name) +
       ' <span class="lv">' + esc(d.level) + "</span>" + powerHtml(d.level, d.name) + "</div>" + inner + "</div>";
   }
-  document.getElementById("map").innerHTML = D.tree.map(function (d) { return domHtml(d, 0); }).join("");
+  var mapEl = document.getElementById("map");
+  mapEl.innerHTML = D.tree.map(function (d) { return domHtml(d, 0); }).join("");
+  function drawGroup(el) {
+    var k = el.getAttribute("data-lazy");
+    if (k === null) { return; }
+    el.removeAttribute("data-lazy");
+    el.innerHTML = lazyGroups[+k].map(function (i) { return nodeHtml(i, false); }).join("");
+  }
+  function drawAll() { Array.prototype.forEach.call(mapEl.querySelectorAll(".nodes[data-lazy]"), drawGroup); }
+  if (lazyGroups.length) {
+    if (window.IntersectionObserver) {
+      var io = new IntersectionObserver(function (entries) {
+        entries.forEach(function (e) { if (e.isIntersecting) { io.unobserve(e.target); drawGroup(e.target); } });
+      }, {rootMargin: "600px 0px"});
+      Array.prototype.forEach.call(mapEl.querySelectorAll(".nodes[data-lazy]"), function (el) { io.observe(el); });
+    } else { drawAll(); }
+  }
 
   /* legend and colour toggle */
   var mode = "w";
@@ -217,6 +247,8 @@
   function flash(i) {
     var el = document.getElementById("n-" + i);
     if (!el) { return; }
+    drawGroup(el.parentNode);
+    el = document.getElementById("n-" + i);
     el.scrollIntoView({block: "center"});
     el.classList.remove("flash");
     void el.offsetWidth;
@@ -340,6 +372,6 @@
     document.getElementById("timeline-rows").innerHTML = wr.length ?
       table(["workload", "#start", "#end", "#wait", "deadline"], wr) : "";
   }
-  window.capplanReport = {renderMs: performance.now() - t0, nodes: N.length, assignments: A.length};
+  window.capplanReport = {renderMs: performance.now() - t0, nodes: N.length, assignments: A.length, drawAll: drawAll};
   document.documentElement.setAttribute("data-rendered", "1");
 })();
