@@ -9,7 +9,7 @@ several tenants) at about 90% of capacity, plans it with the heuristic strategy,
 * ``render``: opening the file in headless Chromium until the page has drawn: from navigation start to
   the second animation frame after the load event (parsed, every view drawn, laid out and painted),
   median of ``--repeat`` loads; ``render_cpu`` is the CPU time all browser processes spent meanwhile
-  (robust to a busy machine), ``script`` the page script's own time. Racks beyond the first 2,500 GPUs
+  (robust to a busy machine), ``script`` the page script's own time. Racks beyond the first 1,500 GPUs
   are drawn when scrolled near (every node is in the page from the start); ``draw_all`` is the time to
   draw all of them at once afterwards (what a full-page screenshot or a search through every cell costs).
 

@@ -114,7 +114,7 @@
   }
   /* Large clusters: the first EAGER GPUs are drawn at once, later racks when they come near the viewport
      (every node is in the page from the start; only its cells wait). */
-  var EAGER = 2500, drawnGpus = 0, lazyGroups = [];
+  var EAGER = 1500, drawnGpus = 0, lazyGroups = [];
   function nodesHtml(nodes) {
     var gpus = 0;
     nodes.forEach(function (i) { gpus += N[i].gpus; });
