@@ -97,6 +97,14 @@ def test_clicking_a_cell_shows_the_replica(browser: Browser, tmp_path: Path) -> 
     for expected in (f"{w['name']} [{a[1]}]", f"priority\t{w['priority']}", data["tenants"][w["tenant"]],
                      f"MIG {a[4]}", f"memory slice {a[5]}"):
         assert expected in text
+    # Colour by tenant: the cell takes its tenant's legend colour.
+    cell = f"getComputedStyle(document.querySelector('#map .a[data-a=\"{k}\"]')).backgroundColor"
+    by_workload = browser.evaluate(cell)
+    browser.evaluate("(() => { const s = document.getElementById('colour'); s.value = 't';"
+                     "s.dispatchEvent(new Event('change')); })()")
+    swatch = browser.evaluate(f"getComputedStyle(document.querySelector('#legend [data-t=\"{w['tenant']}\"] .sw'))"
+                              ".backgroundColor")
+    assert browser.evaluate(cell) == swatch != by_workload
     assert browser.log.errors == []
 
 
