@@ -33,11 +33,38 @@ def _small_png(png: bytes, path: Path) -> int:
     return path.stat().st_size
 
 
+def _fleet(b: Browser, gpus: int, tmp: Path, out: Path) -> None:
+    """A screen of the benchmark fleet's report, coloured by tenant, at the first rack with stranded GPUs."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from report_bench import fleet
+
+    from capplan.io.scenario import problem_from_data
+
+    p = problem_from_data(fleet(gpus, 0))
+    plan = solve(p, "heuristic", PlanOptions(time_limit=60, seed=0))
+    page = tmp / "fleet.html"
+    page.write_text(render_html(build_report(p, plan)), encoding="utf-8")
+    b.resize(1280, 900)
+    b.open(page.resolve().as_uri())
+    b.evaluate("(() => { const s = document.getElementById('colour'); s.value = 't';"
+               "s.dispatchEvent(new Event('change')); })()")
+    # The first rack with stranded capacity (rack power budgets strand H100s in this fleet).
+    b.evaluate("window.capplanReport.drawAll()")
+    y = b.evaluate("(() => { const r = document.querySelector('#map .str').closest('.rack');"
+                   "return r.getBoundingClientRect().top + window.scrollY; })()")
+    b.evaluate(f"window.scrollTo(0, {y} - 44)")
+    b.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    n = _small_png(b.screenshot(), out / f"report-fleet-{gpus}.png")
+    print(f"fleet-{gpus}: {plan.status}, {n // 1024} KiB", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write ``report-EXAMPLE.png`` and ``report-EXAMPLE-tables.png`` per example."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(REPO / "docs"))
     ap.add_argument("--strategy", default="auto")
+    ap.add_argument("--fleet", type=int, default=10_000,
+                    help="also photograph the benchmark fleet of this many GPUs (0: skip)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     tmp = Path(tempfile.mkdtemp())
@@ -70,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
                 _small_png(b.screenshot(clip=(0, y - 120, 1280, 330)), out / f"report-{f.stem}-hover.png")
                 b.mouse("move", 0, 0)
             print(f"{f.stem}: {plan.status}, {n1 // 1024} KiB + {n2 // 1024} KiB", file=sys.stderr)
+        if args.fleet:
+            _fleet(b, args.fleet, tmp, out)
     return 0
 
 
