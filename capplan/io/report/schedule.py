@@ -2,7 +2,8 @@
 
 The schedule format is the one of ``capplan schedule`` (docs/formats.md): the plan's fields plus
 ``horizon_s``, per-assignment ``start_s`` / ``end_s``, a ``workloads`` table and ``unscheduled``.
-Only the fields the report draws are read here; the planner's own model checks the rest.
+Only the fields the report draws are read here (fields added later are ignored); the planner's own
+model checks the rest.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ class Timeline:
     def active_at(self, t: int) -> list[Assignment]:
         """The assignments running at instant ``t`` (start <= t < end)."""
         return [x.assignment for x in self.timed if x.start_s <= t < x.end_s]
+
+
+_ASSIGNMENT_FIELDS = frozenset(Assignment.model_fields)
+_UNPLACED_FIELDS = frozenset(Unplaced.model_fields)
 
 
 def is_schedule(data: Any) -> bool:
@@ -93,7 +98,7 @@ def read_result(data: Any) -> tuple[Plan, Timeline | None]:
         end = _int(a.get("end_s", horizon), f"assignments[{k}].end_s")
         if end < start:
             raise InputError(f"assignments[{k}].end_s", f"ends at {end} s before it starts at {start} s")
-        body = {x: y for x, y in a.items() if x not in ("start_s", "end_s")}
+        body = {x: y for x, y in a.items() if x in _ASSIGNMENT_FIELDS}  # later additions are ignored
         try:
             timed.append(Timed(Assignment.model_validate(body), start, end))
         except ValidationError as exc:
@@ -102,7 +107,8 @@ def read_result(data: Any) -> tuple[Plan, Timeline | None]:
     unplaced: list[Unplaced] = []
     for k, u in enumerate(data.get("unscheduled", []) or []):
         try:
-            unplaced.append(Unplaced.model_validate(u))
+            unplaced.append(Unplaced.model_validate({x: y for x, y in u.items() if x in _UNPLACED_FIELDS}
+                                                    if isinstance(u, dict) else u))
         except ValidationError as exc:
             raise input_error_from(exc, f"unscheduled[{k}]") from None
     status = data.get("status", "unknown")

@@ -176,7 +176,7 @@ def test_plan_of_another_scenario_is_rejected() -> None:
         check_matches(p, plan, None)
 
 
-def _schedule(p: Problem) -> dict[str, Any]:
+def _schedule() -> dict[str, Any]:
     return {"status": "feasible", "strategy": "hand", "horizon_s": 7200, "gap": 0.0,
             "assignments": [
                 {"workload": "s", "replica": 0, "node": "n1", "gpus": [0], "fraction": 0.5, "start_s": 0,
@@ -194,7 +194,7 @@ def test_schedule_draws_t0_and_stacks_shares_over_time() -> None:
     """At t = 0 only s[0] runs; s[2] reuses the bottom half s[0] left, while s[1] holds the top half."""
     p = scenario([{"name": "n1", "gpu": H100, "gpus": 2, "cpu": 8, "memory_gib": 64}],
                  [{"name": "s", "gpu_fraction": 0.5, "replicas": 3}, {"name": "g", "gpus": 1}])
-    plan, tl = read_result(_schedule(p))
+    plan, tl = read_result(_schedule())
     assert tl is not None and [a.key for a in plan.assignments] == [("s", 0)]
     check_matches(p, plan, tl)
     d = build_report(p, plan, timeline=tl)
@@ -209,19 +209,21 @@ def test_schedule_draws_t0_and_stacks_shares_over_time() -> None:
 
 
 def test_schedule_with_bad_times_is_bad_input() -> None:
-    """An assignment that ends before it starts names its field."""
-    p = scenario([{"name": "n1", "gpu": H100, "gpus": 2, "cpu": 8, "memory_gib": 64}],
-                 [{"name": "s", "gpu_fraction": 0.5, "replicas": 3}, {"name": "g", "gpus": 1}])
-    data = _schedule(p)
+    """An assignment that ends before it starts, or a mistyped workload row, names its field."""
+    data = _schedule()
     data["assignments"][1]["end_s"] = 10
     with pytest.raises(InputError) as exc:
         read_result(data)
     assert exc.value.path == "assignments[1].end_s"
-    data = _schedule(p)
+    data = _schedule()
     data["workloads"][0]["wait_s"] = "<img src=x onerror=alert(1)>"
     with pytest.raises(InputError) as exc:
         read_result(data)
     assert exc.value.path == "workloads[0].wait_s"
+    data = _schedule()
+    data["assignments"][0]["note"] = "a field a later scheduler adds"
+    data["unscheduled"] = [{"workload": "g", "replicas": [0], "reason": "later", "eta_s": 60}]
+    assert read_result(data)[0].unplaced[0].reason == "later"
 
 
 def test_html_is_self_contained_and_embeds_escaped_data() -> None:
