@@ -209,7 +209,7 @@ def test_schedule_draws_t0_and_stacks_shares_over_time() -> None:
 
 
 def test_schedule_with_bad_times_is_bad_input() -> None:
-    """An assignment that ends before it starts, or a mistyped workload row, names its field."""
+    """A replica ending before it starts or a mistyped row names its field; fields added later are ignored."""
     data = _schedule()
     data["assignments"][1]["end_s"] = 10
     with pytest.raises(InputError) as exc:
