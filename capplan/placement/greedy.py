@@ -16,7 +16,7 @@ import numpy as np
 from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Problem, Workload
 from capplan.placement.core.options import PlanOptions
-from capplan.placement.core.reasons import explain
+from capplan.placement.core.reasons import Holdings, explain
 from capplan.placement.core.state import ClusterState, Placement
 from capplan.placement.core.summary import make_plan
 
@@ -142,8 +142,12 @@ class GreedyPlacer:
         return self.place_group(w, n, doms[best[1]], all_or_nothing)
 
 
-def _place_workload(placer: GreedyPlacer, w: Workload, n: int, running: list[Assignment]) -> list[Placement]:
-    """Place ``n`` more replicas of ``w`` by its gang, GPU-model and topology rules."""
+def place_workload(placer: GreedyPlacer, w: Workload, n: int, running: list[Assignment]) -> list[Placement]:
+    """Place ``n`` more replicas of ``w`` by its gang, GPU-model and topology rules.
+
+    ``running`` are its replicas already placed (they fix the required domain and, for a gang
+    that must stay on one GPU model, the model).
+    """
     p, st = placer.p, placer.st
     if not w.one_model:
         return _place_within(placer, w, n, running, None)
@@ -202,7 +206,7 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
         free_ids = [r for r in range(w.replicas) if r not in {a.replica for a in running}]
         if not free_ids:
             continue
-        placed = _place_workload(placer, w, len(free_ids), running)
+        placed = place_workload(placer, w, len(free_ids), running)
         for r, pl in zip(free_ids, placed, strict=False):
             assignments.append(st.assignment(w, r, pl))
         missing = free_ids[len(placed):]
@@ -212,9 +216,10 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
     # the same shape share one diagnosis.
     reasons: dict[tuple[object, ...], str] = {}
     unplaced: list[Unplaced] = []
+    holdings = Holdings(p, assignments) if missing_of else None
     for w, missing in missing_of:
-        key = (shape_key(w), w.replicas, len(missing))
+        key = (shape_key(w), w.mixed_models, w.replicas, len(missing))
         if key not in reasons:
-            reasons[key] = explain(st, w, len(missing))
+            reasons[key] = explain(st, w, len(missing), holdings)
         unplaced.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=reasons[key]))
     return make_plan(p, "greedy", assignments, unplaced, seconds=time.perf_counter() - t0, seed=options.seed)

@@ -203,7 +203,8 @@ def _solve_stages(
             name = "unknown"  # no better solution found in time: keep the incumbent's value
         value = inc_vals[k]
         bound = solver.best_objective_bound
-        if status == cp_model.INFEASIBLE or (bound < value if st.maximize else bound > value):
+        tol = 1e-6 * max(1.0, abs(value))  # CP-SAT reports large objectives with float rounding
+        if status == cp_model.INFEASIBLE or (bound < value - tol if st.maximize else bound > value + tol):
             # Not a bound: CP-SAT reports one on the wrong side of a known solution when it stops
             # before computing any (e.g. a stage cut off at once on a slow machine), and a stage
             # "infeasible" under an incumbent that meets it would be a modelling error. Claim nothing.
