@@ -31,8 +31,8 @@ def explain_fleet(placer: FleetPlacer, w: Workload, missing: int, holdings: Hold
     if idx.size == 0:
         if w.gpus is not None and st.gpu_count.size and w.gpus > int(st.gpu_count.max()):
             return f"GPU model: needs {what} on one node; the largest node has {int(st.gpu_count.max())} GPUs"
-        names = ", ".join(sorted(m for m in st.model_names if m)) or "none"
-        return f"GPU model: needs {what}; no node offers it (cluster GPU models: {names})"
+        listed = ", ".join(sorted(m for m in st.model_names if m)) or "none"
+        return f"GPU model: needs {what}; no node offers it (cluster GPU models: {listed})"
     biggest = int(st.cpu_cap[idx].max())
     if biggest < w.cpu_milli:
         return f"host CPU: needs {w.cpu:g} cores per replica; the largest eligible node has {biggest / MILLI:g}"
