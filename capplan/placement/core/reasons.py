@@ -177,6 +177,13 @@ def explain(st: ClusterState, w: Workload, missing: int, holdings: Holdings | No
                     best, best_dom = room, dom
         where = f"the best {lvl} ({best_dom}) has room for {best}" if best_dom else f"no {lvl} has room for one"
         return f"topology: needs {w.replicas} x {what} in one {lvl}; {where}{held('gpu')}"
+    if w.one_model:
+        empty = ClusterState(p)  # the rule is structural when no model could take the gang even empty
+        rooms = {m: _room_in_domain(empty, w, [int(i) for i in empty.model_nodes[m]]) for m in _models_of(st, idx)}
+        if max(rooms.values(), default=0) < w.replicas <= _room_in_domain(empty, w, [int(i) for i in idx]):
+            per = ", ".join(f"{m}: {r}" for m, r in sorted(rooms.items(), key=lambda x: str(x[0])))
+            return (f"one GPU model per gang: needs {w.replicas} x {what} on one GPU model; even on the empty "
+                    f"cluster the room per model is {per} (set mixed_models: true to allow mixing)")
     fails = node_failures(st, w)
     if fails["fits"]:
         if w.is_gang:

@@ -46,6 +46,13 @@ def explain_fleet(placer: FleetPlacer, w: Workload, missing: int, holdings: Hold
         return holdings.competing(w, models, family) if holdings is not None else ""
 
     gpus = f"{int(st.gpu_count[idx].sum())} GPUs, {int(st.free_whole[idx].sum())} wholly free"
+    if w.one_model:  # structural: no single GPU model could take the gang even on the empty fleet
+        empty = _empty_room(st, w, idx)
+        per = {st.model_names[int(m)]: int(empty[st.model_id[idx] == m].sum()) for m in np.unique(st.model_id[idx])}
+        if max(per.values(), default=0) < w.replicas <= int(empty.sum()):
+            text = ", ".join(f"{m}: {r}" for m, r in sorted(per.items(), key=lambda x: str(x[0])))
+            return (f"one GPU model per gang: needs {w.replicas} x {what} on one GPU model; even on the empty "
+                    f"fleet the room per model is {text} (set mixed_models: true to allow mixing)")
     lvl = w.topology.required
     if w.is_gang or lvl:
         room = placer.room(w, idx[st.node_ok(w, idx)])
@@ -78,6 +85,19 @@ def explain_fleet(placer: FleetPlacer, w: Workload, missing: int, holdings: Hold
                 f"{gpus} on the eligible nodes{held('gpu')}")
     return (f"{FAMILY_LABEL.get(worst, worst)}: needs {need}; {_TEXT[worst]} on {fam[worst]} of {eligible} "
             f"eligible nodes ({gpus}){held(worst)}")
+
+
+def _empty_room(st: FleetState, w: Workload, idx: np.ndarray) -> np.ndarray:
+    """Replicas of ``w`` each node of ``idx`` could take when empty (CPU, memory, GPUs; an upper estimate)."""
+    big = 1 << 30
+    room = np.full(idx.size, big, dtype=np.int64)
+    if w.cpu_milli:
+        room = np.minimum(room, st.cpu_cap[idx] // w.cpu_milli)
+    if w.memory_mib:
+        room = np.minimum(room, st.mem_cap[idx] // w.memory_mib)
+    if w.gpus is not None:
+        room = np.minimum(room, st.gpu_count[idx] // w.gpus)
+    return np.minimum(room, w.replicas)
 
 
 def _families(st: FleetState, w: Workload, idx: np.ndarray) -> dict[str, int]:
