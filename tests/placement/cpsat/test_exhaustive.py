@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from capplan.model.plan import Assignment, MigSlot, Plan
-from capplan.model.problem import Problem
-from capplan.model.problem import Workload
+from capplan.model.problem import Problem, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU
 from capplan.model.validate import check_assignments
 from capplan.placement import solve
