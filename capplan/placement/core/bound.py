@@ -1,4 +1,7 @@
-"""A fast upper bound on the placed GPU demand per priority: a GPU-level cutting-stock relaxation.
+"""A fast upper bound on the placed value per priority: a GPU-level cutting-stock relaxation.
+
+Items occupy what they hold on each GPU model (their GPUs, share or MIG slice there) and are worth
+their workload's value (:meth:`~capplan.model.problem.Problem.replica_value`), wherever they land.
 
 Every plan packs each GPU with replicas whose per-GPU demand fits in one GPU (``UNITS_PER_GPU``
 units): a whole GPU, shares summing to at most one GPU, or MIG instances using at most all
