@@ -78,7 +78,7 @@ def _models_of(st: ClusterState, idx: np.ndarray) -> set[str | None]:
 
 
 def _gpus_of(st: ClusterState, idx: np.ndarray) -> str:
-    """``8 GPUs, 3 free``: GPUs of nodes ``idx`` and how many are wholly free."""
+    """``8 GPUs, 3 wholly free``: GPUs of nodes ``idx`` and how many have no user."""
     return f"{int(st.gpu_count[idx].sum())} GPUs, {int(st.free_whole[idx].sum())} wholly free"
 
 
@@ -164,8 +164,8 @@ def explain(st: ClusterState, w: Workload, missing: int, holdings: Holdings | No
     idx, _ = st.eligible(w)
     need = f"{missing} x {what} ({value_text(p, w, missing)})" if w.has_gpu_demand else f"{missing} x {what}"
 
-    def held(family: str, where: np.ndarray = idx) -> str:
-        return holdings.competing(w, _models_of(st, where), family) if holdings is not None else ""
+    def held(family: str) -> str:
+        return holdings.competing(w, _models_of(st, idx), family) if holdings is not None else ""
 
     lvl = w.topology.required
     if lvl and lvl != "node" and w.replicas > 1:
