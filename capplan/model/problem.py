@@ -135,6 +135,8 @@ class Workload(Frozen):
             raise ValueError("mig: auto needs gpu_memory_gib to pick the smallest fitting profile")
         if self.gpu_fraction is not None and round(self.gpu_fraction * MILLI) == 0:
             raise ValueError("gpu_fraction must be at least 0.001")
+        if self.mixed_models and self.kind != "training":
+            raise ValueError("mixed_models applies to training gangs only; remove it or set kind: training")
         return self
 
     @property

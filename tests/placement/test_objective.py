@@ -156,3 +156,12 @@ def test_smallest_slice_is_held(name: str) -> None:
     plan = solve(p, name, OPTS)
     assert {(a.node, a.mig.profile if a.mig else None) for a in plan.assignments} == {("h1", "1g.10gb")}
     assert plan.objective == (1.0,)
+
+
+def test_mixed_models_only_for_gangs() -> None:
+    """`mixed_models` on a workload that is not a training gang is an input error naming the field."""
+    from capplan.model.errors import InputError
+
+    with pytest.raises(InputError) as exc:
+        _problem([_gpus("h", "H100-SXM5-80GB")], [{"name": "svc", "gpus": 1, "mixed_models": True}])
+    assert "workloads[0]" in str(exc.value) and "training" in str(exc.value)
