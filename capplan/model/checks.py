@@ -82,6 +82,9 @@ def check_problem(p: Problem) -> None:
                 if m.mode != "mig":
                     raise InputError(f"{where}.gpu_modes", "a MIG layout needs mode: mig")
                 check_layout(model, m.layout, f"{where}.gpu_modes.layout")
+        if n.mig_strategy == "single" and any(m.mode == "mig" for m in n.gpu_modes) and n.single_profile is None:
+            raise InputError(f"{where}.gpu_modes", "a node with mig_strategy: single runs MIG on every GPU with "
+                                                   "instances of one profile (a layout per GPU), or no MIG at all")
     _check_workloads(p, set(levels))
     _check_running(p)
 

@@ -10,6 +10,7 @@ gangs. Missing replicas of a job, TrainJob or Kueue pod set are added from its t
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -153,9 +154,7 @@ class _Collector:
             ns, name = _meta(it, path)
             kind = str(it.get("kind"))
             if kind == "TrainJob":
-                tr = L.mapping(spec.get("trainer"), f"{path}.spec.trainer")
-                want = int(tr.get("numNodes") or 1)
-                tmpl = {"spec": {"containers": [{"resources": tr.get("resourcesPerNode") or {}}]}}
+                want, tmpl = self.trainjob(it, ns, path)
                 self.fill((kind, ns, name), "node", want, tmpl, f"{path}.spec.trainer")
                 continue
             for rs_key, rs in spec.items():
@@ -178,6 +177,71 @@ class _Collector:
                         f"{rp}.template",
                         prio,
                     )
+
+    def runtime(self, ref: dict[str, Any], ns: str) -> dict[str, Any] | None:
+        """The (Cluster)TrainingRuntime a TrainJob's ``runtimeRef`` names, if it is in the input."""
+        kind = str(ref.get("kind") or "ClusterTrainingRuntime")
+        for i, it in enumerate(self.items):
+            if it.get("kind") != kind:
+                continue
+            rns, rname = _meta(it, f"items[{i}]")
+            if rname == ref.get("name") and (kind == "ClusterTrainingRuntime" or rns == ns):
+                return it
+        return None
+
+    def trainjob(self, it: dict[str, Any], ns: str, path: str) -> tuple[int, dict[str, Any]]:
+        """Nodes and per-node pod template of a TrainJob, with its runtime's defaults applied.
+
+        ``spec.trainer.numNodes`` overrides the runtime's ``mlPolicy.numNodes``; ``resourcesPerNode``
+        overrides the resources of the runtime's trainer container (``node``). A value neither gives is
+        guessed (1 node; no requests) with a warning.
+        """
+        spec = L.mapping(it.get("spec"), f"{path}.spec")
+        tr = L.mapping(spec.get("trainer"), f"{path}.spec.trainer")
+        ref = L.mapping(spec.get("runtimeRef"), f"{path}.spec.runtimeRef")
+        rt = self.runtime(ref, ns) if ref else None
+        rspec = L.mapping(rt.get("spec"), "runtime.spec") if rt else {}
+        pod_spec: dict[str, Any] = {}
+        for job in L.mapping(L.mapping(rspec.get("template"), "runtime.spec.template").get("spec"),
+                             "runtime.spec.template.spec").get("replicatedJobs") or []:
+            if not isinstance(job, dict):
+                continue
+            tlabels = L.mapping(L.mapping(job.get("template"), "job.template").get("metadata"), "job.metadata")
+            labels = tlabels.get("labels") or {}
+            if job.get("name") == "node" or labels.get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer":
+                inner = L.mapping(L.mapping(job.get("template"), "job.template").get("spec"), "job.spec")
+                pod_spec = copy.deepcopy(
+                    L.mapping(L.mapping(inner.get("template"), "job.spec.template").get("spec"), "pod.spec")
+                )
+                break
+        want = tr.get("numNodes")
+        where = f"TrainJob {ns}/{_meta(it, path)[1]}"
+        need = "add `kubectl get clustertrainingruntimes,trainingruntimes -A -o json` items to the pods file"
+        if not isinstance(want, int) or isinstance(want, bool):
+            want = L.mapping(rspec.get("mlPolicy"), "runtime.spec.mlPolicy").get("numNodes")
+            if not isinstance(want, int) or isinstance(want, bool):
+                self.warnings.append(
+                    f"{path}: {where} sets no numNodes and its runtime "
+                    f"{ref.get('name')!r} {'gives none' if rt else 'is not in the input'}; 1 node assumed"
+                    + ("" if rt else f" ({need})")
+                )
+                want = 1
+        res = tr.get("resourcesPerNode")
+        containers = [c for c in pod_spec.get("containers") or [] if isinstance(c, dict)]
+        node = next((c for c in containers if c.get("name") == "node"), containers[0] if containers else None)
+        if isinstance(res, dict):
+            if node is None:
+                pod_spec["containers"] = [{"name": "node", "resources": res}]
+            else:
+                node["resources"] = res
+        elif node is None:
+            self.warnings.append(
+                f"{path}: {where} sets no resourcesPerNode and its runtime "
+                f"{'has no trainer container' if rt else 'is not in the input'}; its pods are taken as "
+                f"asking for nothing{'' if rt else f' ({need})'}"
+            )
+            pod_spec["containers"] = [{"name": "node", "resources": {}}]
+        return int(want), {"spec": pod_spec}
 
     def kueue(self) -> None:
         for i, it in enumerate(self.items):
@@ -238,21 +302,53 @@ class _Collector:
             if not isinstance(mm, int) or mm < 0:
                 raise InputError(f"{path}.spec.minMember", "expected a non-negative integer")
             pc = spec.get("priorityClassName")
-            net = L.mapping(spec.get("networkTopology"), f"{path}.spec.networkTopology")
-            tier = net.get("highestTierAllowed")
-            level = self.order[-1 - tier] if isinstance(tier, int) and 1 <= tier < len(self.order) else None
+            level, hard = self.network_topology(spec, path, f"{ns}/{name}")
             for k, p in enumerate(members):
                 if k >= mm:
                     p.gang, p.role = False, "elastic"
                 if isinstance(pc, str) and pc in self.classes and p.priority == self.default:
                     p.priority = self.classes[pc]
                 if level is not None:
-                    setattr(p, "required" if net.get("mode", "hard") == "hard" else "preferred", level)
+                    setattr(p, "required" if hard else "preferred", level)
             if len(members) < mm:
                 self.warnings.append(
                     f"{path}: PodGroup {ns}/{name} wants minMember {mm} but only "
                     f"{len(members)} pod(s) exist; planning the existing pods"
                 )
+
+    def network_topology(self, spec: dict[str, Any], path: str, who: str) -> tuple[str | None, bool]:
+        """The capplan level of a PodGroup's ``networkTopology`` and whether it is hard.
+
+        ``highestTierName`` names a level (the ``tierName`` capplan's HyperNodes carry);
+        ``highestTierAllowed: t`` is the t-th level above ``node``. A hard limit that maps to no
+        level is an error; a soft one is dropped with a warning.
+        """
+        np_ = f"{path}.spec.networkTopology"
+        net = L.mapping(spec.get("networkTopology"), np_)
+        if not net:
+            return None, False
+        hard = net.get("mode", "hard") == "hard"
+        name, tier = net.get("highestTierName"), net.get("highestTierAllowed")
+        levels = self.order[:-1]
+        if name is not None:
+            field_, level = "highestTierName", str(name) if str(name) in levels else None
+            known = f"levels: {', '.join(levels) or 'none (give --level-label)'}"
+        elif tier is not None:
+            field_ = "highestTierAllowed"
+            ok = isinstance(tier, int) and not isinstance(tier, bool) and tier >= 1
+            if ok and tier >= len(self.order):
+                self.warnings.append(f"{np_}.{field_}: tier {tier} of PodGroup {who} is above every level; no limit")
+                return None, hard
+            level = self.order[-1 - tier] if ok else None
+            known = f"tiers 1..{len(self.order) - 1} ({', '.join(reversed(levels)) or 'none'})"
+        else:
+            return None, hard
+        if level is None:
+            msg = f"PodGroup {who}: {field_} {name if name is not None else tier!r} maps to no capplan level ({known})"
+            if hard:
+                raise InputError(f"{np_}.{field_}", msg + "; add --level-label for it")
+            self.warnings.append(f"{np_}.{field_}: {msg}; soft limit dropped")
+        return level, hard
 
     def kueue_pod_groups(self) -> None:
         seen: set[Key] = set()

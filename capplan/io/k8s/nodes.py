@@ -23,6 +23,7 @@ from capplan.io.k8s.mig import (
     pack_gpu,
     pack_node,
     profile_from_resource,
+    profile_name,
     standard_config,
 )
 from capplan.io.k8s.quantity import count, cpu_milli, memory_mib
@@ -45,6 +46,8 @@ class NodeFacts:
     product: str | None = None
     single_profile: str | None = None  # `nvidia.com/gpu` / `amd.com/gpu` on this node means this slice
     vendor: str | None = None
+    mig_strategy: str = "mixed"  # the node's `nvidia.com/mig.strategy`
+    selector: dict[str, str] = field(default_factory=dict)  # the label that names the node's GPU product
 
 
 @dataclass
@@ -83,6 +86,7 @@ class _NodeReader:
         self.catalog = catalog
         self.mig_configs = mig_configs
         self.warn = warnings.append
+        self.no_strategy: list[str] = []  # MIG-capable NVIDIA nodes without a nvidia.com/mig.strategy label
 
     def gpus(
         self, name: str, labels: dict[str, str], alloc: dict[str, Any], path: str
@@ -100,6 +104,8 @@ class _NodeReader:
             else:
                 model = self.catalog.get(L.AMD_DEVICE_IDS[str(dev).lower()])
             facts.product, facts.vendor = amd or model.name, "amd"
+            if amd is not None:
+                facts.selector = {key: amd}
             return self._amd(name, model, labels, alloc, path, facts)
         if count(alloc.get(L.NVIDIA_GPU, 0), f'{path}.status.allocatable["{L.NVIDIA_GPU}"]'):
             raise InputError(
@@ -115,8 +121,17 @@ class _NodeReader:
         lp = f"{path}.metadata.labels"
         product = labels[L.GPU_PRODUCT].removesuffix("-SHARED")
         base, _, single = product.partition("-MIG-")
+        single = profile_name(single)
         model = L.resolve_model(base, self.catalog, L.label_path(lp, L.GPU_PRODUCT))
         facts.product, facts.vendor = base, "nvidia"
+        facts.selector = {L.GPU_PRODUCT: labels[L.GPU_PRODUCT]}
+        strategy = labels.get(L.MIG_STRATEGY)
+        if strategy in ("single", "mixed"):
+            facts.mig_strategy = strategy
+        elif strategy is not None and strategy != "none":
+            raise InputError(L.label_path(lp, L.MIG_STRATEGY), f"expected single or mixed, got {strategy!r}")
+        elif model.supports_mig:
+            self.no_strategy.append(name)
         raw_count = labels.get(L.GPU_COUNT, alloc.get(L.NVIDIA_GPU, 0))
         n = count(
             raw_count,
@@ -134,11 +149,13 @@ class _NodeReader:
             for g in range(gpus):
                 k = min(prof.max_count, n - g * prof.max_count)
                 layouts.append(pack_gpu(model, [prof.name] * k))
-            if n % prof.max_count:
-                self.warn(
-                    f"node {name}: {n} x {prof.name} is not a whole number of GPUs; assuming {gpus} GPUs"
-                )
+            self.warn(
+                f"node {name}: single MIG strategy labels count MIG devices, not GPUs; {n} x {prof.name} "
+                f"taken as {gpus} GPU(s) with up to {prof.max_count} each"
+                + ("" if n % prof.max_count == 0 else " (not a whole number of full GPUs)")
+            )
             facts.single_profile = prof.name
+            facts.mig_strategy = "single"
             return model, gpus, _modes(layouts), facts
         if L.GPU_MEMORY in labels and model.memory_gib:
             mem = count(labels[L.GPU_MEMORY], L.label_path(lp, L.GPU_MEMORY))
@@ -222,7 +239,8 @@ class _NodeReader:
             if (m := _AMD_MIXED.match(k))
         }
         if not mixed:
-            mode = labels.get(L.AMD_PARTITION, "spx_nps1").split("_")[0].upper()
+            key = L.first_label(labels, L.AMD_PARTITION_KEYS)
+            mode = labels[key].split("_")[0].upper() if key else "SPX"
             mixed = {mode: count(alloc.get(L.AMD_GPU, 0), f'{ap}["{L.AMD_GPU}"]')}
             if mode != "SPX":
                 facts.single_profile = mode
@@ -231,7 +249,8 @@ class _NodeReader:
             if not model.supports_mig or mode == "SPX":
                 layouts.extend([None] * parts)
                 continue
-            prof = model.profile(mode, L.label_path(f"{path}.metadata.labels", L.AMD_PARTITION))
+            key = L.first_label(labels, L.AMD_PARTITION_KEYS) or L.AMD_PARTITION
+            prof = model.profile(mode, L.label_path(f"{path}.metadata.labels", key))
             gpus = math.ceil(parts / prof.max_count)
             if parts % prof.max_count:
                 self.warn(f"node {name}: {parts} {mode} partitions are not a whole number of GPUs")
@@ -292,7 +311,7 @@ def import_nodes(
         ``nvidia.com/mig.config`` label; otherwise standard names or the count labels are used.
     keep_mig
         Keep today's MIG/partition layouts as preset ``gpu_modes`` (default); with False the
-        planner may re-partition every GPU.
+        planner may re-partition every GPU except those of ``single``-strategy nodes.
     name
         Cluster name.
     """
@@ -330,6 +349,7 @@ def import_nodes(
                 cpu_milli=cpu_milli(alloc["cpu"], f"{path}.status.allocatable.cpu"),
                 memory_mib=memory_mib(alloc["memory"], f"{path}.status.allocatable.memory"),
                 gpu_modes=modes,
+                mig_strategy=f.mig_strategy,
             )
         )
     paths, domains = _topology(raw, level_labels, warnings)
@@ -340,8 +360,19 @@ def import_nodes(
         domains=tuple(domains),
         nodes=tuple(Node(path=p, **s) for s, p in zip(specs, paths, strict=True)),
     )
+    if reader.no_strategy:
+        warnings.append(
+            f"{len(reader.no_strategy)} MIG-capable node(s) have no {L.MIG_STRATEGY} label "
+            f"({', '.join(reader.no_strategy[:5])}{', ...' if len(reader.no_strategy) > 5 else ''}); "
+            "planned as mixed (MIG devices requested as nvidia.com/mig-<profile>)"
+        )
+    # A single-strategy node keeps its layout even with keep_mig=False: its MIG devices are what its
+    # pods call nvidia.com/gpu, and capplan never re-partitions such a node.
     nodes = tuple(
-        n.model_copy(update={"gpu_modes": relaxed(n.gpu_modes) if keep_mig else ()}) for n in today.nodes
+        n.model_copy(
+            update={"gpu_modes": relaxed(n.gpu_modes) if keep_mig or n.mig_strategy == "single" else ()}
+        )
+        for n in today.nodes
     )
     cluster = Cluster(name=name, levels=levels, domains=tuple(domains), nodes=nodes)
     return NodesResult(cluster=cluster, facts=facts, today=today, warnings=warnings)

@@ -23,13 +23,16 @@ def test_kueue_and_volcano_objects(imported: Path, tmp_path: Path) -> None:
     """Kueue Topology levels follow the level labels; Volcano HyperNodes nest racks under blocks."""
     kq, vc = tmp_path / "kueue.yaml", tmp_path / "volcano.yaml"
     assert k8s_main(["export", "kueue-topology", str(imported), "-o", str(kq)]) == 0
-    topo, flavor = list(yaml.safe_load_all(kq.read_text()))
+    topo, *flavors = list(yaml.safe_load_all(kq.read_text()))
     assert [x["nodeLabel"] for x in topo["spec"]["levels"]] == [
         "cloud.provider.com/topology-block",
         "cloud.provider.com/topology-rack",
         "kubernetes.io/hostname",
     ]
-    assert flavor["kind"] == "ResourceFlavor" and flavor["spec"]["topologyName"] == topo["metadata"]["name"]
+    assert {f["spec"]["nodeLabels"].get("nvidia.com/gpu.product") for f in flavors} >= {
+        "NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"}
+    for f in flavors:
+        assert f["kind"] == "ResourceFlavor" and f["spec"]["topologyName"] == topo["metadata"]["name"]
     assert k8s_main(["export", "volcano-hypernodes", str(imported), "-o", str(vc)]) == 0
     hns = {h["metadata"]["name"]: h for h in yaml.safe_load_all(vc.read_text())}
     assert hns["block-1"]["spec"]["tier"] == 2 and hns["rack-1"]["spec"]["tier"] == 1
