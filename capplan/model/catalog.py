@@ -196,7 +196,8 @@ def load_catalog(paths: Sequence[str | Path] | Iterable[str | Path] = ()) -> Cat
         except yaml.YAMLError as exc:
             raise InputError("", f"catalog file {path} is not valid YAML: {exc}") from None
         if not isinstance(data, dict):
-            raise InputError("models", f"{path}: a catalog file needs a top-level `models:` list (or an `aliases:` map)")
+            raise InputError("models", f"{path}: a catalog file needs a top-level `models:` list "
+                                       "(or an `aliases:` map)")
         extra = set(data) - {"models", "aliases"}
         if extra:
             key = sorted(extra)[0]

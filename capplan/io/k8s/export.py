@@ -197,7 +197,8 @@ def mig_parted_yaml(problem: Problem, plan: Plan, base: Any = None) -> tuple[str
         f"# the label {MIG_CONFIG}=<name> (see the node-labels file).\n"
     )
     if base is None:
-        return head + yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None, width=120), node_labels_document(labels)
+        text = yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None, width=120)
+        return head + text, node_labels_document(labels)
     data, cm, key = _base_document(base)
     cfg, labels = merge_mig_parted(data, cfg, labels)
     text = yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None, width=120)
@@ -246,7 +247,8 @@ def pin_patch(node: str, style: str, terms: list[dict[str, Any]] | None = None) 
         t = copy.deepcopy(t)
         t["matchExpressions"] = [*(t.get("matchExpressions") or []), req]
         new.append(t)
-    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": new}}}}
+    required = {"nodeSelectorTerms": new}
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}}
 
 
 def _annotations(a: Assignment) -> dict[str, str]:

@@ -153,7 +153,7 @@ def test_kueue_release_spellings() -> None:
     assert kueue_target("v0.13") == kueue_target("0.13.4") == kueue_target("0.13")
     assert kueue_target("0.13").topology_api == "kueue.x-k8s.io/v1alpha1"
     assert kueue_target("0.13").flavor_api == "kueue.x-k8s.io/v1beta1"
-    with pytest.raises(InputError, match="1.12"):
+    with pytest.raises(InputError, match=r"1\.12"):
         volcano_target("1.11")
 
 

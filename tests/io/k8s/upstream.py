@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import os
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,6 @@ import celpy
 import jsonschema
 import yaml
 from celpy import celtypes
-
 
 
 def _find_schemas() -> Path:
@@ -57,7 +56,7 @@ def releases(product: str) -> list[str]:
     return [p.name for p in sorted((SCHEMAS / product).iterdir(), key=key)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def crds(product: str, release: str) -> dict[str, dict[str, Any]]:
     """CRDs of one stored release by kind."""
     out: dict[str, dict[str, Any]] = {}
@@ -141,7 +140,7 @@ _FUNCS = {"qualifiedName": _qualified_name, "validate": _validate, "hasValue": _
 _ENV = celpy.Environment()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _program(expr: str) -> Any:
     return _ENV.program(_ENV.compile(expr), functions=_FUNCS)
 
