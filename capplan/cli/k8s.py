@@ -40,7 +40,14 @@ def add_import_parser(sub: Any) -> None:
         "Workload objects in the same List) into a scenario file.",
     )
     p.add_argument("--nodes", required=True, metavar="NODES.json", help="kubectl nodes JSON, or - for stdin")
-    p.add_argument("--pods", metavar="PODS.json", help="kubectl pods JSON (a List; may hold job objects)")
+    p.add_argument(
+        "--pods",
+        action="append",
+        default=[],
+        metavar="PODS.json",
+        help="kubectl JSON List of pods and the objects grouping them; repeat for one file per resource type "
+        "(items are numbered across the files in order)",
+    )
     p.add_argument(
         "--level-label",
         action="append",
@@ -136,7 +143,7 @@ def run_import(args: argparse.Namespace) -> int:
     levels = parse_level_labels(args.level_label)
     catalog = load_catalog(args.catalog)
     nodes = load_yaml_or_json(args.nodes, "nodes file")
-    pods = load_yaml_or_json(args.pods, "pods file") if args.pods else None
+    pods = _pod_lists(args.pods) if args.pods else None
     configs = (
         parse_mig_parted(load_yaml_or_json(args.mig_parted, "mig-parted config")) if args.mig_parted else None
     )
@@ -158,6 +165,20 @@ def run_import(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _pod_lists(paths: list[str]) -> dict[str, Any]:
+    """The ``--pods`` files joined into one List (each must be a List itself)."""
+    from capplan.io.files import load_yaml_or_json
+    from capplan.io.k8s.labels import k8s_list
+
+    items: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            items += k8s_list(load_yaml_or_json(path, "pods file"), "pods")
+        except InputError as exc:
+            raise InputError(exc.path, f"{path}: {exc.message}") from None
+    return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
 def _meta(args: argparse.Namespace) -> dict[str, Any] | None:

@@ -120,6 +120,12 @@ class _NodeReader:
     ) -> tuple[GpuModel | None, int, tuple[GpuMode, ...], NodeFacts]:
         lp = f"{path}.metadata.labels"
         product = labels[L.GPU_PRODUCT].removesuffix("-SHARED")
+        replicas = labels.get("nvidia.com/gpu.replicas", "1")
+        if product != labels[L.GPU_PRODUCT] or (replicas.isdigit() and int(replicas) > 1):
+            self.warn(
+                f"node {name}: GPUs shared by time-slicing/MPS (nvidia.com/gpu.replicas={replicas}); "
+                "imported as whole GPUs"
+            )
         base, _, single = product.partition("-MIG-")
         single = profile_name(single)
         model = L.resolve_model(base, self.catalog, L.label_path(lp, L.GPU_PRODUCT))
@@ -186,6 +192,11 @@ class _NodeReader:
         elif cfg_name:
             std = standard_config(model, cfg_name)
             per_gpu = None if isinstance(std, str) else [dict(std) if std is not None else None] * n
+            if per_gpu is None and counts:
+                self.warn(
+                    f"node {name}: MIG config {cfg_name!r} is not a standard one and no --mig-parted file "
+                    "defines it; per-GPU layouts packed from the instance counts"
+                )
         if per_gpu is not None:
             totals: dict[str, int] = {}
             for cfg in per_gpu:

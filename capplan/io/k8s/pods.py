@@ -191,6 +191,14 @@ def read_pod(
     status = L.mapping(item.get("status"), f"{path}.status")
     ns = str(meta.get("namespace") or "default")
     req = _requests(spec, f"{path}.spec")
+    for r in sorted(req):
+        if req[r] and r.startswith(("nvidia.com/", "amd.com/")) and not (
+            r in (L.NVIDIA_GPU, L.AMD_GPU) or _MIG.match(r) or _AMD_MIXED.match(r)
+        ):
+            warnings.append(
+                f'{path}.spec.containers[*].resources.requests["{r}"]: not modelled (shared or renamed device '
+                "resource); dropped, so the pod is planned without it"
+            )
     node = spec.get("nodeName") if not template else None
     phase = status.get("phase", "Pending")
     return PodSpec(

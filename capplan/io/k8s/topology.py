@@ -133,13 +133,13 @@ def _label_value(raw: str) -> str:
 def gpu_selectors(
     problem: Problem, node_meta: Mapping[str, Mapping[str, Any]], warnings: list[str]
 ) -> list[tuple[str, dict[str, str]]]:
-    """One node selector per GPU product of the cluster: ``(product, {label: value})``.
+    """One node selector per GPU product label of the cluster: ``(label value, {label: value})``.
 
     The label value is the one the node carries (from the import metadata); for nodes without
     metadata it is built from the catalog (``NVIDIA-<alias>``) with a warning. A cluster without
     GPU nodes gets one selector on ``kubernetes.io/os: linux``.
     """
-    found: dict[tuple[str, str], str] = {}
+    found: set[tuple[str, str]] = set()
     guessed: set[str] = set()
     for n in problem.cluster.nodes:
         if not n.gpu_model:
@@ -148,7 +148,7 @@ def gpu_selectors(
         sel = meta.get("selector")
         if isinstance(sel, dict) and len(sel) == 1:
             ((key, val),) = sel.items()
-            found.setdefault((str(key), str(val)), n.gpu_model)
+            found.add((str(key), str(val)))
             continue
         model = problem.catalog.get(n.gpu_model)
         if model.vendor == "amd":
@@ -159,7 +159,7 @@ def gpu_selectors(
             key = GPU_PRODUCT
             alias = next((a for a in model.aliases if a.startswith("NVIDIA-")), "NVIDIA-" + model.name)
             val = alias
-        found.setdefault((key, _label_value(val)), n.gpu_model)
+        found.add((key, _label_value(val)))
         guessed.add(n.gpu_model)
     if guessed:
         warnings.append(
@@ -168,7 +168,7 @@ def gpu_selectors(
         )
     if not found:
         return [("cpu", {"kubernetes.io/os": "linux"})]
-    return [(model, {key: val}) for (key, val), model in sorted(found.items())]
+    return [(val, {key: val}) for key, val in sorted(found)]
 
 
 def kueue_objects(
@@ -196,7 +196,9 @@ def kueue_objects(
             f"the cluster has {len(keys)}; target Kueue 0.14 or later",
         )
     topo_raw = name or problem.cluster.name
-    flavor_raw = [f"{topo_raw}-{m}" if len(selectors) > 1 else f"{topo_raw}-tas" for m, _ in selectors]
+    flavor_raw = [f"{topo_raw}-{tag}" if len(selectors) > 1 else f"{topo_raw}-tas" for tag, _ in selectors]
+    if len(set(flavor_raw)) != len(flavor_raw):
+        flavor_raw = [f"{raw}-{k}" for k, raw in enumerate(flavor_raw)]
     names = object_names([topo_raw, *flavor_raw])
     topo = names[topo_raw]
     out: list[dict[str, Any]] = [

@@ -143,3 +143,22 @@ def test_bindings_and_base_outputs(imported: Path, tmp_path: Path) -> None:
     # an all-disabled node reuses the base's identical config instead of adding a copy
     assert "all-disabled" not in cfg["mig-configs"]
     assert all(i["metadata"]["labels"]["nvidia.com/mig.config"] in cfg["mig-configs"] for i in labels["items"])
+
+
+def test_pods_from_one_file_per_resource(tmp_path: Path) -> None:
+    """`--pods` repeated (one `kubectl get` per resource type) gives the same scenario as one List."""
+    doc = json.loads((DATA / "pods.json").read_text())
+    files = []
+    for kind in sorted({it["kind"] for it in doc["items"]}):
+        f = tmp_path / f"{kind}.json"
+        f.write_text(json.dumps({"kind": "List", "items": [it for it in doc["items"] if it["kind"] == kind]}))
+        files += ["--pods", str(f)]
+    one, many = tmp_path / "one.yaml", tmp_path / "many.yaml"
+    assert k8s_main(import_sample_argv(one, *LEVEL_ARGS)) == 0
+    assert k8s_main(["import", "kubernetes", "--nodes", str(DATA / "nodes.json"), *files, *LEVEL_ARGS,
+                     "-o", str(many)]) == 0
+    from capplan.io.scenario import load_scenario
+
+    a, b = load_scenario(one), load_scenario(many)
+    assert {w.name: w for w in a.workloads} == {w.name: w for w in b.workloads}
+    assert set(a.running) == set(b.running)
