@@ -215,3 +215,20 @@ def test_checker_catches_the_reported_defects() -> None:
     assert U.volcano_admission_errors(hn, "v1.12.4") and U.volcano_admission_errors(hn, "v1.15.1")
     assert U.gfd_single_errors([{"1g.5gb": 3, "3g.20gb": 1}, None]) != []
     assert U.mig_parted_errors({"version": "v1", "mig-configs": {"x": [{"devices": "all"}]}}) != []
+
+
+def test_pod_and_node_lists_are_valid_objects(sample: tuple[Problem, dict[str, Any]]) -> None:
+    """The bindings and node-label Lists hold v1 objects with valid metadata and only pinning fields."""
+    from capplan.io.k8s.export import bindings
+
+    problem, meta = sample
+    plan = solve(problem, "greedy")
+    for style in ("nodeSelector", "affinity"):
+        doc = bindings(problem, plan, meta, style)
+        assert doc["apiVersion"] == "v1" and doc["kind"] == "List" and doc["items"]
+        for it in doc["items"]:
+            assert it["kind"] == "Pod" and U.metadata_errors(it["metadata"], namespaced=True) == []
+            assert set(it["spec"]) == {style}
+    labels = mig_parted_yaml(problem, plan)[1]
+    for it in labels["items"]:
+        assert it["kind"] == "Node" and U.metadata_errors(it["metadata"], namespaced=False) == []
