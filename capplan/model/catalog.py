@@ -212,6 +212,15 @@ def load_catalog(paths: Sequence[str | Path] | Iterable[str | Path] = ()) -> Cat
 def with_aliases(cat: Catalog, aliases: Any, origin: str) -> Catalog:
     """``cat`` with extra names for existing models: ``{My-Name: H100-SXM5-80GB}`` (an alias may name an alias).
 
+    Parameters
+    ----------
+    cat
+        The catalog the targets are looked up in.
+    aliases
+        The ``aliases:`` value of a catalog file (None: nothing to add).
+    origin
+        The file name, for messages.
+
     Raises
     ------
     InputError

@@ -8,6 +8,7 @@ integer quantities from it: milli-CPU, MiB, watts and demand units
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
@@ -338,8 +339,9 @@ def _resolve(w: Workload, model: GpuModel | None) -> Demand | None:
     return Demand(kind="mig", gpus=1, profile=prof, memory_mib=mem, units=model.profile_units(prof))
 
 
-def unknown_profile_error(path: str, name: str, catalog: Catalog) -> InputError:
-    """Error for a MIG profile name no model in the catalog knows."""
-    names = sorted({p.name for m in catalog.models for p in m.profiles})
+def unknown_profile_error(path: str, name: str, catalog: Catalog, models: Iterable[str] = ()) -> InputError:
+    """Error for a MIG profile name no model in the catalog knows; suggestions come from ``models`` first."""
+    near = sorted({p.name for m in models for p in catalog.get(m).profiles})
+    names = near if suggest(name, near) else sorted({p.name for m in catalog.models for p in m.profiles})
     return InputError(path, f"unknown MIG profile {name!r}{suggest(name, names)}; "
                             "use a profile of the GPU model (see `capplan catalog MODEL`) or `auto`")

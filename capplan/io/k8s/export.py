@@ -188,8 +188,18 @@ def node_labels_document(labels: Mapping[str, str]) -> dict[str, Any]:
 def mig_parted_yaml(problem: Problem, plan: Plan, base: Any = None) -> tuple[str, dict[str, Any]]:
     """The mig-parted file text (a ConfigMap when ``base`` is one) and the node-label List.
 
-    ``base`` is a parsed mig-parted file, or a ConfigMap holding one under ``config.yaml``; its
-    configs are kept and capplan's are added.
+    Parameters
+    ----------
+    problem, plan
+        The scenario and a plan that passed the validator.
+    base
+        None, a parsed mig-parted file, or a ConfigMap holding one under ``config.yaml``: its
+        configs are kept and capplan's are added (:func:`merge_mig_parted`).
+
+    Raises
+    ------
+    InputError
+        A base that is no mig-parted config or clashes with capplan's config names.
     """
     cfg, labels = mig_parted(problem, plan)
     head = (
@@ -269,7 +279,15 @@ def bindings(
 ) -> dict[str, Any]:
     """Pod patches for the pods (known to the import metadata) the plan starts or moves, as a ``v1`` List.
 
-    ``style`` is ``nodeSelector`` (default) or ``affinity`` (required node affinity added to the pod's own).
+    Parameters
+    ----------
+    problem, plan
+        The scenario and a plan that passed the validator.
+    meta
+        The import metadata (pod names, namespaces, their node-affinity terms); without it no pod is known.
+    style
+        ``nodeSelector`` (default) or ``affinity`` (required node affinity added to the pod's own), see
+        :func:`pin_patch`.
     """
     items = []
     for a in _moved(problem, plan):

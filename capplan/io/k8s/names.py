@@ -40,6 +40,13 @@ def _hashed(raw: str, base: str, limit: int) -> str:
 def object_names(raws: Iterable[str], limit: int = NAME_LIMIT) -> dict[str, str]:
     """Map each raw name to a DNS-1123 name of at most ``limit`` characters, unique over ``raws``.
 
+    Parameters
+    ----------
+    raws
+        The names wanted (domain names, cluster name, ...); repeats are ignored.
+    limit
+        Longest name allowed (63 for names other objects refer to as qualified names).
+
     A raw name that is already valid stays as it is. Others are lower-cased and cleaned; a
     cleaned name that is too long, empty or shared by several raw names ends in ``-`` plus 10
     hex digits of the SHA-256 of the raw name, so the result does not depend on the order of

@@ -253,6 +253,11 @@ class _NodeReader:
             key = L.first_label(labels, L.AMD_PARTITION_KEYS)
             mode = labels[key].split("_")[0].upper() if key else "SPX"
             mixed = {mode: count(alloc.get(L.AMD_GPU, 0), f'{ap}["{L.AMD_GPU}"]')}
+            if key is None and model.supports_mig and mixed[mode]:
+                self.warn(
+                    f"node {name}: no {L.AMD_PARTITION} label; its {mixed[mode]} {L.AMD_GPU} taken as whole "
+                    "(SPX) GPUs"
+                )
             if mode != "SPX":
                 facts.single_profile = mode
         layouts: list[tuple[MigSlot, ...] | None] = []

@@ -122,7 +122,9 @@ def volcano_target(value: str | None) -> VolcanoTarget:
 
 def level_keys(problem: Problem, labels: Mapping[str, str]) -> list[str]:
     """Node-label key of every level, outermost first, ending with ``kubernetes.io/hostname``."""
-    return [labels.get(lv, DEFAULT_LABEL.format(level=lv)) for lv in problem.cluster.levels[:-1]] + [HOSTNAME]
+    return [labels.get(lv, DEFAULT_LABEL.format(level=_label_value(lv))) for lv in problem.cluster.levels[:-1]] + [
+        HOSTNAME
+    ]
 
 
 def _label_value(raw: str) -> str:
@@ -183,6 +185,19 @@ def kueue_objects(
     Each ResourceFlavor names the Topology and carries its selector as ``nodeLabels`` (Kueue
     requires at least one node label on a flavor with a topology).
 
+    Parameters
+    ----------
+    problem
+        The cluster whose levels become the Topology's levels.
+    labels
+        Node-label key per capplan level (others get ``topology.capplan.io/<level>``).
+    target
+        apiVersions and limits of the Kueue release (:func:`kueue_target`).
+    selectors
+        ``(tag, nodeLabels)`` per ResourceFlavor (:func:`gpu_selectors` or ``--flavor-label``).
+    name
+        Topology name (default: the cluster name).
+
     Raises
     ------
     InputError
@@ -234,6 +249,13 @@ def volcano_hypernodes(problem: Problem, target: VolcanoTarget | None = None) ->
     hash-shortened to 63 characters when needed. Nodes whose names are no qualified name
     (over 63 characters) are matched by an anchored ``regexMatch``. ``spec.tierName`` (the
     capplan level) is written for Volcano 1.14 and later.
+
+    Parameters
+    ----------
+    problem
+        The cluster whose domains become HyperNodes.
+    target
+        What the Volcano release accepts (:func:`volcano_target`; default: the newest release).
     """
     target = target or volcano_target(None)
     cl = problem.cluster

@@ -37,6 +37,14 @@ def test_amd_partition_label_keys(nodes_doc: dict[str, Any], key: str) -> None:
     assert n.gpus == 8 and all({s.profile for s in m.layout or ()} == {"CPX"} for m in n.gpu_modes)
 
 
+def test_amd_without_partition_label_warns(nodes_doc: dict[str, Any]) -> None:
+    """No partition label at all: the amd.com/gpu count is taken as whole GPUs, with a warning (not silently)."""
+    doc = copy.deepcopy(nodes_doc)
+    del _node(doc, "mi300x-cpx-0")["metadata"]["labels"]["amd.com/compute-memory-partition"]
+    res = import_nodes(doc, LEVELS, load_catalog())
+    assert [w for w in res.warnings if "mi300x-cpx-0" in w and "SPX" in w]
+
+
 def test_gfd_me_spelling_on_single_strategy(nodes_doc: dict[str, Any]) -> None:
     """GFD writes `+me` as `.me`: `...-MIG-1g.5gb.me` is the 1g.5gb+me profile, one per GPU."""
     doc = copy.deepcopy(nodes_doc)
