@@ -258,6 +258,12 @@ def run_export(args: argparse.Namespace) -> int:
         write_text_atomic(labels_out, json.dumps(doc, indent=1) + "\n")
         write_text_atomic(args.output, text)
         print(f"{len(doc['items'])} node label(s) -> {labels_out}", file=sys.stderr)
+        if base is None:
+            print(
+                f"note: {args.output} holds only capplan's configs; to keep the standard and site configs other "
+                "nodes use, give the current config with --base",
+                file=sys.stderr,
+            )
     elif args.format == "bindings":
         assert plan is not None
         acts = actions(problem, plan, meta, args.patch)

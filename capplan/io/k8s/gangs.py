@@ -15,7 +15,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from capplan.io.k8s import labels as L
-from capplan.io.k8s.pods import KUEUE_PREFERRED, KUEUE_REQUIRED, PodSpec, finished, priority_classes, read_pod
+from capplan.io.k8s.pods import (
+    KUEUE_PREFERRED,
+    KUEUE_REQUIRED,
+    SYSTEM_PRIORITIES,
+    PodSpec,
+    finished,
+    priority_classes,
+    read_pod,
+)
 from capplan.model.errors import InputError
 
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"
@@ -165,7 +173,7 @@ class _Collector:
                     f"{path}.spec.runPolicy.schedulingPolicy",
                 )
                 pc = sched.get("priorityClass")
-                prio = self.classes.get(pc) if isinstance(pc, str) else None
+                prio = self.class_value(pc, f"{path}.spec.runPolicy.schedulingPolicy.priorityClass")
                 for role, r in rs.items():
                     rp = f"{path}.spec.{rs_key}.{role}"
                     r = L.mapping(r, rp)
@@ -177,6 +185,20 @@ class _Collector:
                         f"{rp}.template",
                         prio,
                     )
+
+    def class_value(self, name: Any, path: str) -> int | None:
+        """The value of PriorityClass ``name`` (None if unset; unknown: None with a warning)."""
+        if not isinstance(name, str) or not name:
+            return None
+        if name in self.classes:
+            return self.classes[name]
+        if name in SYSTEM_PRIORITIES:
+            return SYSTEM_PRIORITIES[name]
+        self.warnings.append(
+            f"{path}: PriorityClass {name!r} is not in the input; ignored (add `kubectl get priorityclasses -o json` "
+            "items to the pods file)"
+        )
+        return None
 
     def runtime(self, ref: dict[str, Any], ns: str) -> dict[str, Any] | None:
         """The (Cluster)TrainingRuntime a TrainJob's ``runtimeRef`` names, if it is in the input."""
@@ -301,13 +323,13 @@ class _Collector:
             mm = spec.get("minMember", 1)
             if not isinstance(mm, int) or mm < 0:
                 raise InputError(f"{path}.spec.minMember", "expected a non-negative integer")
-            pc = spec.get("priorityClassName")
+            pc = self.class_value(spec.get("priorityClassName"), f"{path}.spec.priorityClassName")
             level, hard = self.network_topology(spec, path, f"{ns}/{name}")
             for k, p in enumerate(members):
                 if k >= mm:
                     p.gang, p.role = False, "elastic"
-                if isinstance(pc, str) and pc in self.classes and p.priority == self.default:
-                    p.priority = self.classes[pc]
+                if pc is not None and p.priority == self.default:
+                    p.priority = pc
                 if level is not None:
                     setattr(p, "required" if hard else "preferred", level)
             if len(members) < mm:

@@ -101,6 +101,14 @@ def test_podgroup_unknown_tier(nodes_doc: dict[str, Any], pods_doc: dict[str, An
     assert {x.name: x for x in res.problem.workloads}["hpc/mpi-sim"].topology.required is None
 
 
+def test_unknown_priority_class_of_a_group_warns(nodes_doc: dict[str, Any], pods_doc: dict[str, Any]) -> None:
+    """A PodGroup naming a PriorityClass that is not in the input is not dropped silently."""
+    doc = copy.deepcopy(pods_doc)
+    _podgroup(doc)["spec"]["priorityClassName"] = "no-such-class"
+    res = import_kubernetes(nodes_doc, doc, LEVELS, load_catalog())
+    assert [w for w in res.warnings if "no-such-class" in w and "priorityClassName" in w]
+
+
 def _trainjob(pods_doc: dict[str, Any]) -> dict[str, Any]:
     return next(it for it in pods_doc["items"] if it["kind"] == "TrainJob")
 
