@@ -157,7 +157,19 @@ def _apply_bindings(
 def test_round_trip(tmp_path: Path, style: str) -> None:
     """import -> plan -> export -> apply -> re-import keeps the layout: every replica runs where planned."""
     scen, plan_f = tmp_path / "c.yaml", tmp_path / "plan.json"
-    assert k8s_main(import_sample_argv(scen, *LEVEL_ARGS)) == 0
+    pods = json.loads((DATA / "pods.json").read_text())
+    if style == "affinity":  # pending pods that already carry a GPU-product affinity: the patch must keep it
+        term = {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In",
+                                      "values": ["NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"]}]}
+        for it in pods["items"]:
+            if it["metadata"]["name"].startswith("bert-pretrain-"):
+                it["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [copy.deepcopy(term)]}}}
+    pods_f = tmp_path / "pods.json"
+    pods_f.write_text(json.dumps(pods))
+    argv = import_sample_argv(scen, *LEVEL_ARGS)
+    argv[argv.index(str(DATA / "pods.json"))] = str(pods_f)
+    assert k8s_main(argv) == 0
     problem = load_scenario(scen)
     plan = solve(problem, "greedy")
     plan_f.write_text(plan.to_json())
@@ -170,9 +182,15 @@ def test_round_trip(tmp_path: Path, style: str) -> None:
     assert labels["apiVersion"] == "v1" and labels["kind"] == "List"
     chosen = {e["metadata"]["name"]: e["metadata"]["labels"]["nvidia.com/mig.config"] for e in labels["items"]}
     nodes2 = _apply_mig_parted(json.loads((DATA / "nodes.json").read_text()), config, labels)
+    podlist = json.loads(bind.read_text())
+    if style == "affinity":
+        kept = [i for i in podlist["items"] if i["metadata"]["name"].startswith("bert-pretrain-")]
+        assert kept and all(
+            i["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+                "nodeSelectorTerms"][0]["matchExpressions"][0] == term["matchExpressions"][0] for i in kept)
     pods2 = _apply_bindings(
-        json.loads((DATA / "pods.json").read_text()),
-        json.loads(bind.read_text()),
+        pods,
+        podlist,
         json.loads((tmp_path / "bind.json.actions.json").read_text()),
         problem,
     )
