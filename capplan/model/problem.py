@@ -300,7 +300,7 @@ class Problem(Frozen):
         d = self.model_demand(w, node.gpu_model if node.gpus else None)
         if d is not None and d.kind == "whole" and d.gpus > node.gpus:
             return None
-        if d is not None and d.kind == "mig" and self.single_mig and (
+        if d is not None and d.kind == "mig" and (self.single_mig or w.mig_strategy != "mixed") and (
                 w.mig_strategy != node.mig_strategy
                 or (node.mig_strategy == "single" and d.profile is not None
                     and node.single_profile != d.profile.name)):

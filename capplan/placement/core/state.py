@@ -113,7 +113,7 @@ class ClusterState:
                 if d is None:
                     continue
                 per_model[m] = d
-                if d.kind == "mig" and self.p.single_mig:  # MIG strategies differ per node
+                if d.kind == "mig" and (self.p.single_mig or w.mig_strategy != "mixed"):  # per-node MIG strategies
                     nodes_ = self.p.cluster.nodes
                     idx = idx[np.array([self.p.can_host(w, nodes_[i]) is not None for i in idx], dtype=bool)]
                 parts.append(idx[self.gpu_count[idx] >= d.gpus] if d.kind == "whole" else idx)

@@ -47,7 +47,7 @@ class Demands:
             ok = np.array([d is not None for d in per], dtype=bool)[st.model_id]
             if w.gpus is not None:
                 ok &= st.gpu_count >= w.gpus
-            if w.mig is not None and p.single_mig:  # MIG strategies differ per node
+            if w.mig is not None and (p.single_mig or w.mig_strategy != "mixed"):  # per-node MIG strategies
                 ok &= np.array([p.can_host(w, n) is not None for n in p.cluster.nodes], dtype=bool)
             hit = (per, np.flatnonzero(ok))
             self._cache[key] = hit

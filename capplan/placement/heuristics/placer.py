@@ -101,7 +101,7 @@ class FleetPlacer:
             return []
         if bulk_ok(self.st):
             per, _ = self.dem.of(w)
-            per_node = w.mig is not None and self.st.p.single_mig  # MIG strategies: eligibility is per node
+            per_node = w.mig is not None and (self.st.p.single_mig or w.mig_strategy != "mixed")  # per-node strategies
             return self.bulk.place(w, per, n, None if within is None and not per_node else self.candidates(w, within))
         out: list[Choice] = []
         last: int | None = None
