@@ -232,3 +232,13 @@ def test_pod_and_node_lists_are_valid_objects(sample: tuple[Problem, dict[str, A
     labels = mig_parted_yaml(problem, plan)[1]
     for it in labels["items"]:
         assert it["kind"] == "Node" and U.metadata_errors(it["metadata"], namespaced=False) == []
+
+
+def test_defaults_are_the_newest_stored_releases() -> None:
+    """The defaults (in the CLI help too) are the newest stored Kueue release and the newest Volcano release."""
+    from capplan.cli import k8s as cli
+    from capplan.io.k8s import topology
+
+    assert cli.KUEUE_DEFAULT == topology.KUEUE_DEFAULT and cli.VOLCANO_DEFAULT == topology.VOLCANO_DEFAULT
+    assert KUEUE_STORED[topology.KUEUE_DEFAULT] == U.releases("kueue")[-1]
+    assert VOLCANO_STORED[VOLCANO_DEFAULT] == [r for r in U.releases("volcano") if "-" not in r][-1]
