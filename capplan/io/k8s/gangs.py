@@ -48,6 +48,22 @@ def _owner(item: dict[str, Any], path: str) -> tuple[str, str] | None:
     return (str(ctrl.get("kind")), str(ctrl.get("name"))) if ctrl else None
 
 
+def _trainer_pod_spec(rspec: dict[str, Any], path: str) -> dict[str, Any]:
+    """A copy of the pod spec of a training runtime's trainer job (``node``, or labelled the trainer step)."""
+    tpath = f"{path}.template.spec"
+    jobs = L.mapping(L.mapping(rspec.get("template"), f"{path}.template").get("spec"), tpath).get("replicatedJobs")
+    for j, job in enumerate(jobs or []):
+        jp = f"{tpath}.replicatedJobs[{j}].template"
+        if not isinstance(job, dict):
+            continue
+        tmpl = L.mapping(job.get("template"), jp)
+        labels = L.mapping(tmpl.get("metadata"), f"{jp}.metadata").get("labels") or {}
+        if job.get("name") == "node" or labels.get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer":
+            inner = L.mapping(L.mapping(tmpl.get("spec"), f"{jp}.spec").get("template"), f"{jp}.spec.template")
+            return copy.deepcopy(L.mapping(inner.get("spec"), f"{jp}.spec.template.spec"))
+    return {}
+
+
 class _Collector:
     def __init__(
         self, items: list[dict[str, Any]], levels: Sequence[tuple[str, str]], warnings: list[str]
@@ -200,15 +216,15 @@ class _Collector:
         )
         return None
 
-    def runtime(self, ref: dict[str, Any], ns: str) -> dict[str, Any] | None:
-        """The (Cluster)TrainingRuntime a TrainJob's ``runtimeRef`` names, if it is in the input."""
+    def runtime(self, ref: dict[str, Any], ns: str) -> tuple[str, dict[str, Any]] | None:
+        """The (Cluster)TrainingRuntime a TrainJob's ``runtimeRef`` names and its path, if it is in the input."""
         kind = str(ref.get("kind") or "ClusterTrainingRuntime")
         for i, it in enumerate(self.items):
             if it.get("kind") != kind:
                 continue
             rns, rname = _meta(it, f"items[{i}]")
             if rname == ref.get("name") and (kind == "ClusterTrainingRuntime" or rns == ns):
-                return it
+                return f"items[{i}]", it
         return None
 
     def trainjob(self, it: dict[str, Any], ns: str, path: str) -> tuple[int, dict[str, Any]]:
@@ -221,26 +237,15 @@ class _Collector:
         spec = L.mapping(it.get("spec"), f"{path}.spec")
         tr = L.mapping(spec.get("trainer"), f"{path}.spec.trainer")
         ref = L.mapping(spec.get("runtimeRef"), f"{path}.spec.runtimeRef")
-        rt = self.runtime(ref, ns) if ref else None
-        rspec = L.mapping(rt.get("spec"), "runtime.spec") if rt else {}
-        pod_spec: dict[str, Any] = {}
-        for job in L.mapping(L.mapping(rspec.get("template"), "runtime.spec.template").get("spec"),
-                             "runtime.spec.template.spec").get("replicatedJobs") or []:
-            if not isinstance(job, dict):
-                continue
-            tlabels = L.mapping(L.mapping(job.get("template"), "job.template").get("metadata"), "job.metadata")
-            labels = tlabels.get("labels") or {}
-            if job.get("name") == "node" or labels.get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer":
-                inner = L.mapping(L.mapping(job.get("template"), "job.template").get("spec"), "job.spec")
-                pod_spec = copy.deepcopy(
-                    L.mapping(L.mapping(inner.get("template"), "job.spec.template").get("spec"), "pod.spec")
-                )
-                break
+        found = self.runtime(ref, ns) if ref else None
+        rpath, rt = found if found else (path, None)
+        rspec = L.mapping(rt.get("spec"), f"{rpath}.spec") if rt else {}
+        pod_spec = _trainer_pod_spec(rspec, f"{rpath}.spec")
         want = tr.get("numNodes")
         where = f"TrainJob {ns}/{_meta(it, path)[1]}"
         need = "add `kubectl get clustertrainingruntimes,trainingruntimes -A -o json` items to the pods file"
         if not isinstance(want, int) or isinstance(want, bool):
-            want = L.mapping(rspec.get("mlPolicy"), "runtime.spec.mlPolicy").get("numNodes")
+            want = L.mapping(rspec.get("mlPolicy"), f"{rpath}.spec.mlPolicy").get("numNodes")
             if not isinstance(want, int) or isinstance(want, bool):
                 self.warnings.append(
                     f"{path}: {where} sets no numNodes and its runtime "
