@@ -10,7 +10,6 @@ gangs. Missing replicas of a job, TrainJob or Kueue pod set are added from its t
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +23,7 @@ from capplan.io.k8s.pods import (
     priority_classes,
     read_pod,
 )
+from capplan.io.k8s.trainjob import trainjob_template
 from capplan.model.errors import InputError
 
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"
@@ -46,22 +46,6 @@ def _owner(item: dict[str, Any], path: str) -> tuple[str, str] | None:
     refs = [r for r in refs if isinstance(r, dict)]
     ctrl = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
     return (str(ctrl.get("kind")), str(ctrl.get("name"))) if ctrl else None
-
-
-def _trainer_pod_spec(rspec: dict[str, Any], path: str) -> dict[str, Any]:
-    """A copy of the pod spec of a training runtime's trainer job (``node``, or labelled the trainer step)."""
-    tpath = f"{path}.template.spec"
-    jobs = L.mapping(L.mapping(rspec.get("template"), f"{path}.template").get("spec"), tpath).get("replicatedJobs")
-    for j, job in enumerate(jobs or []):
-        jp = f"{tpath}.replicatedJobs[{j}].template"
-        if not isinstance(job, dict):
-            continue
-        tmpl = L.mapping(job.get("template"), jp)
-        labels = L.mapping(tmpl.get("metadata"), f"{jp}.metadata").get("labels") or {}
-        if job.get("name") == "node" or labels.get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer":
-            inner = L.mapping(L.mapping(tmpl.get("spec"), f"{jp}.spec").get("template"), f"{jp}.spec.template")
-            return copy.deepcopy(L.mapping(inner.get("spec"), f"{jp}.spec.template.spec"))
-    return {}
 
 
 class _Collector:
@@ -178,7 +162,7 @@ class _Collector:
             ns, name = _meta(it, path)
             kind = str(it.get("kind"))
             if kind == "TrainJob":
-                want, tmpl = self.trainjob(it, ns, path)
+                want, tmpl = trainjob_template(self.items, it, ns, path, self.warnings)
                 self.fill((kind, ns, name), "node", want, tmpl, f"{path}.spec.trainer")
                 continue
             for rs_key, rs in spec.items():
@@ -215,60 +199,6 @@ class _Collector:
             "items to the pods file)"
         )
         return None
-
-    def runtime(self, ref: dict[str, Any], ns: str) -> tuple[str, dict[str, Any]] | None:
-        """The (Cluster)TrainingRuntime a TrainJob's ``runtimeRef`` names and its path, if it is in the input."""
-        kind = str(ref.get("kind") or "ClusterTrainingRuntime")
-        for i, it in enumerate(self.items):
-            if it.get("kind") != kind:
-                continue
-            rns, rname = _meta(it, f"items[{i}]")
-            if rname == ref.get("name") and (kind == "ClusterTrainingRuntime" or rns == ns):
-                return f"items[{i}]", it
-        return None
-
-    def trainjob(self, it: dict[str, Any], ns: str, path: str) -> tuple[int, dict[str, Any]]:
-        """Nodes and per-node pod template of a TrainJob, with its runtime's defaults applied.
-
-        ``spec.trainer.numNodes`` overrides the runtime's ``mlPolicy.numNodes``; ``resourcesPerNode``
-        overrides the resources of the runtime's trainer container (``node``). A value neither gives is
-        guessed (1 node; no requests) with a warning.
-        """
-        spec = L.mapping(it.get("spec"), f"{path}.spec")
-        tr = L.mapping(spec.get("trainer"), f"{path}.spec.trainer")
-        ref = L.mapping(spec.get("runtimeRef"), f"{path}.spec.runtimeRef")
-        found = self.runtime(ref, ns) if ref else None
-        rpath, rt = found if found else (path, None)
-        rspec = L.mapping(rt.get("spec"), f"{rpath}.spec") if rt else {}
-        pod_spec = _trainer_pod_spec(rspec, f"{rpath}.spec")
-        want = tr.get("numNodes")
-        where = f"TrainJob {ns}/{_meta(it, path)[1]}"
-        need = "add `kubectl get clustertrainingruntimes,trainingruntimes -A -o json` items to the pods file"
-        if not isinstance(want, int) or isinstance(want, bool):
-            want = L.mapping(rspec.get("mlPolicy"), f"{rpath}.spec.mlPolicy").get("numNodes")
-            if not isinstance(want, int) or isinstance(want, bool):
-                self.warnings.append(
-                    f"{path}: {where} sets no numNodes and its runtime "
-                    f"{ref.get('name')!r} {'gives none' if rt else 'is not in the input'}; 1 node assumed"
-                    + ("" if rt else f" ({need})")
-                )
-                want = 1
-        res = tr.get("resourcesPerNode")
-        containers = [c for c in pod_spec.get("containers") or [] if isinstance(c, dict)]
-        node = next((c for c in containers if c.get("name") == "node"), containers[0] if containers else None)
-        if isinstance(res, dict):
-            if node is None:
-                pod_spec["containers"] = [{"name": "node", "resources": res}]
-            else:
-                node["resources"] = res
-        elif node is None:
-            self.warnings.append(
-                f"{path}: {where} sets no resourcesPerNode and its runtime "
-                f"{'has no trainer container' if rt else 'is not in the input'}; its pods are taken as "
-                f"asking for nothing{'' if rt else f' ({need})'}"
-            )
-            pod_spec["containers"] = [{"name": "node", "resources": {}}]
-        return int(want), {"spec": pod_spec}
 
     def kueue(self) -> None:
         for i, it in enumerate(self.items):

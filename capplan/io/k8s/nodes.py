@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capplan.io.k8s import labels as L
+from capplan.io.k8s.domains import topology_paths
 from capplan.io.k8s.mig import (
     GpuConfig,
     config_gpus,
@@ -30,7 +31,7 @@ from capplan.io.k8s.quantity import count, cpu_milli, memory_mib
 from capplan.model.catalog import Catalog, GpuModel
 from capplan.model.errors import InputError
 from capplan.model.plan import MigSlot
-from capplan.model.problem import Cluster, Domain, GpuMode, Node
+from capplan.model.problem import Cluster, GpuMode, Node
 from capplan.model.units import MIB_PER_GIB
 
 log = logging.getLogger("capplan.io.k8s")
@@ -87,6 +88,16 @@ class _NodeReader:
         self.mig_configs = mig_configs
         self.warn = warnings.append
         self.no_strategy: list[str] = []  # MIG-capable NVIDIA nodes without a nvidia.com/mig.strategy label
+
+    def finish(self) -> None:
+        """Report, in one line, the MIG-capable nodes without a MIG strategy label."""
+        if self.no_strategy:
+            more = ", ..." if len(self.no_strategy) > 5 else ""
+            self.warn(
+                f"{len(self.no_strategy)} MIG-capable node(s) have no {L.MIG_STRATEGY} label "
+                f"({', '.join(self.no_strategy[:5])}{more}); planned as mixed (MIG devices requested as "
+                "nvidia.com/mig-<profile>)"
+            )
 
     def gpus(
         self, name: str, labels: dict[str, str], alloc: dict[str, Any], path: str
@@ -274,34 +285,18 @@ class _NodeReader:
         return model, len(layouts), _modes(layouts), facts
 
 
-def _topology(
-    raw: list[tuple[str, list[str]]], levels: Sequence[tuple[str, str]], warnings: list[str]
-) -> tuple[list[tuple[str, ...]], list[Domain]]:
-    """Paths per node and the domains, making names unique per level (``parent/name`` on a clash)."""
-    paths = [list(vals) for _, vals in raw]
-    domains: list[Domain] = []
-    for d, (level, label) in enumerate(levels):
-        missing = [name for (name, vals), p in zip(raw, paths, strict=True) if vals[d] == ""]
-        if missing:
-            warnings.append(
-                f"{len(missing)} node(s) have no label {label} ({', '.join(missing[:5])}"
-                f"{', ...' if len(missing) > 5 else ''}); they form the {level} 'unlabelled:{label}'"
-            )
-        for p in paths:
-            if p[d] == "":
-                p[d] = f"unlabelled:{label}"
-        parents: dict[str, set[str | None]] = {}
-        for p in paths:
-            parents.setdefault(p[d], set()).add(p[d - 1] if d else None)
-        for p in paths:
-            if len(parents[p[d]]) > 1:
-                p[d] = f"{p[d - 1]}/{p[d]}"
-        seen: set[str] = set()
-        for p in paths:
-            if p[d] not in seen:
-                seen.add(p[d])
-                domains.append(Domain(level=level, name=p[d], parent=p[d - 1] if d else None))
-    return [tuple(p) for p in paths], domains
+def _planned(today: Sequence[Node], keep_mig: bool) -> tuple[Node, ...]:
+    """The nodes to plan: today's MIG layouts preset (``keep_mig``), MIG-disabled GPUs free.
+
+    A single-strategy node keeps its layout even without ``keep_mig``: its MIG devices are what its
+    pods call ``nvidia.com/gpu``, and capplan never re-partitions such a node.
+    """
+    return tuple(
+        n.model_copy(
+            update={"gpu_modes": relaxed(n.gpu_modes) if keep_mig or n.mig_strategy == "single" else ()}
+        )
+        for n in today
+    )
 
 
 def import_nodes(
@@ -368,7 +363,7 @@ def import_nodes(
                 mig_strategy=f.mig_strategy,
             )
         )
-    paths, domains = _topology(raw, level_labels, warnings)
+    paths, domains = topology_paths(raw, level_labels, warnings)
     levels = (*(lv for lv, _ in level_labels), "node")
     today = Cluster(
         name=name,
@@ -376,19 +371,7 @@ def import_nodes(
         domains=tuple(domains),
         nodes=tuple(Node(path=p, **s) for s, p in zip(specs, paths, strict=True)),
     )
-    if reader.no_strategy:
-        warnings.append(
-            f"{len(reader.no_strategy)} MIG-capable node(s) have no {L.MIG_STRATEGY} label "
-            f"({', '.join(reader.no_strategy[:5])}{', ...' if len(reader.no_strategy) > 5 else ''}); "
-            "planned as mixed (MIG devices requested as nvidia.com/mig-<profile>)"
-        )
-    # A single-strategy node keeps its layout even with keep_mig=False: its MIG devices are what its
-    # pods call nvidia.com/gpu, and capplan never re-partitions such a node.
-    nodes = tuple(
-        n.model_copy(
-            update={"gpu_modes": relaxed(n.gpu_modes) if keep_mig or n.mig_strategy == "single" else ()}
-        )
-        for n in today.nodes
-    )
+    reader.finish()
+    nodes = _planned(today.nodes, keep_mig)
     cluster = Cluster(name=name, levels=levels, domains=tuple(domains), nodes=nodes)
     return NodesResult(cluster=cluster, facts=facts, today=today, warnings=warnings)
