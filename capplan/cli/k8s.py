@@ -193,6 +193,20 @@ def _meta(args: argparse.Namespace) -> dict[str, Any] | None:
     return data
 
 
+def _base(path: str) -> Any:
+    """The ``--base`` file, checked to be a mig-parted config (or a ConfigMap holding one)."""
+    from capplan.io.files import load_yaml_or_json
+    from capplan.io.k8s.export import base_document
+    from capplan.io.k8s.mig import parse_mig_parted
+
+    data = load_yaml_or_json(path, "mig-parted base config")
+    try:
+        parse_mig_parted(base_document(data)[0])
+    except InputError as exc:
+        raise InputError(exc.path or "--base", f"--base {path}: {exc.message}") from None
+    return data
+
+
 def _flavor_labels(specs: list[str]) -> dict[str, str]:
     """``--flavor-label KEY=VALUE`` options as a label map."""
     from capplan.io.k8s.labels import valid_label
@@ -230,7 +244,7 @@ def run_export(args: argparse.Namespace) -> int:
     kueue = kueue_target(args.kueue_api_version) if args.format == "kueue-topology" else None
     volcano = volcano_target(args.volcano_version) if args.format == "volcano-hypernodes" else None
     flavor = _flavor_labels(args.flavor_label)
-    base = load_yaml_or_json(args.base, "mig-parted base config") if args.base else None
+    base = _base(args.base) if args.base else None
     problem = load_scenario(args.scenario, args.catalog)
     meta = _meta(args)
     labels = {lv: lb for lv, lb in (meta or {}).get("levels", [])}

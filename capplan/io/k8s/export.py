@@ -156,8 +156,19 @@ def merge_mig_parted(
     return {"version": "v1", "mig-configs": merged}, {n: rename.get(c, c) for n, c in labels.items()}
 
 
-def _base_document(base: Any) -> tuple[dict[str, Any], dict[str, Any] | None, str | None]:
-    """(mig-parted data, the ConfigMap holding it or None, its data key) of a ``--base`` file."""
+def base_document(base: Any) -> tuple[dict[str, Any], dict[str, Any] | None, str | None]:
+    """(mig-parted data, the ConfigMap holding it or None, its data key) of a ``--base`` file.
+
+    Parameters
+    ----------
+    base
+        A parsed mig-parted file, or a ConfigMap with the file under ``data["config.yaml"]`` (or its only key).
+
+    Raises
+    ------
+    InputError
+        A ConfigMap without data, with several keys but no ``config.yaml``, or whose value is no YAML.
+    """
     if isinstance(base, dict) and base.get("kind") == "ConfigMap":
         data = base.get("data")
         if not isinstance(data, dict) or not data:
@@ -209,7 +220,7 @@ def mig_parted_yaml(problem: Problem, plan: Plan, base: Any = None) -> tuple[str
     if base is None:
         text = yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None, width=120)
         return head + text, node_labels_document(labels)
-    data, cm, key = _base_document(base)
+    data, cm, key = base_document(base)
     cfg, labels = merge_mig_parted(data, cfg, labels)
     text = yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None, width=120)
     if cm is None:

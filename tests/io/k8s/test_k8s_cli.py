@@ -162,3 +162,17 @@ def test_pods_from_one_file_per_resource(tmp_path: Path) -> None:
     a, b = load_scenario(one), load_scenario(many)
     assert {w.name: w for w in a.workloads} == {w.name: w for w in b.workloads}
     assert set(a.running) == set(b.running)
+
+
+def test_bad_base_exits_2(imported: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A --base file that is no mig-parted config exits 2 naming the option, before anything is written."""
+    from capplan.io.scenario import load_scenario
+    from capplan.placement import solve
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(solve(load_scenario(imported), "greedy").to_json())
+    base = tmp_path / "base.yaml"
+    base.write_text("version: v2\n")
+    out = tmp_path / "m.yaml"
+    assert k8s_main(["export", "mig-parted", str(imported), str(plan), "-o", str(out), "--base", str(base)]) == 2
+    assert "--base" in capsys.readouterr().out and not out.exists()
