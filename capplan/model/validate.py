@@ -186,7 +186,38 @@ def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str
         tenants = {w.tenant for _, w in nitems}
         if len(tenants) > 1 and any(w.isolation == "node" for _, w in nitems):
             v.append(f"node {nname}: node isolation violated, tenants {sorted(tenants)} share it")
+    v.extend(_check_mig_strategy(p, per_node))
     v.extend(_check_power(p, {k for k in per_gpu}))
+    return v
+
+
+def _check_mig_strategy(p: Problem, per_node: dict[str, list[tuple[Assignment, Workload]]]) -> list[str]:
+    """MIG requests match the node's device-plugin strategy; a ``single`` node is all-MIG of one profile or no MIG."""
+    v: list[str] = []
+    for node in p.cluster.nodes:
+        items = per_node.get(node.name, [])
+        mig = [(a, w) for a, w in items if a.mig is not None]
+        for a, w in mig:
+            if w.mig_strategy != node.mig_strategy:
+                v.append(f"{w.name}[{a.replica}] on {node.name}: a {w.mig_strategy}-strategy MIG request cannot use "
+                         f"the MIG devices of a {node.mig_strategy}-strategy node")
+        if node.mig_strategy != "single":
+            continue
+        preset = {m.gpu: m for m in node.gpu_modes if m.mode == "mig"}
+        enabled = set(preset) | {g for a, _ in mig for g in a.gpus}
+        if not enabled:
+            continue
+        profiles = {s.profile for m in preset.values() for s in (m.layout or ())} | {
+            a.mig.profile for a, _ in mig if a.mig is not None}
+        if len(profiles) > 1:
+            v.append(f"node {node.name}: single MIG strategy, but profiles {sorted(profiles)} are used")
+        if len(enabled) != node.gpus:
+            v.append(f"node {node.name}: single MIG strategy, but GPUs {sorted(set(range(node.gpus)) - enabled)} "
+                     "are not MIG-enabled while others are")
+        used = {g for a, _ in mig for g in a.gpus}
+        empty = sorted(g for g in enabled if g not in used and not (preset.get(g) and preset[g].layout))
+        if empty:
+            v.append(f"node {node.name}: single MIG strategy, but MIG-enabled GPUs {empty} have no instance")
     return v
 
 

@@ -30,7 +30,7 @@ class Demands:
         """(demand per model id, indices of eligible nodes)."""
         cpu_only = w.gpus is None and w.mig is None and w.gpu_fraction is None
         # GPU demand depends only on the GPU fields, so workloads of one shape share an entry.
-        key: object = w.name if cpu_only else (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib,
+        key: object = w.name if cpu_only else (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.mig_strategy,
                                                None if w.gpu_models is None else tuple(w.gpu_models))
         hit = self._cache.get(key)
         if hit is None:
@@ -47,6 +47,8 @@ class Demands:
             ok = np.array([d is not None for d in per], dtype=bool)[st.model_id]
             if w.gpus is not None:
                 ok &= st.gpu_count >= w.gpus
+            if w.mig is not None and (p.single_mig or w.mig_strategy != "mixed"):  # per-node MIG strategies
+                ok &= np.array([p.can_host(w, n) is not None for n in p.cluster.nodes], dtype=bool)
             hit = (per, np.flatnonzero(ok))
             self._cache[key] = hit
         return hit

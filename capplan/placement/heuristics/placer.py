@@ -101,7 +101,8 @@ class FleetPlacer:
             return []
         if bulk_ok(self.st):
             per, _ = self.dem.of(w)
-            return self.bulk.place(w, per, n, None if within is None else self.candidates(w, within))
+            per_node = w.mig is not None and (self.st.p.single_mig or w.mig_strategy != "mixed")  # per-node strategies
+            return self.bulk.place(w, per, n, None if within is None and not per_node else self.candidates(w, within))
         out: list[Choice] = []
         last: int | None = None
         for _ in range(n):

@@ -108,9 +108,10 @@ def test_sample_nodes(nodes_doc: dict[str, Any]) -> None:
 
 
 def test_reconfigure_drops_layouts(nodes_doc: dict[str, Any]) -> None:
-    """With keep_mig=False no GPU keeps a preset mode; today's layouts stay in `today`."""
+    """With keep_mig=False only single-strategy nodes keep preset modes; today's layouts stay in `today`."""
     res = import_nodes(nodes_doc, LEVELS, load_catalog(), keep_mig=False)
-    assert all(n.gpu_modes == () for n in res.cluster.nodes)
+    assert all(n.gpu_modes == () for n in res.cluster.nodes if n.mig_strategy != "single")
+    assert all(n.single_profile == "1g.5gb" for n in res.cluster.nodes if n.mig_strategy == "single")
     assert any(n.gpu_modes for n in res.today.nodes)
 
 
