@@ -60,6 +60,7 @@ class Job:
     guaranteed: bool
     domains: tuple[str, ...] = ()  # per candidate node: its domain of the required level ("" when none)
     group: int = -1  # jobs of one workload that must share a domain (-1: none)
+    models: tuple[str, ...] = ()  # per candidate node: its GPU model, when the job must stay on one model
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,7 @@ class TimeModel:
             self.c.append(cs)
             self.pres.append(ps)
         self._groups(jobs)
+        self._one_model(jobs)
         self._symmetry(jobs)
         self._resources(per_node, busy, nodes, budgets)
 
@@ -162,6 +164,17 @@ class TimeModel:
                 for n, d in zip(jobs[j].nodes, jobs[j].domains, strict=True):
                     if n in self.pres[j]:
                         self.m.add_implication(self.pres[j][n], y[d])
+
+    def _one_model(self, jobs: list[Job]) -> None:
+        """A gang that must not span GPU models picks one model for all its replicas."""
+        for j, jb in enumerate(jobs):
+            if len(set(jb.models)) < 2:
+                continue
+            y = {m: self.m.new_bool_var(f"model{j}_{m}") for m in sorted(set(jb.models))}
+            self.m.add_at_most_one(y.values())
+            for n, m in zip(jb.nodes, jb.models, strict=True):
+                if n in self.pres[j]:
+                    self.m.add_implication(self.pres[j][n], y[m])
 
     def _symmetry(self, jobs: list[Job]) -> None:
         prev: dict[int, int] = {}

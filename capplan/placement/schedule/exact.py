@@ -69,7 +69,8 @@ class Jobs:
                           nodes=tuple(nodes), gpus=w.gpus or 0, cpu=w.cpu_milli, mem=w.memory_mib, units=d.units,
                           release=w.release, priority=w.priority, guaranteed=w.sla == "guaranteed",
                           domains=tuple(cl.domain_of(cl.nodes[i], lvl) for i in nodes) if lvl else (),
-                          group=wi if lvl else -1)
+                          group=wi if lvl else -1,
+                          models=tuple(str(cl.nodes[i].gpu_model) for i in nodes) if w.one_model else ())
             groups = [todo] if w.is_gang else [[r] for r in todo]
             for g in groups:
                 self.jobs.append(Job(replicas=len(g), **common))  # type: ignore[arg-type]

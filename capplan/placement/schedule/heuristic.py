@@ -16,13 +16,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from capplan.model.plan import Assignment
 from capplan.model.problem import Problem, Workload
 from capplan.model.schedule import Schedule, Unscheduled
 from capplan.model.timing import ceil_to, describe_seconds
 from capplan.placement.core.reasons import explain
 from capplan.placement.core.state import Placement
 from capplan.placement.core.summary import describe_demand
-from capplan.placement.greedy import GreedyPlacer
+from capplan.placement.greedy import GreedyPlacer, place_workload
 from capplan.placement.schedule.result import lex_key, make_schedule
 from capplan.placement.schedule.timeline import Item, Timeline
 
@@ -66,25 +67,17 @@ class ListScheduler:
         for it in scheduled:
             self.tl.add(it)
 
-    def _domain_of(self, w: Workload, level: str) -> str | None:
-        cl = self.p.cluster
-        for it in self.tl.by_workload.get(w.name, ()):
-            return cl.domain_of(cl.nodes[it.pl.node], level)
-        return None
+    def placed_of(self, w: Workload) -> list[Assignment]:
+        """``w``'s replicas scheduled so far, as assignments (they fix its domain and GPU model)."""
+        nodes = self.p.cluster.nodes
+        return [Assignment(workload=w.name, replica=it.replica, node=nodes[it.pl.node].name)
+                for it in self.tl.by_workload.get(w.name, ())]
 
     def try_at(self, w: Workload, n: int, t: int, end: int) -> list[Placement]:
         """Placements for up to ``n`` replicas of ``w`` running ``[t, end)`` (all or none for gangs)."""
         st = self.tl.window(t, end)
         placer = GreedyPlacer(self.p, st)
-        lvl = w.topology.required
-        if lvl:
-            placed = placer.place_in_one_domain(w, n, lvl, self._domain_of(w, lvl), w.is_gang)
-        elif w.is_gang and w.topology.preferred:
-            placed = placer.place_in_one_domain(w, n, w.topology.preferred, None, True)
-            if not placed:
-                placed = placer.place_group(w, n, None, True)
-        else:
-            placed = placer.place_group(w, n, None, w.is_gang)
+        placed = place_workload(placer, w, n, self.placed_of(w))
         placer.undo(w, placed)
         return placed
 

@@ -19,13 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from capplan.model.plan import Assignment
 from capplan.model.problem import Problem, Workload
 from capplan.model.schedule import Schedule, Unscheduled
 from capplan.model.timing import ceil_to, describe_seconds
 from capplan.placement.core.reasons import explain
 from capplan.placement.core.state import ClusterState, Placement
 from capplan.placement.core.summary import describe_demand
-from capplan.placement.greedy import GreedyPlacer, shape_key
+from capplan.placement.greedy import GreedyPlacer, place_workload, shape_key
 from capplan.placement.schedule.heuristic import Outcome, schedule_order
 from capplan.placement.schedule.result import make_schedule
 from capplan.placement.schedule.timeline import Item
@@ -56,6 +57,7 @@ class _Sweep:
         self.done: dict[str, set[int]] = {}
         self.domain: dict[str, str] = {}
         self.epoch = 0  # counts the instants at which capacity was freed
+        self.by_workload: dict[str, list[Item]] = {}
         ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
         cl = p.cluster
         for a in p.running:
@@ -74,7 +76,14 @@ class _Sweep:
                 heapq.heappush(self.events, wt.earliest)
         self.ready: list[_Waiting] = []
 
+    def placed_of(self, w: Workload) -> list[Assignment]:
+        """``w``'s replicas started so far, as assignments (they fix its domain and GPU model)."""
+        nodes = self.p.cluster.nodes
+        return [Assignment(workload=w.name, replica=it.replica, node=nodes[it.pl.node].name)
+                for it in self.by_workload.get(w.name, ())]
+
     def _start(self, it: Item) -> None:
+        self.by_workload.setdefault(it.w.name, []).append(it)
         self.out.items.append(it)
         heapq.heappush(self.active, (it.end, len(self.out.items) - 1))
         heapq.heappush(self.events, ceil_to(it.end, self.step))
@@ -108,7 +117,7 @@ class _Sweep:
                 still.append(wt)
                 continue
             todo = [r for r in range(w.replicas) if r not in self.done.get(w.name, set())]
-            placed = _place(self.placer, w, len(todo), self.domain.get(w.name))
+            placed = _place(self.placer, w, len(todo), self.domain.get(w.name), self.placed_of(w))
             for r, pl in zip(todo, placed, strict=False):
                 self._start(Item(w=w, replica=r, d=self.st.demand_at(w, pl.node), pl=pl, start=t, end=end))
             if len(placed) < len(todo):
@@ -190,34 +199,29 @@ def _domains(st: ClusterState, w: Workload, n: int, fixed: str | None) -> list[s
                   key=lambda d: (room[d], d))
 
 
-def _place(placer: GreedyPlacer, w: Workload, n: int, fixed: str | None) -> list[Placement]:
+def _place(placer: GreedyPlacer, w: Workload, n: int, fixed: str | None, placed: list[Assignment]) -> list[Placement]:
     """Place up to ``n`` replicas of ``w`` now (all or none for a gang), as the greedy placer would.
 
-    With a required level, the domains that pass the necessary condition are tried tightest first
-    and the first that holds the replicas is kept.
+    With a required level (and no one-model rule to keep), the domains that pass the necessary
+    condition are tried tightest first and the first that holds the replicas is kept.
     """
     st = placer.st
     doms = _domains(st, w, n, fixed)
-    if doms is not None:
+    if doms is not None and not w.one_model:
         lvl = w.topology.required
         assert lvl is not None
         for dom in doms:
-            placed = placer.place_group(w, n, st.domain_nodes[(lvl, dom)], w.is_gang)
-            if placed:
-                return placed
+            got = placer.place_group(w, n, st.domain_nodes[(lvl, dom)], w.is_gang)
+            if got:
+                return got
+        return []
+    if doms is not None and not doms:
         return []
     if w.gpus is not None and not w.topology.required:
         idx, _ = st.eligible(w)
-        per = st.free_whole[idx] // w.gpus
-        if int(per.sum()) < (n if w.is_gang else 1):
+        if int((st.free_whole[idx] // w.gpus).sum()) < (n if w.is_gang else 1):
             return []
-    lvl = w.topology.required
-    if lvl:
-        return placer.place_in_one_domain(w, n, lvl, fixed, w.is_gang)
-    if w.is_gang and w.topology.preferred:
-        return placer.place_in_one_domain(w, n, w.topology.preferred, None, True) or placer.place_group(
-            w, n, None, True)
-    return placer.place_group(w, n, None, w.is_gang)
+    return place_workload(placer, w, n, placed)
 
 
 def schedule_sweep(p: Problem, horizon: int, step: int, seed: int = 0) -> Schedule:

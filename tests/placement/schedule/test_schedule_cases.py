@@ -211,3 +211,24 @@ def test_mig_and_whole_use_of_one_gpu_at_different_times() -> None:
     assert check_schedule(p, s) == []
     best = schedule(p, "heuristic")  # another order may do better; it must be valid and no worse
     assert (best.objective, -best.wait_gpu_h) >= (s.objective, -s.wait_gpu_h)
+
+
+@pytest.mark.parametrize("strategy", [*STRATEGIES, "sweep"])
+def test_gang_waits_rather_than_span_gpu_models(strategy: str) -> None:
+    """Nodes h1, h2 (H100) and a1 (A100); h2 busy until 2h. A 2 x 8-GPU gang may not span models:
+    h1 + a1 is free at 0 but mixes models, so the gang waits for h2 and runs 2h..3h on h1 and h2."""
+    from capplan.placement.schedule.sweep import schedule_sweep
+
+    nodes = [{"name": n, "gpu": m, "gpus": 8, "cpu": 64, "memory_gib": 512}
+             for n, m in (("h1", H100), ("h2", H100), ("a1", "A100-SXM4-80GB"))]
+    p = problem_from_data({"schedule": {"horizon": "8h", "step": "30m"},
+                           "cluster": {"levels": ["node"], "nodes": nodes},
+                           "workloads": [{"name": "old", "gpus": 8},
+                                         {"name": "gang", "kind": "training", "replicas": 2, "gpus": 8,
+                                          "duration": "1h"}],
+                           "running": [{"workload": "old", "replica": 0, "node": "h2", "gpus": list(range(8)),
+                                        "ends_in": "2h"}]})
+    s = schedule_sweep(p, 8 * 3600, 1800) if strategy == "sweep" else schedule(p, strategy, time_limit=10)
+    gang = [a for a in s.assignments if a.workload == "gang"]
+    assert {a.start_s for a in gang} == {7200} and {a.node for a in gang} == {"h1", "h2"}
+    assert check_schedule(p, s) == []
