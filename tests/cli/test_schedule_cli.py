@@ -98,3 +98,15 @@ def test_shipped_example_schedules_everything_in_time(tmp_path: Path) -> None:
     assert all(r["deadline_met"] for r in rows.values())
     pre = {a["node"][:2] for a in s["assignments"] if a["workload"] == "pretrain"}
     assert pre == {"r2"}
+
+
+def test_report_and_show_read_a_schedule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`capplan report` and `capplan show` take the schedule file `capplan schedule` writes."""
+    scenario = write(tmp_path, SCENARIO)
+    out = tmp_path / "s.json"
+    assert main(["schedule", str(scenario), "-o", str(out), "--strategy", "heuristic", "-q"]) == 0
+    html = tmp_path / "r.html"
+    assert main(["report", str(scenario), str(out), "-o", str(html)]) == 0
+    assert "job" in html.read_text()
+    assert main(["show", str(scenario), str(out)]) == 0
+    assert "schedule" in capsys.readouterr().out
