@@ -202,14 +202,16 @@ def _domains(st: ClusterState, w: Workload, n: int, fixed: str | None) -> list[s
 def _place(placer: GreedyPlacer, w: Workload, n: int, fixed: str | None, placed: list[Assignment]) -> list[Placement]:
     """Place up to ``n`` replicas of ``w`` now (all or none for a gang), as the greedy placer would.
 
-    With a required level (and no one-model rule to keep), the domains that pass the necessary
-    condition are tried tightest first and the first that holds the replicas is kept.
+    With a required level, the domains that pass the necessary condition are tried tightest first
+    and the first that holds the replicas is kept (for a gang that must stay on one GPU model, when
+    each of those domains has one model; otherwise the greedy placer's per-model search decides).
     """
     st = placer.st
     doms = _domains(st, w, n, fixed)
-    if doms is not None and not w.one_model:
-        lvl = w.topology.required
-        assert lvl is not None
+    lvl = w.topology.required
+    if doms is not None and lvl is not None and (not w.one_model or all(
+            len({st.model_of[i] for i in st.domain_nodes[(lvl, d)].tolist()}) == 1 for d in doms)):
+        # (a one-model gang inside a domain of one GPU model keeps the rule by itself)
         for dom in doms:
             got = placer.place_group(w, n, st.domain_nodes[(lvl, dom)], w.is_gang)
             if got:
