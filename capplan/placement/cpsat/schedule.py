@@ -249,8 +249,12 @@ class TimeModel:
             self.ceilings[f"priority {q}"] = most
             if terms:
                 out.append((f"priority {q}", *_reduced(terms, const), True))
+        replicas = [(jb.replicas, x[j]) for j, jb in enumerate(jobs)]
         if not self.with_wait:
             return out
+        # the last tie-break, as for a plan: more replicas run (CPU-only pods have no GPU demand)
+        tail = [("replicas", *_reduced(replicas), True)] if replicas else []
+        self.ceilings["replicas"] = sum(jb.replicas for jb in jobs)
         terms, const = [], 0
         for j, jb in enumerate(jobs):
             if jb.units:  # w * (step*k - release) when present, 0 when absent at its earliest start
@@ -259,7 +263,7 @@ class TimeModel:
                 const -= w * jb.earliest
         if terms:
             out.append(("wait", *_reduced(terms, const), False))
-        return out
+        return out + tail
 
     def hint(self, starts: list[int | None], counts: list[dict[int, int]]) -> None:
         """Hint a full solution (e.g. list scheduling's)."""

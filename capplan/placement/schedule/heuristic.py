@@ -105,7 +105,9 @@ class ListScheduler:
             return []
         earliest = ceil_to(w.release, self.step)
         limit = min(w.deadline if w.deadline is not None else self.horizon, self.horizon)
-        for t in self._candidates(w, earliest):
+        times = self._candidates(w, earliest)
+        while times:
+            t = times.pop(0)
             end = self._end(w, t)
             if end > limit:
                 break
@@ -117,6 +119,7 @@ class ListScheduler:
             todo = todo[len(placed):]
             if not todo:
                 break
+            times = [x for x in self._candidates(w, earliest) if x > t]  # its own replicas' ends count too
         return todo
 
     def late_reason(self, w: Workload, t: int) -> str:
@@ -146,8 +149,11 @@ class ListScheduler:
         if w.deadline is not None and end > w.deadline:
             return (f"needs {what}; the earliest room frees at {describe_seconds(t)}, so it would end at "
                     f"{describe_seconds(end)}, after its deadline {describe_seconds(w.deadline)}")
-        return (f"needs {what}; the earliest room frees at {describe_seconds(t)}, so it would end at "
-                f"{describe_seconds(end)}, after the horizon {describe_seconds(self.horizon)}")
+        if end > self.horizon:
+            return (f"needs {what}; the earliest room frees at {describe_seconds(t)}, so it would end at "
+                    f"{describe_seconds(end)}, after the horizon {describe_seconds(self.horizon)}")
+        return (f"needs {what}; room for some frees at {describe_seconds(t)} (to end at {describe_seconds(end)}), "
+                f"which this schedule leaves to other work; try --strategy cpsat or a longer horizon")
 
     def run(self, order: list[Workload] | None = None) -> list[Item]:
         """Schedule every workload in ``order`` (default :func:`schedule_order`); return all replicas."""

@@ -120,11 +120,12 @@ def energy_bound(p: Problem, horizon: int, step: int, caps: Mapping[int, int] | 
 
 
 def lex_key(p: Problem, items: list[Item], step: int) -> tuple[int, ...]:
-    """The objective as a tuple to maximise: guaranteed replicas on time, work per priority, minus the wait."""
+    """The objective as a tuple to maximise: guaranteed replicas on time, work per priority, minus the wait,
+    then (a tie-break, as for a plan) the replicas that run."""
     on_time = sum(1 for it in items if not it.running and it.w.sla == "guaranteed"
                   and it.start == ceil_to(it.w.release, step))
     work = work_units(items)
-    return (on_time, *(work[q] for q in p.priorities), -wait_units(items))
+    return (on_time, *(work[q] for q in p.priorities), -wait_units(items), len(items))
 
 
 def lex_gap(obj: list[int], bound: list[int]) -> float:

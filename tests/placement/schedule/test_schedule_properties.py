@@ -48,13 +48,20 @@ def _with_running(data: dict[str, Any], pick: list[bool], ends: list[int]) -> di
         return None
     plan = plan_greedy(p, PlanOptions(time_limit=5))
     running = []
+    gangs = {w.name for w in p.workloads if w.is_gang}
+    chosen: dict[str, bool] = {}  # a gang runs whole or not at all (its first replica's draw decides)
     for a, keep, end in zip(plan.assignments, pick, ends, strict=False):
+        if a.workload in gangs:
+            keep = chosen.setdefault(a.workload, keep)
+            end = 0  # and runs to the horizon: its replicas end together
         if keep:
             e = a.model_dump(mode="json", exclude_none=True)
             if end:
                 e["ends_in"] = end
             running.append(e)
-    return dict(data, running=running)
+    whole = [e for e in running if e["workload"] not in gangs or sum(
+        1 for x in running if x["workload"] == e["workload"]) == p.workload(e["workload"]).replicas]
+    return dict(data, running=whole)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
