@@ -232,3 +232,18 @@ def test_gang_waits_rather_than_span_gpu_models(strategy: str) -> None:
     gang = [a for a in s.assignments if a.workload == "gang"]
     assert {a.start_s for a in gang} == {7200} and {a.node for a in gang} == {"h1", "h2"}
     assert check_schedule(p, s) == []
+
+
+@pytest.mark.parametrize("strategy", [*STRATEGIES, "sweep"])
+def test_replicas_that_must_run_one_after_another(strategy: str) -> None:
+    """One 8-core node, horizon 2h: three 1h replicas of 8 cores. Two run (0..1h, 1h..2h); the third
+    does not fit before the horizon."""
+    from capplan.placement.schedule.sweep import schedule_sweep
+
+    p = problem_from_data({"schedule": {"horizon": "2h", "step": "10m"},
+                           "cluster": {"levels": ["node"], "nodes": [{"name": "n1", "cpu": 8, "memory_gib": 32}]},
+                           "workloads": [{"name": "etl", "cpu": 8, "duration": "1h", "replicas": 3}]})
+    s = schedule_sweep(p, 7200, 600) if strategy == "sweep" else schedule(p, strategy, time_limit=10)
+    assert starts(s, "etl") == {0, 3600}
+    assert [len(u.replicas) for u in s.unscheduled] == [1]
+    assert check_schedule(p, s) == []
