@@ -14,10 +14,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from capplan.model.errors import InputError, suggest
+from capplan.model.decode import decode, read_text
+from capplan.model.errors import InputError, describe, suggest
 from capplan.model.units import UNITS_PER_GPU, Frozen
 
 
@@ -151,8 +151,14 @@ class Catalog(Frozen):
         try:
             return self.index[name]
         except KeyError:
-            raise InputError(path, f"unknown GPU model {name!r}{suggest(name, self.index)}; "
+            raise InputError(path, f"unknown GPU model {name!r}{self.suggest(name)}; "
                                    "see `capplan catalog` or add it with --catalog FILE") from None
+
+    def suggest(self, name: str) -> str:
+        """A ``did you mean`` hint for an unknown model: its family first (``H101`` -> ``H100-...``)."""
+        if not isinstance(name, str):
+            return ""
+        return suggest(name, [*self.names(), *self.index], family=self.names())
 
     def merged(self, other: Catalog) -> Catalog:
         """Return a catalog with ``other``'s models added, replacing models of the same name."""
@@ -161,14 +167,16 @@ class Catalog(Frozen):
 
 
 def _parse(data: Any, origin: str) -> Catalog:
+    from capplan.model.plan import input_error_from
+
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
-        raise InputError("models", f"{origin}: a catalog file needs a top-level `models:` list")
+        got = "" if isinstance(data, dict) else describe(data)
+        raise InputError("models", f"{origin}: a catalog file needs a top-level `models:` list"
+                                   + (f", got {got}" if got else ""))
     try:
         return Catalog.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) if isinstance(x, str) else f"[{x}]" for x in err["loc"]).replace(".[", "[")
-        raise InputError(loc, f"{origin}: {err['msg']}") from None
+        raise input_error_from(exc, "", Catalog, origin=origin) from None
 
 
 @lru_cache(maxsize=1)
@@ -179,7 +187,7 @@ def builtin_catalog() -> Catalog:
     first = {"nvidia.yaml": 0, "amd.yaml": 1}
     for entry in sorted(root.iterdir(), key=lambda e: (first.get(e.name, 2), e.name)):
         if entry.name.endswith(".yaml"):
-            models.extend(yaml.safe_load(entry.read_text(encoding="utf-8"))["models"])
+            models.extend(decode(entry.read_text(encoding="utf-8"), entry.name)["models"])
     return _parse({"models": models}, "built-in catalog")
 
 
@@ -187,12 +195,7 @@ def load_catalog(paths: Sequence[str | Path] | Iterable[str | Path] = ()) -> Cat
     """Load the built-in catalog, then each user catalog file in order (later files override)."""
     cat = builtin_catalog()
     for p in paths:
-        path = Path(p)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise InputError("", f"cannot read catalog file {path}: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            raise InputError("", f"catalog file {path} is not valid YAML: {exc}") from None
-        cat = cat.merged(_parse(data, str(path)))
+        path = str(p)
+        data = decode(read_text(path, "catalog file"), f"catalog file {path}", as_json=path.endswith(".json"))
+        cat = cat.merged(_parse(data, path))
     return cat

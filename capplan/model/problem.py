@@ -15,9 +15,10 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from capplan.model.catalog import Catalog, GpuModel, MigProfile
+from capplan.model.decode import LIMITS
 from capplan.model.errors import InputError, suggest
 from capplan.model.plan import Assignment, MigSlot
-from capplan.model.units import MILLI, UNITS_PER_GPU, Frozen, cores_to_milli, gib_to_mib
+from capplan.model.units import MILLI, UNITS_PER_GPU, Bool, Float, Frozen, Int, Name, Str, cores_to_milli, gib_to_mib
 
 Kind = Literal["training", "inference", "shared"]
 Isolation = Literal["none", "tenant", "node"]
@@ -27,10 +28,10 @@ Sla = Literal["guaranteed", "best-effort"]
 class Domain(Frozen):
     """A topology domain above the node level (a block, a rack, ...)."""
 
-    level: str
-    name: str
-    parent: str | None = None
-    power_w: int | None = Field(default=None, ge=0)
+    level: Name
+    name: Name
+    parent: Str | None = None
+    power_w: Int | None = Field(default=None, ge=0, le=LIMITS.power_kw * 1000)
 
 
 class GpuMode(Frozen):
@@ -40,7 +41,7 @@ class GpuMode(Frozen):
     one, any valid MIG instance may be created.
     """
 
-    gpu: int = Field(ge=0)
+    gpu: Int = Field(ge=0, lt=LIMITS.gpus_per_node)
     mode: Literal["whole", "mig", "shared"]
     layout: tuple[MigSlot, ...] | None = None
 
@@ -48,12 +49,12 @@ class GpuMode(Frozen):
 class Node(Frozen):
     """A machine: its GPUs, CPU and host memory, and the domains that contain it."""
 
-    name: str
-    path: tuple[str, ...] = ()
-    gpu_model: str | None = None
-    gpus: int = Field(default=0, ge=0)
-    cpu_milli: int = Field(ge=0)
-    memory_mib: int = Field(ge=0)
+    name: Name
+    path: tuple[Str, ...] = ()
+    gpu_model: Str | None = None
+    gpus: Int = Field(default=0, ge=0, le=LIMITS.gpus_per_node)
+    cpu_milli: Int = Field(ge=0, le=LIMITS.cpu_cores * MILLI)
+    memory_mib: Int = Field(ge=0, le=LIMITS.memory_gib * 1024)
     gpu_modes: tuple[GpuMode, ...] = ()
 
     def mode_of(self, gpu: int) -> GpuMode | None:
@@ -67,8 +68,8 @@ class Node(Frozen):
 class Cluster(Frozen):
     """Topology levels (outermost first, ending with ``node``), domains and nodes."""
 
-    name: str = "cluster"
-    levels: tuple[str, ...] = ("node",)
+    name: Str = "cluster"
+    levels: tuple[Name, ...] = ("node",)
     domains: tuple[Domain, ...] = ()
     nodes: tuple[Node, ...] = ()
 
@@ -92,8 +93,8 @@ class Cluster(Frozen):
 class Topology(Frozen):
     """Topology wishes: ``required`` level (all replicas in one domain), ``preferred`` (pack tightly)."""
 
-    required: str | None = None
-    preferred: str | None = None
+    required: Str | None = None
+    preferred: Str | None = None
 
 
 class Workload(Frozen):
@@ -104,24 +105,24 @@ class Workload(Frozen):
     time-sliced share of one GPU). A replica without GPU demand is a CPU-only pod.
     """
 
-    name: str = Field(min_length=1)
+    name: Name
     kind: Kind = "inference"
-    replicas: int = Field(default=1, gt=0)
-    gpus: int | None = Field(default=None, gt=0)
-    mig: str | None = None
-    gpu_fraction: float | None = Field(default=None, gt=0, lt=1)
-    gpu_memory_gib: float | None = Field(default=None, ge=0)
-    cpu: float = Field(default=0, ge=0)
-    memory_gib: float = Field(default=0, ge=0)
-    gpu_models: tuple[str, ...] | None = None
+    replicas: Int = Field(default=1, gt=0, le=LIMITS.replicas)
+    gpus: Int | None = Field(default=None, gt=0, le=LIMITS.gpus_per_node)
+    mig: Name | None = None
+    gpu_fraction: Float | None = Field(default=None, gt=0, lt=1)
+    gpu_memory_gib: Float | None = Field(default=None, ge=0, le=LIMITS.memory_gib)
+    cpu: Float = Field(default=0, ge=0, le=LIMITS.cpu_cores)
+    memory_gib: Float = Field(default=0, ge=0, le=LIMITS.memory_gib)
+    gpu_models: tuple[Name, ...] | None = None
     topology: Topology = Topology()
-    tenant: str = "default"
+    tenant: Name = "default"
     isolation: Isolation = "none"
-    priority: int = 0
+    priority: Int = Field(default=0, ge=-LIMITS.weight, le=LIMITS.weight)
     sla: Sla = "best-effort"
-    preemptible: bool = False
-    migratable: bool = False
-    migration_cost: int = Field(default=1, ge=0)
+    preemptible: Bool = False
+    migratable: Bool = False
+    migration_cost: Int = Field(default=1, ge=0, le=LIMITS.weight)
 
     @model_validator(mode="after")
     def _one_demand(self) -> Workload:

@@ -110,7 +110,7 @@ def test_yaml_loaded_safely(tmp_path: Path) -> None:
     """A YAML file with a Python object tag is rejected, not executed."""
     f = tmp_path / "evil.yaml"
     f.write_text("cluster: !!python/object/apply:os.system ['echo hacked']\n")
-    with pytest.raises(InputError, match="not valid YAML"):
+    with pytest.raises(InputError, match="unsupported YAML tag"):
         load_scenario(f)
 
 
