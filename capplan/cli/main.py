@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
+from types import FrameType
 
 from capplan import __version__
 from capplan.cli import alibaba, bench, common, explain, k8s, reserve, sweep
@@ -24,6 +27,7 @@ from capplan.cli.common import (
     EXIT_OK,
     add_catalog_option,
 )
+from capplan.io.files import check_output
 from capplan.model.errors import InputError, PlanValidationError
 
 log = logging.getLogger("capplan")
@@ -162,17 +166,42 @@ COMMANDS = (explain, reserve, bench, k8s, sweep)
 IMPORT_SOURCES = (alibaba, k8s)
 
 
+class _Interrupt:
+    """SIGINT handler: remembers the interrupt, so that an error it causes (a KeyboardInterrupt
+    inside an extension module's import becomes an ImportError) still ends as "interrupted"."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse an output path that cannot be written before any work starts."""
+    out = getattr(args, "output", None)
+    if out and out != "-":
+        check_output(out, "output", directory=getattr(args, "output_dir", False))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``capplan`` command; return the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="capplan: %(message)s",
-                        stream=sys.stderr)
+    interrupt = _Interrupt()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, interrupt)
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                            format="capplan: %(message)s", stream=sys.stderr)
+        _check_outputs(args)
         code: int = args.func(args)
         return code
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        for line in exc.lines():
+            print(f"error: {line}", file=sys.stderr)
         return EXIT_INPUT
     except PlanValidationError as exc:
         print(f"internal error: a planner produced an invalid plan (not written): {exc}", file=sys.stderr)
@@ -181,9 +210,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERNAL
     except Exception:
+        if interrupt.seen:
+            print("interrupted", file=sys.stderr)
+            return EXIT_INTERNAL
         traceback.print_exc()
         print("internal error: please report this with the input that caused it", file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":

@@ -58,8 +58,12 @@ def check_output(path: str | Path, what: str = "output", directory: bool = False
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
         raise InputError("", f"{what} {target}: {probe} is a file, not a folder")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise InputError("", f"{what} {target}: cannot write in {probe} (permission denied)")
+    try:  # a real probe: os.access says yes to root even where nothing can be created (/proc)
+        fd, tmp = tempfile.mkstemp(prefix=".capplan-probe.", dir=probe)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise InputError("", f"{what} {target}: cannot write in {probe} ({exc.strerror})") from None
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -93,8 +97,11 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
         mode = stat.S_IMODE(target.stat().st_mode)
     except OSError:
         mode = 0o666 & ~_current_umask()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise InputError("", f"cannot write {target}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             os.fchmod(fh.fileno(), mode)
@@ -102,6 +109,9 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError("", f"cannot write {target}: {exc.strerror}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
