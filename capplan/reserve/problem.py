@@ -283,9 +283,7 @@ def _scenarios(
         for i, sc in enumerate(pf.scenarios):
             for cname in sc.demand:
                 if cname not in class_names:
-                    raise InputError(
-                        f"scenarios[{i}].demand.{cname}", f"unknown class{suggest(cname, class_names)}"
-                    )
+                    raise InputError(f"scenarios[{i}].demand.{cname}", _unknown_class(cname, class_names))
             names.append(sc.name)
             probs.append(sc.probability)
             demand.append(
@@ -300,7 +298,7 @@ def _scenarios(
     for cname, qs in pf.demand_quantiles.items():
         path = f"demand_quantiles.{cname}"
         if cname not in class_names:
-            raise InputError(path, f"unknown class{suggest(cname, class_names)}")
+            raise InputError(path, _unknown_class(cname, class_names))
         for k in qs:
             if not _QUANTILE_KEY.match(k) or not 0 < float(k[1:]) < 100:
                 raise InputError(f"{path}.{k}", "quantile keys are p<percent>, e.g. p10, p50, p90")
@@ -587,3 +585,9 @@ def build_problem(pf: PlanningFile, catalog: Catalog | None = None) -> Problem:
         tuple(probs),
         np.array(dem, dtype=np.float64),
     )
+
+
+def _unknown_class(name: str, class_names: list[str]) -> str:
+    """``unknown class 'x' (did you mean ...?)``, or the list of classes when nothing is close."""
+    hint = suggest(name, class_names)
+    return f"unknown class {name!r}{hint}" + ("" if hint else f"; the classes are {', '.join(class_names)}")

@@ -25,7 +25,7 @@ from capplan.io.k8s.mig import (
     profile_from_resource,
     standard_config,
 )
-from capplan.io.k8s.quantity import count, cpu_milli, memory_mib
+from capplan.io.k8s.quantity import MAX_DEVICES, count, cpu_milli, memory_mib
 from capplan.model.catalog import Catalog, GpuModel
 from capplan.model.errors import InputError
 from capplan.model.plan import MigSlot
@@ -101,7 +101,7 @@ class _NodeReader:
                 model = self.catalog.get(L.AMD_DEVICE_IDS[str(dev).lower()])
             facts.product, facts.vendor = amd or model.name, "amd"
             return self._amd(name, model, labels, alloc, path, facts)
-        if count(alloc.get(L.NVIDIA_GPU, 0), f'{path}.status.allocatable["{L.NVIDIA_GPU}"]'):
+        if count(alloc.get(L.NVIDIA_GPU, 0), f'{path}.status.allocatable["{L.NVIDIA_GPU}"]', MAX_DEVICES):
             raise InputError(
                 L.label_path(lp, L.GPU_PRODUCT),
                 "the node offers nvidia.com/gpu but has no GPU "
@@ -123,6 +123,7 @@ class _NodeReader:
             L.label_path(lp, L.GPU_COUNT)
             if L.GPU_COUNT in labels
             else f'{path}.status.allocatable["{L.NVIDIA_GPU}"]',
+            MAX_DEVICES,
         )
         if single == "INVALID":
             self.warn(f"node {name}: MIG configuration is INVALID (single strategy); its GPUs are left out")
@@ -159,7 +160,7 @@ class _NodeReader:
             prof = profile_from_resource(m.group(1)) if m else None
             if m and prof is not None:
                 model.profile(prof, L.label_path(lp, key))
-                c = count(val, L.label_path(lp, key))
+                c = count(val, L.label_path(lp, key), MAX_DEVICES)
                 if c:
                     counts[prof] = counts.get(prof, 0) + c
         cfg_name = labels.get(L.MIG_CONFIG)
@@ -184,7 +185,7 @@ class _NodeReader:
             return ()  # no MIG on this node: the planner may choose
         if per_gpu is None:
             whole_key = f'{path}.status.allocatable["{L.NVIDIA_GPU}"]'
-            whole = count(alloc.get(L.NVIDIA_GPU, 0), whole_key)
+            whole = count(alloc.get(L.NVIDIA_GPU, 0), whole_key, MAX_DEVICES)
             packed = pack_node(model, counts, n - whole)
             if packed is None:
                 raise InputError(
@@ -217,13 +218,13 @@ class _NodeReader:
     ) -> tuple[GpuModel | None, int, tuple[GpuMode, ...], NodeFacts]:
         ap = f"{path}.status.allocatable"
         mixed = {
-            m.group(1).upper(): count(v, f'{ap}["{k}"]')
+            m.group(1).upper(): count(v, f'{ap}["{k}"]', MAX_DEVICES)
             for k, v in alloc.items()
             if (m := _AMD_MIXED.match(k))
         }
         if not mixed:
             mode = labels.get(L.AMD_PARTITION, "spx_nps1").split("_")[0].upper()
-            mixed = {mode: count(alloc.get(L.AMD_GPU, 0), f'{ap}["{L.AMD_GPU}"]')}
+            mixed = {mode: count(alloc.get(L.AMD_GPU, 0), f'{ap}["{L.AMD_GPU}"]', MAX_DEVICES)}
             if mode != "SPX":
                 facts.single_profile = mode
         layouts: list[tuple[MigSlot, ...] | None] = []
