@@ -224,9 +224,9 @@ def _workloads(raw: list[Any], errors: ErrorList) -> list[Workload]:
             if not isinstance(item, dict):
                 raise InputError(f"workloads[{i}]", f"expected a mapping (name, replicas, ...), got {describe(item)}")
             replicas = item.get("replicas", 1)
-            if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas > 0:
+            if isinstance(replicas, int) and not isinstance(replicas, bool) and 0 < replicas <= LIMITS.replicas:
                 total += replicas
-                if total > LIMITS.total_replicas:
+                if total - replicas <= LIMITS.total_replicas < total:  # said once, where the total goes over
                     raise InputError(f"workloads[{i}].replicas", f"brings the total to {total} replicas, over the "
                                      f"limit of {LIMITS.total_replicas} (see docs/formats.md, Limits)")
             try:
