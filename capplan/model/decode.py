@@ -71,7 +71,9 @@ LIMITS = Limits()
 _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
 _PLAIN_TAGS = {None, "!", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
-_CONSTRUCTORS = SafeConstructor.yaml_constructors
+_SCALARS = ("null", "bool", "int", "float", "timestamp")
+_CONSTRUCTORS = {f"tag:yaml.org,2002:{t}": SafeConstructor.yaml_constructors[f"tag:yaml.org,2002:{t}"]
+                 for t in _SCALARS}
 
 
 def read_text(path: str | Path, what: str = "file", limits: Limits = LIMITS) -> str:
