@@ -268,6 +268,9 @@ def problem_from_data(data: Any, catalog: Catalog | None = None) -> Problem:
         if d.get(key) is not None and not isinstance(d[key], list):
             errors.add(InputError(key, f"expected a list, got {describe(d[key])}"))
         lists[key] = d.get(key) or [] if isinstance(d.get(key), list | None) else []
+        if len(lists[key]) > LIMITS.total_replicas:  # each entry is at least one replica
+            raise InputError(key, f"{len(lists[key])} entries, over the limit of {LIMITS.total_replicas} replicas "
+                                  "(see docs/formats.md, Limits)")
     workloads = _workloads(lists["workloads"], errors)
     errors.raise_any()
     try:

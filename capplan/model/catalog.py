@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from capplan.model.decode import decode, read_text
 from capplan.model.errors import InputError, describe, suggest
-from capplan.model.units import UNITS_PER_GPU, Frozen
+from capplan.model.units import UNITS_PER_GPU, Bool, Float, Frozen, Int, Name, Str
 
 
 class MigProfile(Frozen):
@@ -38,12 +38,12 @@ class MigProfile(Frozen):
         Allowed start indices on the memory-slice axis.
     """
 
-    name: str
-    compute_slices: int = Field(gt=0)
-    memory_slices: int = Field(gt=0)
-    memory_gib: float = Field(gt=0)
-    max_count: int = Field(gt=0)
-    starts: tuple[int, ...]
+    name: Name
+    compute_slices: Int = Field(gt=0, le=64)
+    memory_slices: Int = Field(gt=0, le=64)
+    memory_gib: Float = Field(gt=0)
+    max_count: Int = Field(gt=0, le=64)
+    starts: tuple[Int, ...]
 
 
 class GpuModel(Frozen):
@@ -54,17 +54,17 @@ class GpuModel(Frozen):
     every instance on one GPU uses the same profile).
     """
 
-    name: str
-    vendor: str = "unknown"
-    memory_gib: float | None = Field(default=None, gt=0)
-    tdp_w: int | None = Field(default=None, ge=0)
-    aliases: tuple[str, ...] = ()
+    name: Name
+    vendor: Str = "unknown"
+    memory_gib: Float | None = Field(default=None, gt=0)
+    tdp_w: Int | None = Field(default=None, ge=0, le=100_000)
+    aliases: tuple[Name, ...] = ()
     partitioning: Literal["none", "mig", "partition"] = "none"
-    compute_slices: int = Field(default=0, ge=0)
-    memory_slices: int = Field(default=0, ge=0)
-    homogeneous: bool = False
+    compute_slices: Int = Field(default=0, ge=0, le=64)
+    memory_slices: Int = Field(default=0, ge=0, le=64)
+    homogeneous: Bool = False
     profiles: tuple[MigProfile, ...] = ()
-    source: str = ""
+    source: Str = ""
 
     @model_validator(mode="after")
     def _check_geometry(self) -> GpuModel:

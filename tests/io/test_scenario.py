@@ -171,3 +171,15 @@ def test_not_a_mapping_said_plainly(data: Any, needle: str) -> None:
     """An empty or non-mapping scenario is described in words, not as a Python type name."""
     with pytest.raises(InputError, match=needle):
         problem_from_data(data)
+
+
+def test_cross_reference_errors_at_once() -> None:
+    """Duplicate names, unknown models and profiles are all reported together, each with its path."""
+    nodes = [{"name": "n1", "gpu": "H100-SXM5-80GB", "gpus": 8, "cpu": 1, "memory_gib": 1},
+             {"name": "n1", "cpu": 1, "memory_gib": 1}]
+    works = [{"name": "a", "gpus": 1, "gpu_models": ["H101"]}, {"name": "b", "mig": "3g.41gb"},
+             {"name": "a", "gpus": 1}]
+    with pytest.raises(InputError) as ei:
+        problem_from_data({"cluster": {"nodes": nodes}, "workloads": works})
+    assert [p for p, _ in ei.value.problems] == ["cluster node 'n1'", "workloads[0].gpu_models[0]",
+                                                 "workloads[1].mig", "workloads[2].name"]
