@@ -178,6 +178,23 @@ class _Interrupt:
         raise KeyboardInterrupt
 
 
+def _interrupted() -> int:
+    """Report the interrupt; return the exit code of the documented "interrupted" path.
+
+    When the KeyboardInterrupt was raised inside Python code that an extension module ran (OR-Tools
+    runs some through the C API), CPython marks it "unhandled" although capplan handled it, and at
+    exit kills itself with SIGINT instead of returning the exit code; the mark is cleared here.
+    """
+    print("interrupted", file=sys.stderr)
+    try:
+        import ctypes
+
+        ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 0
+    except (ImportError, ValueError, AttributeError):  # another interpreter or version: nothing to clear
+        pass
+    return EXIT_INTERNAL
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse an output path that cannot be written before any work starts."""
     out = getattr(args, "output", None)
@@ -198,6 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             format="capplan: %(message)s", stream=sys.stderr)
         _check_outputs(args)
         code: int = args.func(args)
+        if interrupt.seen:  # the KeyboardInterrupt was swallowed (raised inside a weakref callback, say)
+            return _interrupted()
         return code
     except InputError as exc:
         for line in exc.lines():
@@ -207,12 +226,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"internal error: a planner produced an invalid plan (not written): {exc}", file=sys.stderr)
         return EXIT_INTERNAL
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERNAL
+        return _interrupted()
     except Exception:
         if interrupt.seen:
-            print("interrupted", file=sys.stderr)
-            return EXIT_INTERNAL
+            return _interrupted()
         traceback.print_exc()
         print("internal error: please report this with the input that caused it", file=sys.stderr)
         return EXIT_INTERNAL
