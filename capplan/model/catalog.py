@@ -51,7 +51,8 @@ class GpuModel(Frozen):
 
     ``partitioning`` is ``none`` (whole or time-sliced use only), ``mig`` (NVIDIA MIG, profiles
     may be mixed on one GPU) or ``partition`` (AMD compute partitions; with ``homogeneous`` set
-    every instance on one GPU uses the same profile).
+    every instance on one GPU uses the same profile). ``price_per_gpu_hour`` is an editable default
+    for cost reports (on-demand list prices, see docs/catalog.md); None when unknown.
     """
 
     name: Name
@@ -64,6 +65,7 @@ class GpuModel(Frozen):
     memory_slices: Int = Field(default=0, ge=0, le=64)
     homogeneous: Bool = False
     profiles: tuple[MigProfile, ...] = ()
+    price_per_gpu_hour: Float | None = Field(default=None, ge=0)
     source: Str = ""
 
     @model_validator(mode="after")

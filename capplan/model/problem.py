@@ -123,6 +123,7 @@ class Workload(Frozen):
     preemptible: Bool = False
     migratable: Bool = False
     migration_cost: Int = Field(default=1, ge=0, le=LIMITS.weight)
+    mixed_models: Bool = False
 
     @model_validator(mode="after")
     def _one_demand(self) -> Workload:
@@ -135,12 +136,24 @@ class Workload(Frozen):
             raise ValueError("mig: auto needs gpu_memory_gib to pick the smallest fitting profile")
         if self.gpu_fraction is not None and round(self.gpu_fraction * MILLI) == 0:
             raise ValueError("gpu_fraction must be at least 0.001")
+        if self.mixed_models and self.kind != "training":
+            raise ValueError("mixed_models applies to training gangs only; remove it or set kind: training")
         return self
 
     @property
     def is_gang(self) -> bool:
         """Training workloads are gangs: all replicas are placed or none."""
         return self.kind == "training"
+
+    @property
+    def one_model(self) -> bool:
+        """A gang whose replicas must all sit on one GPU model (unless ``mixed_models: true``)."""
+        return self.kind == "training" and not self.mixed_models and self.has_gpu_demand
+
+    @property
+    def has_gpu_demand(self) -> bool:
+        """Whether a replica asks for GPUs (whole, MIG or a share); False for CPU-only pods."""
+        return self.gpus is not None or self.mig is not None or self.gpu_fraction is not None
 
     @cached_property
     def cpu_milli(self) -> int:
@@ -245,14 +258,33 @@ class Problem(Frozen):
         cache[key] = d
         return d
 
+    @cached_property
+    def value_cache(self) -> dict[str, int]:
+        """Memo of :meth:`replica_value` by workload name."""
+        return {}
+
+    def replica_value(self, w: Workload) -> int:
+        """The value of one placed replica of ``w`` in demand units: fixed by the workload alone.
+
+        This is the one definition every planner, bound and report uses (the contract of
+        ``docs/concepts.md``), and it never depends on where the replica lands:
+
+        * whole GPUs: ``gpus`` GPUs;
+        * ``gpu_fraction``: the fraction;
+        * a named MIG profile: its compute fraction of the GPU (compute slices / the model's
+          compute slices), the smallest among the allowed models that offer the profile;
+        * ``mig: auto``: the smallest compute fraction among the profiles with at least
+          ``gpu_memory_gib`` on the allowed models;
+        * CPU-only pods (and MIG demands no allowed model can serve): 0.
+        """
+        v = self.value_cache.get(w.name)
+        if v is None:
+            v = self.value_cache[w.name] = _value(self, w)
+        return v
+
     def demand_units(self, w: Workload) -> int:
-        """Nominal demand units of one replica (on the first allowed model that can host it; for ordering)."""
-        for name in self.allowed_models(w):
-            d = self.demand(w, self.catalog.get(name))
-            if d is not None:
-                return d.units
-        d = self.demand(w, None)
-        return d.units if d else 0
+        """Value of one replica in demand units (see :meth:`replica_value`); for ordering."""
+        return self.replica_value(w)
 
     def allowed_models(self, w: Workload) -> list[str]:
         """Canonical GPU model names ``w`` may use (all catalog models when unrestricted)."""
@@ -297,6 +329,27 @@ def _resolve(w: Workload, model: GpuModel | None) -> Demand | None:
             return None
         prof = found[0]
     return Demand(kind="mig", gpus=1, profile=prof, memory_mib=mem, units=model.profile_units(prof))
+
+
+def _value(p: Problem, w: Workload) -> int:
+    if w.gpus is not None:
+        return w.gpus * UNITS_PER_GPU
+    if w.gpu_fraction is not None:
+        return round(w.gpu_fraction * MILLI) * (UNITS_PER_GPU // MILLI)
+    if w.mig is None:
+        return 0
+    mem = gib_to_mib(w.gpu_memory_gib) if w.gpu_memory_gib else 0
+    fractions = []
+    for name in p.allowed_models(w):
+        model = p.catalog.get(name)
+        if not model.supports_mig:
+            continue
+        for prof in model.profiles:
+            if gib_to_mib(prof.memory_gib) < mem:
+                continue
+            if (w.mig == "auto" and "+" not in prof.name) or prof.name == w.mig:
+                fractions.append(model.profile_units(prof))
+    return min(fractions, default=0)
 
 
 def unknown_profile_error(path: str, name: str, catalog: Catalog) -> InputError:

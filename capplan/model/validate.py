@@ -26,6 +26,34 @@ def _smallest_fitting(model: GpuModel, mem_mib: int) -> MigProfile | None:
     return min(fitting, key=lambda p: (p.memory_gib, p.compute_slices, p.memory_slices), default=None)
 
 
+def replica_value(p: Problem, w: Workload) -> int:
+    """A placed replica's value in demand units, from the workload and the catalog alone.
+
+    Recomputed here, apart from the planners: whole GPUs count ``gpus``, a share its fraction, a
+    named profile the smallest compute fraction it has on an allowed model, ``mig: auto`` the
+    smallest compute fraction of any profile (``+me`` variants aside) with enough memory on an
+    allowed model.
+    """
+    if w.gpus is not None:
+        return w.gpus * UNITS_PER_GPU
+    if w.gpu_fraction is not None:
+        return round(w.gpu_fraction * MILLI) * (UNITS_PER_GPU // MILLI)
+    if w.mig is None:
+        return 0
+    allowed = {p.catalog.get(m).name for m in w.gpu_models} if w.gpu_models is not None else None
+    need = gib_to_mib(w.gpu_memory_gib) if w.gpu_memory_gib else 0
+    best: int | None = None
+    for model in p.catalog.models:
+        if (allowed is not None and model.name not in allowed) or not model.compute_slices:
+            continue
+        for prof in model.profiles:
+            ok = (prof.name == w.mig) if w.mig != "auto" else "+" not in prof.name
+            if ok and gib_to_mib(prof.memory_gib) >= need:
+                units = prof.compute_slices * UNITS_PER_GPU // model.compute_slices
+                best = units if best is None else min(best, units)
+    return best or 0
+
+
 def _shape(p: Problem, w: Workload, a: Assignment, node: Node) -> tuple[list[str], int, int]:
     """Check one assignment's shape; return (violations, demand units, GPU memory MiB)."""
     v: list[str] = []
@@ -240,6 +268,12 @@ def _check_groups(p: Problem, placed: dict[tuple[str, int], Assignment]) -> list
         mine = [placed[(w.name, r)] for r in range(w.replicas) if (w.name, r) in placed]
         if w.is_gang and 0 < len(mine) < w.replicas:
             v.append(f"{w.name}: gang placed partially ({len(mine)} of {w.replicas} replicas)")
+        gpu_kind = w.gpus is not None or w.mig is not None or w.gpu_fraction is not None
+        if w.kind == "training" and not w.mixed_models and gpu_kind:
+            models = {nodes[a.node].gpu_model for a in mine if a.node in nodes}
+            if len(models) > 1:
+                v.append(f"{w.name}: gang spans GPU models {sorted(str(m) for m in models)}; "
+                         "set mixed_models: true to allow it")
         lvl = w.topology.required
         if lvl and mine and all(a.node in nodes for a in mine):
             doms = {p.cluster.domain_of(nodes[a.node], lvl) for a in mine}
@@ -300,7 +334,7 @@ def _check_summary(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignm
     for a in placed.values():
         w, node = works.get(a.workload), nodes.get(a.node)
         if w is not None and node is not None:
-            units[w.priority] += _shape(p, w, a, node)[1]
+            units[w.priority] += replica_value(p, w)
     expected = [units_to_gpus(units[q]) for q in p.priorities]
     if len(plan.objective) != len(expected) or any(abs(x - y) > _TOL for x, y in zip(plan.objective, expected,
                                                                                        strict=False)):

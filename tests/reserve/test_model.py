@@ -130,3 +130,11 @@ def test_strict_types() -> None:
     with pytest.raises(InputError) as ei:
         parse_planning(planning(horizon={"start": "2027-01", "periods": "4"}))
     assert ei.value.path == "horizon.periods"
+
+
+def test_empty_demand_quantiles() -> None:
+    """`demand_quantiles: {}` is an input error naming the field (it used to fail an assertion)."""
+    d = planning(demand_quantiles={})
+    del d["scenarios"]
+    e = _err(d)
+    assert e.path == "demand_quantiles" and "at least one class" in e.message

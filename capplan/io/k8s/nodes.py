@@ -251,11 +251,11 @@ def _topology(
         if missing:
             warnings.append(
                 f"{len(missing)} node(s) have no label {label} ({', '.join(missing[:5])}"
-                f"{', ...' if len(missing) > 5 else ''}); they form the {level} 'unlabelled:{label}'"
+                f"{', ...' if len(missing) > 5 else ''}); each is its own {level} 'node:NAME'"
             )
-        for p in paths:
+        for (node, _), p in zip(raw, paths, strict=True):
             if p[d] == "":
-                p[d] = f"unlabelled:{label}"
+                p[d] = f"node:{node}"  # never a made-up shared domain (label values cannot hold ':')
         parents: dict[str, set[str | None]] = {}
         for p in paths:
             parents.setdefault(p[d], set()).add(p[d - 1] if d else None)

@@ -52,6 +52,15 @@ class Demands:
         return hit
 
 
+def cpu_pod_cost(st: FleetState, w: Workload, idx: np.ndarray) -> np.ndarray:
+    """Cost of a CPU-only replica on each node of ``idx``: CPU-only nodes first (GPU nodes keep
+    their CPU and memory for GPU work), then the node with the fewest free GPU units, then the fullest CPU."""
+    free_units = np.where(st.exists[idx], UNITS_PER_GPU - st.used[idx], 0).sum(axis=1)
+    gpu_node = st.gpu_count[idx] > 0
+    return np.asarray(gpu_node * 1e12 + free_units * 4.0
+                      + (st.cpu[idx] - w.cpu_milli) / np.maximum(st.cpu[idx], 1))
+
+
 @cache
 def _placement_masks(model: GpuModel) -> np.ndarray:
     """Memory-slice masks of every (profile, start) placement of ``model``."""
@@ -79,9 +88,7 @@ def choose(st: FleetState, dem: Demands, w: Workload, scorer: Scorer,
     kinds = {d.kind for d in (per[m] for m in np.unique(st.model_id[idx])) if d is not None}
     kind = kinds.pop() if len(kinds) == 1 else "mig"
     if kind == "none":
-        free_units = (UNITS_PER_GPU - st.used[idx]).sum(axis=1)
-        cost = free_units * 4.0 + (st.cpu[idx] - w.cpu_milli) / np.maximum(st.cpu[idx], 1)
-        return Choice(node=int(idx[int(np.argmin(cost))]))
+        return Choice(node=int(idx[int(np.argmin(cpu_pod_cost(st, w, idx)))]))
     if kind == "whole":
         k = w.gpus or 0
         idx = idx[(st.free_whole[idx] >= k) & (st.power_headroom(idx) >= k * st.tdp[idx])]
@@ -157,7 +164,7 @@ def _mig(st: FleetState, per: list[Demand | None], w: Workload, idx: np.ndarray)
         flat = int(np.argmin(key))
         r, rest = divmod(flat, st.g * len(starts))
         gi, si = divmod(rest, len(starts))
-        cand = (float(key.flat[flat]), 0.0, 0.0)
+        cand = (float(d.units), float(key.flat[flat]), 0.0)  # the smallest slice held first
         if best is None or cand < best[0]:
             best = (cand, Choice(node=int(sub[r]), gpus=(gi,), slot=MigSlot(profile=prof.name,
                                                                              start=int(starts[si]))))
