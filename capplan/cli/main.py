@@ -11,9 +11,12 @@ import argparse
 import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
+from types import FrameType
 
 from capplan import __version__
 from capplan.cli import alibaba, bench, common, explain, k8s, report, reserve, schedule, sweep
@@ -26,6 +29,7 @@ from capplan.cli.common import (
     add_catalog_option,
     add_prices_option,
 )
+from capplan.io.files import check_output
 from capplan.model.errors import InputError, PlanValidationError
 
 log = logging.getLogger("capplan")
@@ -182,28 +186,76 @@ COMMANDS = (schedule, explain, reserve, bench, k8s, sweep, report)
 IMPORT_SOURCES = (alibaba, k8s)
 
 
+class _Interrupt:
+    """SIGINT handler: remembers the interrupt, so that an error it causes (a KeyboardInterrupt
+    inside an extension module's import becomes an ImportError) still ends as "interrupted"."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+
+def _interrupted() -> int:
+    """Report the interrupt; return the exit code of the documented "interrupted" path.
+
+    When the KeyboardInterrupt was raised inside Python code that an extension module ran (OR-Tools
+    runs some through the C API), CPython marks it "unhandled" although capplan handled it, and at
+    exit kills itself with SIGINT instead of returning the exit code; the mark is cleared here.
+    """
+    print("interrupted", file=sys.stderr)
+    try:
+        import ctypes
+
+        ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 0
+    except (ImportError, ValueError, AttributeError):  # another interpreter or version: nothing to clear
+        pass
+    return EXIT_INTERNAL
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse an output path that cannot be written before any work starts."""
+    out = getattr(args, "output", None)
+    if out and out != "-":
+        check_output(out, "output", directory=getattr(args, "output_dir", False))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``capplan`` command; return the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="capplan: %(message)s",
-                        stream=sys.stderr)
+    interrupt = _Interrupt()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, interrupt)
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                            format="capplan: %(message)s", stream=sys.stderr)
+        _check_outputs(args)
         code: int = args.func(args)
+        if interrupt.seen:  # the KeyboardInterrupt was swallowed (raised inside a weakref callback, say)
+            return _interrupted()
         return code
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        for line in exc.lines():
+            print(f"error: {line}", file=sys.stderr)
         return EXIT_INPUT
     except PlanValidationError as exc:
         print(f"internal error: a planner produced an invalid plan (not written): {exc}", file=sys.stderr)
         return EXIT_INTERNAL
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERNAL
+        return _interrupted()
     except Exception:
+        if interrupt.seen:
+            return _interrupted()
         traceback.print_exc()
         print("internal error: please report this with the input that caused it", file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ through :func:`assert_valid` before it is returned; a violation raises
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -230,14 +231,12 @@ def _check_power(p: Problem, busy: set[tuple[str, int]]) -> list[str]:
     draw: dict[tuple[str, str], int] = defaultdict(int)
     levels = p.cluster.levels
     unknown: set[str] = set()
-    counts: dict[str, int] = defaultdict(int)
-    for name, _ in busy:
-        counts[name] += 1
-    for name in sorted(counts):  # only nodes with busy GPUs draw power
-        n = p.cluster.nodes[p.cluster.node_index[name]]
-        count = counts[name]
-        if not count:
-            continue
+    busy_per_node: dict[str, int] = defaultdict(int)
+    for nname, _ in busy:  # the work scales with the busy GPUs, never with the GPUs declared
+        busy_per_node[nname] += 1
+    nodes = {n.name: n for n in p.cluster.nodes}
+    for nname, count in sorted(busy_per_node.items()):
+        n = nodes[nname]
         assert n.gpu_model is not None
         tdp = p.catalog.get(n.gpu_model).tdp_w
         for lvl, dom in zip(levels[:-1], n.path, strict=True):
@@ -279,6 +278,19 @@ def check_plan(p: Problem, plan: Plan) -> list[str]:
     v.extend(_check_groups(p, placed))
     v.extend(_check_running(p, plan, placed))
     v.extend(_check_summary(p, plan, placed))
+    v.extend(_check_numbers(plan))
+    return v
+
+
+def _check_numbers(plan: Plan) -> list[str]:
+    """The plan's own numbers: finite objective, bound, gap and time; a gap in 0..1."""
+    v = [f"{name} {list(values)} holds a value that is not a finite number"
+         for name, values in (("objective", plan.objective), ("bound", plan.bound))
+         if not all(math.isfinite(x) for x in values)]
+    if not math.isfinite(plan.gap) or not 0 <= plan.gap <= 1:
+        v.append(f"gap {plan.gap} is not a finite number in 0..1")
+    if not math.isfinite(plan.solve_seconds) or plan.solve_seconds < 0:
+        v.append(f"solve_seconds {plan.solve_seconds} is not a finite number >= 0")
     return v
 
 

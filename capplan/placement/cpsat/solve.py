@@ -111,6 +111,7 @@ def _complete_hint(
     prm.num_workers = 1
     prm.random_seed = options.seed
     prm.fix_variables_to_their_hinted_value = True
+    prm.catch_sigint_signal = False  # Ctrl-C stays with Python: the CLI ends through "interrupted"
     pm.m.clear_objective()  # type: ignore[no-untyped-call]
     status = solver.solve(pm.m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -179,6 +180,7 @@ def _solve_stages(
         prm.max_time_in_seconds = budget
         prm.num_workers = max(1, options.workers)
         prm.random_seed = options.seed
+        prm.catch_sigint_signal = False  # Ctrl-C stays with Python: the CLI ends through "interrupted"
         # On large models presolve takes many seconds and may drop the hint; search directly.
         prm.cp_model_presolve = len(pm.m.proto.variables) <= _PRESOLVE_MAX_VARS
         best = inc_vals[k] if run.solution is not None else None
