@@ -99,7 +99,12 @@ def repaired(p: Problem, plan: Plan, options: PlanOptions, t0: float, deadline: 
     ``bound_of`` gives the bound per priority and whether it is proven, for the placed units of
     the repaired plan (:func:`bounds` with the model, or the trivial bound without one).
     """
-    got, rstats = repair(p, list(plan.assignments), options, deadline, solve_sub)
+    def proven(cur: list[Assignment]) -> bool:  # every priority at its bound: nothing left to repair
+        units = placed_units(p, cur)
+        bound, _ = bound_of(units)
+        return all(units.get(q, 0) >= bound.get(q, 0) for q in p.priorities)
+
+    got, rstats = repair(p, list(plan.assignments), options, deadline, solve_sub, done=proven)
     stats = dict(plan.metrics.get("cpsat", {}), repair=rstats)
     if not rstats.get("regions_improved"):
         return plan.model_copy(update={"metrics": {**plan.metrics, "cpsat": stats},
