@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 
@@ -30,19 +31,29 @@ log = logging.getLogger("capplan")
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
+    """``capplan plan``: ``--time-limit`` bounds the whole command (from :func:`main`'s start: parse, solve,
+    validate, write); the solve gets what is left after loading, less the expected cost of writing."""
     from capplan.io.files import write_text_atomic
     from capplan.io.scenario import load_scenario
     from capplan.placement import solve
+    from capplan.placement.core.budget import WRITE_PER_REPLICA, reserve
     from capplan.placement.core.options import PlanOptions
     from capplan.placement.core.summary import summary_text
+    from capplan.placement.planner import MIN_SOLVE_SECONDS
 
+    started: float = getattr(args, "started", time.perf_counter())
     problem = load_scenario(args.scenario, args.catalog)
     from capplan.cli.progress import stderr_progress
 
-    opts = PlanOptions(time_limit=args.time_limit, seed=args.seed, allow_preemption=args.allow_preemption,
+    left = args.time_limit - (time.perf_counter() - started) - reserve(problem, args.time_limit, WRITE_PER_REPLICA)
+    opts = PlanOptions(time_limit=max(MIN_SOLVE_SECONDS, left), seed=args.seed,
+                       allow_preemption=args.allow_preemption,
                        allow_migration=args.allow_migration, workers=args.workers,
                        progress=stderr_progress(quiet=args.quiet))
+    log.info("scenario loaded at %.2f s; the solve gets %.2f s of the %g s limit",
+             time.perf_counter() - started, opts.time_limit, args.time_limit)
     plan = solve(problem, args.strategy, opts)
+    log.info("plan validated at %.2f s", time.perf_counter() - started)
     text = plan.to_json()
     if args.output:
         write_text_atomic(args.output, text)
@@ -50,6 +61,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     if not args.quiet:
         print(summary_text(problem, plan), file=sys.stderr)
+    log.info("plan written at %.2f s", time.perf_counter() - started)
     return EXIT_GUARANTEE if plan.status == "infeasible" else EXIT_OK
 
 
@@ -164,8 +176,10 @@ IMPORT_SOURCES = (alibaba, k8s)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``capplan`` command; return the exit code."""
+    started = time.perf_counter()  # time limits count from here
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.started = started
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="capplan: %(message)s",
                         stream=sys.stderr)
     try:

@@ -131,7 +131,7 @@ class Plan(Frozen):
             raise input_error_from(exc, "") from None
 
 
-_str = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]  # what json.dumps uses
+_str = json.encoder.encode_basestring_ascii  # what json.dumps uses
 
 
 def _assignment_line(a: Assignment) -> str:

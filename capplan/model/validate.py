@@ -127,7 +127,8 @@ def _check_gpu(node: Node, model: GpuModel, g: int,
 
 class _Shapes:
     """Per-plan caches for :func:`_shape`: the outcome of a shape check depends only on the workload,
-    the node's GPU model and GPU count, and the assignment's GPU count, MIG profile and share, so a
+    request (GPUs, MIG, share, GPU memory, allowed models), the node's GPU model, and the assignment's
+    GPU count, MIG profile and share (GPU indices are checked per assignment), so a
     clean outcome is computed once per such key (violations are always recomputed with their text)."""
 
     def __init__(self, p: Problem) -> None:
@@ -145,13 +146,11 @@ class _Shapes:
         """Same result as :func:`_shape`."""
         gs = a.gpus
         n = len(gs)
-        if n == 1:
-            ok_idx = 0 <= gs[0] < node.gpus
-        else:
-            ok_idx = len(set(gs)) == n and all(0 <= g < node.gpus for g in gs)
+        ok_idx = 0 <= gs[0] < node.gpus if n == 1 else len(set(gs)) == n and all(0 <= g < node.gpus for g in gs)
         if not ok_idx:
             return _shape(self.p, w, a, node)
-        key = (w.name, node.gpu_model, n, None if a.mig is None else a.mig.profile, a.mig is None, a.fraction)
+        key = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, None if w.gpu_models is None else tuple(w.gpu_models),
+               node.gpu_model, n, None if a.mig is None else a.mig.profile, a.mig is None, a.fraction)
         hit = self.memo.get(key)
         if hit is not None:
             return [], hit[0], hit[1]
@@ -302,9 +301,9 @@ def _check_running(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignm
     prio = {w.name: w.priority for w in p.workloads}
     newcomer: dict[str, int] = {}  # per node, the highest priority of a replica placed there that was not running
     if evicted:
-        for a in plan.assignments:
-            if a.workload in prio and a.key not in running:
-                newcomer[a.node] = max(newcomer.get(a.node, prio[a.workload]), prio[a.workload])
+        for x in plan.assignments:
+            if x.workload in prio and x.key not in running:
+                newcomer[x.node] = max(newcomer.get(x.node, prio[x.workload]), prio[x.workload])
     for key, e in evicted.items():
         w = p.workload(e.workload) if e.workload in prio else None
         if key not in running or w is None:

@@ -7,25 +7,52 @@ so ``import capplan`` does not load OR-Tools.
 from __future__ import annotations
 
 import functools
+import importlib
+from typing import Any
 
+from capplan.model.plan import Plan
 from capplan.model.problem import Problem
-from capplan.placement.core.options import Strategy
-from capplan.placement.cpsat.solve import plan_cpsat
-from capplan.placement.decompose import plan_decompose
-from capplan.placement.greedy import plan_greedy
-from capplan.placement.heuristics.run import plan_heuristic
-from capplan.placement.lns import plan_lns
-from capplan.placement.patterns import plan_patterns, suits
+from capplan.placement.core.options import PlanOptions, Strategy
+
+
+class _Lazy:
+    """A strategy imported on its first call (``patterns`` and ``heuristic`` never load OR-Tools).
+
+    Picklable (module and function names only), so it can be passed to process pools like a function.
+    """
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def __call__(self, p: Problem, options: PlanOptions, **kw: Any) -> Plan:
+        fn = getattr(importlib.import_module(self.module), self.name)
+        plan: Plan = fn(p, options, **kw)
+        return plan
+
+    def __repr__(self) -> str:
+        return f"{self.module}.{self.name}"
+
 
 STRATEGIES: dict[str, Strategy] = {
-    "greedy": plan_greedy,
-    "cpsat": plan_cpsat,
-    "heuristic": plan_heuristic,
-    "lns": plan_lns,
+    "greedy": _Lazy("capplan.placement.greedy", "plan_greedy"),
+    "cpsat": _Lazy("capplan.placement.cpsat.solve", "plan_cpsat"),
+    "heuristic": _Lazy("capplan.placement.heuristics.run", "plan_heuristic"),
+    "lns": _Lazy("capplan.placement.lns", "plan_lns"),
     # a composite strategy gets its part solver passed in (a partial pickles for process pools and Ray)
-    "decompose": functools.partial(plan_decompose, part=plan_heuristic),
-    "patterns": plan_patterns,
+    "decompose": functools.partial(_Lazy("capplan.placement.decompose", "plan_decompose"),
+                                   part=_Lazy("capplan.placement.heuristics.run", "plan_heuristic")),
+    "patterns": _Lazy("capplan.placement.patterns.strategy", "plan_patterns"),
 }
+
+
+def loaded(fn: Strategy) -> Strategy:
+    """``fn`` with its module imported (a table entry is imported on first use)."""
+    if isinstance(fn, _Lazy):
+        real: Strategy = getattr(importlib.import_module(fn.module), fn.name)
+        return real
+    if isinstance(fn, functools.partial):
+        loaded(fn.func)
+    return fn
 
 
 def register(name: str, fn: Strategy) -> None:
@@ -38,6 +65,8 @@ def choose_strategy(p: Problem) -> str:
     replicas = sum(w.replicas for w in p.workloads)
     if "cpsat" in STRATEGIES and replicas <= 5000 and len(p.cluster.nodes) <= 1000:
         return "cpsat"
+    from capplan.placement.patterns.strategy import suits
+
     if "patterns" in STRATEGIES and suits(p):
         return "patterns"  # many interchangeable nodes: node-pattern column generation
     if "lns" in STRATEGIES and replicas <= 20000 and len(p.cluster.nodes) <= 2000:
