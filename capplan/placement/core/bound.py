@@ -220,10 +220,11 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
             pcol.append(nx + k)
             pval.append(1.0)
         a_ub = coo_matrix((pval, (prow, pcol)), shape=(n_rows, nx + len(patterns))).tocsr()
+        left = deadline - time.perf_counter()
         res = linprog(np.array(cost + [0.0] * len(patterns)), A_ub=a_ub, b_ub=rhs, bounds=(0, None),
-                      method="highs")
-        if res.status != 0:  # the LP is always feasible and bounded: a solver failure, claim nothing
-            return float("inf"), False, {}
+                      method="highs", options={"time_limit": max(0.01, left)})
+        if res.status != 0:  # out of time before a first LP optimum (or a solver failure): claim nothing new
+            return value, False, {}
         primal = {xs[j]: float(v) for j, v in enumerate(res.x[n_slack:nx]) if v > 1e-9}
         duals = -np.asarray(res.ineqlin.marginals)
         lp = -float(res.fun)

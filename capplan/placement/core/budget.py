@@ -18,6 +18,7 @@ from capplan.model.problem import Problem
 VALIDATE_PER_REPLICA = 0.008
 WRITE_PER_REPLICA = 0.002  # the JSON text, its atomic write and the summary on stderr
 SUMMARY_PER_REPLICA = 0.002  # a strategy's plan assembly (objective, metrics, reasons for unplaced replicas)
+PATTERNS_PER_REPLICA = 0.005  # the ``patterns`` model: shapes, node types, a first LP, the integer master
 _CAP = 0.5  # never give more than half of the limit to the steps around the solve
 
 

@@ -59,7 +59,7 @@ def realise(p: Problem, shp: list[Shape], res: MasterResult, types_nodes: list[l
 def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
     """Plan ``p`` with node-pattern column generation (see the module docstring)."""
     from capplan.placement.core.bound import upper_bound
-    from capplan.placement.core.budget import SUMMARY_PER_REPLICA, reserve
+    from capplan.placement.core.budget import PATTERNS_PER_REPLICA, SUMMARY_PER_REPLICA, reserve
     from capplan.placement.core.summary import make_plan
 
     t0 = time.perf_counter()
@@ -80,9 +80,11 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
     done = {a.key for a in first}
     todo: list[tuple[Workload, int]] = [(w, r) for w in p.workloads if covered(w) and w.priority == top
                                         for r in range(w.replicas) if (w.name, r) not in done]
-    types = node_types(p, first)
+    # Too little time for the pattern model (shapes, one LP, the integer master): best fit only.
+    short = end - time.perf_counter() < reserve(p, tl, PATTERNS_PER_REPLICA + SUMMARY_PER_REPLICA) + 0.1 * tl
+    types = node_types(p, first) if not short else []
     shp = shapes(p, todo, types) if types else []
-    stats: dict[str, object] = {}
+    stats: dict[str, object] = {"patterns_skipped": "too little time"} if short else {}
     assignments = list(first)
     if shp:
         step, unit = grids(types, shp)
