@@ -10,7 +10,8 @@ per priority), so that "quality never drops when the limit grows" can be read of
 
 Scenarios: ``default`` is the Alibaba default trace imported with ``capplan import alibaba`` (YAML,
 8,152 pods on 1,213 nodes); ``fleet100k`` is :func:`fleet_bench.synthetic` at 100,000 GPUs (JSON).
-Both are written once into ``--workdir``.
+``defaultjson`` is the default trace written as JSON (its load costs what a fast YAML parser would).
+All are written once into ``--workdir``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,13 @@ def scenario(name: str, workdir: Path) -> Path:
             subprocess.run([sys.executable, "-m", "capplan", "import", "alibaba",
                             str(DATA / "openb_node_list_gpu_node.csv"), str(DATA / "openb_pod_list_default.csv"),
                             "-o", str(path)], check=True, capture_output=True)
+        return path
+    if name == "defaultjson":  # the same scenario as JSON: what the load costs with a fast parser
+        path = workdir / "defaultjson.json"
+        if not path.exists():
+            from capplan.io.files import load_yaml_or_json
+
+            path.write_text(json.dumps(load_yaml_or_json(scenario("default", workdir), "scenario")))
         return path
     if name.startswith("fleet"):
         from fleet_bench import synthetic

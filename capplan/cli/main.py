@@ -37,7 +37,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from capplan.io.files import write_text_atomic
     from capplan.io.scenario import load_scenario
     from capplan.placement import solve
-    from capplan.placement.core.budget import WRITE_PER_REPLICA, reserve
+    from capplan.placement.core.budget import WRITE_COST, reserve
     from capplan.placement.core.options import PlanOptions
     from capplan.placement.core.summary import summary_text
     from capplan.placement.planner import MIN_SOLVE_SECONDS
@@ -45,7 +45,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     problem = load_scenario(args.scenario, args.catalog)
     from capplan.cli.progress import stderr_progress
 
-    left = args.time_limit - (time.perf_counter() - started) - reserve(problem, args.time_limit, WRITE_PER_REPLICA)
+    left = args.time_limit - (time.perf_counter() - started) - reserve(problem, args.time_limit, WRITE_COST)
     opts = PlanOptions(time_limit=max(MIN_SOLVE_SECONDS, left), seed=args.seed,
                        allow_preemption=args.allow_preemption,
                        allow_migration=args.allow_migration, workers=args.workers,

@@ -12,21 +12,29 @@ import time
 
 from capplan.model.problem import Problem
 
-# Seconds per replica, in units of one :func:`speed` loop, measured on the 2-core development machine
-# (100k-GPU fleet and Alibaba default trace, under load 2-12): the independent validator 0.002-0.0065,
-# the JSON writer 0.00025-0.00045; the figures below keep a margin above the highest.
-VALIDATE_PER_REPLICA = 0.008
-WRITE_PER_REPLICA = 0.002  # the JSON text, its atomic write and the summary on stderr
-SUMMARY_PER_REPLICA = 0.002  # a strategy's plan assembly (objective, metrics, reasons for unplaced replicas)
-PATTERNS_PER_REPLICA = 0.005  # the ``patterns`` model: shapes, node types, a first LP, the integer master
-_CAP = 0.5  # never give more than half of the limit to the steps around the solve
+# Seconds per unit of :func:`size`, in units of one :func:`speed` loop, measured on the 2-core
+# development machine under load 12-14 (100k-GPU fleet: 200k replicas, 9k workloads; Alibaba default
+# trace: 8k replicas, 8k workloads): the independent validator 0.0006-0.0013, the JSON writer with the
+# summary 0.0002-0.0004, a strategy's plan assembly 0.0005-0.001, the ``patterns`` model's fixed part
+# 0.0014. The figures keep a margin above the highest (the loop and the step are timed at different
+# moments of a noisy machine).
+VALIDATE_COST = 0.002
+WRITE_COST = 0.0006  # the JSON text, its atomic write and the summary on stderr
+SUMMARY_COST = 0.0015  # a strategy's plan assembly (objective, metrics, reasons for unplaced replicas)
+PATTERNS_COST = 0.002  # the ``patterns`` model: shapes, node types, a first LP, the integer master
+_CAP = 0.25  # never give more than a quarter of the limit to one step around the solve
+_FRESH = 5.0  # seconds a speed measurement is reused
+_last: list[float] = []  # (time measured, loop seconds) of the last measurement
 
 
 def speed() -> float:
     """Seconds one fixed pure-Python loop takes now (about 2-5 ms on an idle core; more under load).
 
-    The best of three runs, so one preemption does not count.
+    The best of three runs, so one preemption does not count; reused for a few seconds.
     """
+    now = time.perf_counter()
+    if _last and now - _last[0] < _FRESH:
+        return _last[1]
     best = float("inf")
     for _ in range(3):
         t = time.perf_counter()
@@ -37,27 +45,29 @@ def speed() -> float:
         for v in d.values():
             s += v
         best = min(best, time.perf_counter() - t)
+    _last[:] = [time.perf_counter(), best]
     return best
 
 
-def replicas(p: Problem) -> int:
-    """Replicas of ``p`` (running ones included): what validation and writing scale with."""
-    return sum(w.replicas for w in p.workloads)
+def size(p: Problem) -> int:
+    """What validation, assembly and writing scale with: replicas (running ones included) plus five
+    per workload (per-workload work: demand resolution, reasons, ordering)."""
+    return sum(w.replicas for w in p.workloads) + 5 * len(p.workloads)
 
 
-def reserve(p: Problem, time_limit: float, per_replica: float, loop_seconds: float | None = None) -> float:
-    """Seconds to keep out of ``time_limit`` for a step costing ``per_replica`` speed loops per replica.
+def reserve(p: Problem, time_limit: float, cost: float, loop_seconds: float | None = None) -> float:
+    """Seconds to keep out of ``time_limit`` for a step costing ``cost`` speed loops per :func:`size` unit.
 
     Parameters
     ----------
     p
-        The problem (its replica count sets the size).
+        The problem (:func:`size`).
     time_limit
-        The limit the reserve is taken from; the reserve is at most half of it.
-    per_replica
-        The step's cost per replica in :func:`speed` loops (:data:`VALIDATE_PER_REPLICA`, ...).
+        The limit the reserve is taken from; the reserve is at most a quarter of it.
+    cost
+        The step's cost per :func:`size` unit in :func:`speed` loops (:data:`VALIDATE_COST`, ...).
     loop_seconds
         A :func:`speed` measurement to reuse; measured when None.
     """
     loop = speed() if loop_seconds is None else loop_seconds
-    return min(_CAP * time_limit, per_replica * replicas(p) * loop)
+    return min(_CAP * time_limit, cost * size(p) * loop)

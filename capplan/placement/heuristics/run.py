@@ -112,7 +112,7 @@ def plan_heuristic(p: Problem, options: PlanOptions, score: ScoreName = "fgd") -
     Running replicas stay where they are (no preemption or migration in this strategy).
     """
     from capplan.placement.core.bound import lexicographic_bound
-    from capplan.placement.core.budget import SUMMARY_PER_REPLICA, reserve
+    from capplan.placement.core.budget import SUMMARY_COST, reserve
     from capplan.placement.core.summary import make_plan, placed_units
 
     t0 = time.perf_counter()
@@ -121,7 +121,7 @@ def plan_heuristic(p: Problem, options: PlanOptions, score: ScoreName = "fgd") -
     # The plan's assembly gets its expected cost and the bound up to 15% of the limit; the
     # constructive pass stops before them (workloads not reached are reported as such) and
     # switches to best fit half-way.
-    post = reserve(p, tl, SUMMARY_PER_REPLICA)
+    post = reserve(p, tl, SUMMARY_COST)
     stop = end - post - 0.15 * tl
     assignments, unplaced, placer = place(p, score, seed=options.seed, deadline=t0 + 0.5 * (stop - t0), stop=stop)
     achieved = placed_units(p, assignments)

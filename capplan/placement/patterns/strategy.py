@@ -59,7 +59,7 @@ def realise(p: Problem, shp: list[Shape], res: MasterResult, types_nodes: list[l
 def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
     """Plan ``p`` with node-pattern column generation (see the module docstring)."""
     from capplan.placement.core.bound import upper_bound
-    from capplan.placement.core.budget import PATTERNS_PER_REPLICA, SUMMARY_PER_REPLICA, reserve
+    from capplan.placement.core.budget import PATTERNS_COST, SUMMARY_COST, reserve
     from capplan.placement.core.summary import make_plan
 
     t0 = time.perf_counter()
@@ -81,7 +81,7 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
     todo: list[tuple[Workload, int]] = [(w, r) for w in p.workloads if covered(w) and w.priority == top
                                         for r in range(w.replicas) if (w.name, r) not in done]
     # Too little time for the pattern model (shapes, one LP, the integer master): best fit only.
-    short = end - time.perf_counter() < reserve(p, tl, PATTERNS_PER_REPLICA + SUMMARY_PER_REPLICA) + 0.1 * tl
+    short = end - time.perf_counter() < reserve(p, tl, PATTERNS_COST + SUMMARY_COST) + 0.1 * tl
     types = node_types(p, first) if not short else []
     shp = shapes(p, todo, types) if types else []
     stats: dict[str, object] = {"patterns_skipped": "too little time"} if short else {}
@@ -106,7 +106,7 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
     left_ws = [w for w in p.workloads if any((w.name, r) not in placed for r in range(w.replicas))]
     # The fill may use the time left but the plan assembly's expected cost and a tenth of the limit
     # (for the bound); workloads it does not reach are reported as such.
-    post = reserve(p, tl, SUMMARY_PER_REPLICA)
+    post = reserve(p, tl, SUMMARY_COST)
     final, unplaced, _ = place(rest, "bestfit", order=batch_order(rest, left_ws, seed=options.seed),
                                seed=options.seed, stop=end - post - 0.1 * tl)
     bound = upper_bound(p, time_limit=max(0.05, min(0.25 * tl, end - post - time.perf_counter())))
