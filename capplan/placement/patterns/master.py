@@ -114,10 +114,13 @@ def solve_master(types: list[NodeType], shapes: list[Shape], pricer: Pricer, dea
     out = milp(c, constraints=LinearConstraint(cols.matrix(), -np.inf, rhs), integrality=np.ones(len(c)),
                bounds=Bounds(0, ub), options={"time_limit": max(0.05, mip_seconds), "mip_rel_gap": 1e-4,
                                               "disp": False})
+    # The LP solution rounded down is feasible (the matrix is >= 0): the plan when the MIP, cut short,
+    # has no solution or a worse one (HiGHS may stop at a poor first incumbent).
+    x = np.zeros(len(c), dtype=int)
+    x[:lp_x.size] = np.floor(lp_x + 1e-9).astype(int)
     if out.x is not None:
-        x = np.round(out.x).astype(int)
-    else:  # no integer solution in time: the LP solution rounded down (feasible: the matrix is >= 0)
-        x = np.zeros(len(c), dtype=int)
-        x[:lp_x.size] = np.floor(lp_x + 1e-9).astype(int)
+        xm = np.round(out.x).astype(int)
+        if float(-c @ xm) >= float(-c @ x):
+            x = xm
     use = [(cols.cols[j], int(x[j])) for j in np.flatnonzero(x > 0)]
     return MasterResult(use, lp_value, float(-c @ x), len(c), it, converged)
