@@ -299,8 +299,14 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
         stats["fallback"] = "greedy"
         plan = greedy_as_cpsat(greedy, t0, stats)
     if repairable and plan.status != "optimal":  # also from the greedy plan when CP-SAT found nothing better
+        # On small models a short LP bound after each improvement lets repair stop once it proves the
+        # plan optimal; on large ones the bound's LPs would take repair's time (and the final bound's).
+        small = len(pm.m.proto.variables) <= _PRESOLVE_MAX_VARS
         plan = repaired(problem, plan, options, t0, final, _solve_sub,
-                        lambda got: bounds(pm, stages, run, got, deadline=t0 + options.time_limit))
+                        lambda got: bounds(pm, stages, run, got, deadline=t0 + options.time_limit),
+                        (lambda got: bounds(pm, stages, run, got,
+                                            deadline=time.perf_counter() + 0.02 * options.time_limit))
+                        if small else None)
     return plan
 
 
