@@ -3,7 +3,11 @@
 import os
 import sys
 
-from capplan.cli import main
+try:
+    from capplan.cli import main
+except KeyboardInterrupt:  # Ctrl-C while starting up: the documented "interrupted" path
+    print("interrupted", file=sys.stderr)
+    sys.exit(1)
 
 code = main()
 # A plan of 100k+ replicas is millions of objects; freeing them one by one at exit takes seconds that

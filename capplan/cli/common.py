@@ -15,6 +15,13 @@ def add_catalog_option(p: argparse.ArgumentParser) -> None:
                    help="extra GPU catalog file (YAML); may be repeated; overrides built-in models")
 
 
+def add_prices_option(p: argparse.ArgumentParser) -> None:
+    """Add ``--prices FILE``: GPU-hour prices per model, overriding the catalog's ``price_per_gpu_hour``."""
+    p.add_argument("--prices", metavar="FILE",
+                   help="GPU-hour prices per model (YAML/JSON `price_per_gpu_hour: {MODEL: price}`) "
+                        "overriding the catalog's; see docs/report.md")
+
+
 def seconds(text: str) -> float:
     """An argparse type: a finite, positive number of seconds."""
     try:
@@ -45,4 +52,15 @@ def seed(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer in 0..{SEED_MAX}, got {text!r}") from None
     if not 0 <= value <= SEED_MAX:
         raise argparse.ArgumentTypeError(f"must be in 0..{SEED_MAX}, got {text!r}")
+    return value
+
+
+def gap(text: str) -> float:
+    """An argparse type: a relative gap, a finite number in ``0..1``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in 0..1, got {text!r}") from None
+    if not math.isfinite(value) or not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a finite number in 0..1, got {text!r}")
     return value

@@ -8,15 +8,19 @@ guaranteed workload could not be placed; 2 bad input (nothing written); 1 intern
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Sequence
+from types import FrameType
 
 from capplan import __version__
-from capplan.cli import alibaba, bench, common, explain, k8s, reserve, sweep
+from capplan.cli import alibaba, bench, common, explain, k8s, report, reserve, sweep
 from capplan.cli.common import (
     EXIT_GUARANTEE,
     EXIT_INPUT,
@@ -24,7 +28,9 @@ from capplan.cli.common import (
     EXIT_INVALID,
     EXIT_OK,
     add_catalog_option,
+    add_prices_option,
 )
+from capplan.io.files import check_output
 from capplan.model.errors import InputError, PlanValidationError
 
 log = logging.getLogger("capplan")
@@ -43,6 +49,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from capplan.placement.planner import MIN_SOLVE_SECONDS
 
     problem = load_scenario(args.scenario, args.catalog)
+    prices = None
+    if args.report:
+        from capplan.io.report import load_prices
+
+        prices = load_prices(args.prices, problem.catalog)  # bad prices: exit 2 before any work
+    elif args.prices:
+        raise InputError("--prices", "only used with --report FILE")
     from capplan.cli.progress import stderr_progress
 
     left = args.time_limit - (time.perf_counter() - started) - reserve(problem, args.time_limit, WRITE_COST)
@@ -59,6 +72,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         write_text_atomic(args.output, text)
     else:
         sys.stdout.write(text)
+    if args.report:
+        report.write_report(problem, plan, args.report, prices)
     if not args.quiet:
         print(summary_text(problem, plan), file=sys.stderr)
     log.info("plan written at %.2f s", time.perf_counter() - started)
@@ -92,8 +107,9 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
         if args.json:
             print(m.model_dump_json(indent=1))
             return EXIT_OK
+        price = "?" if m.price_per_gpu_hour is None else f"{m.price_per_gpu_hour:g}"
         print(f"{m.name} ({m.vendor}): {m.memory_gib or '?'} GiB, TDP {m.tdp_w or '?'} W, "
-              f"partitioning {m.partitioning}")
+              f"partitioning {m.partitioning}, price {price} per GPU-hour")
         if m.aliases:
             print(f"  aliases: {', '.join(m.aliases)}")
         if m.profiles:
@@ -109,11 +125,12 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([m.model_dump(mode="json") for m in cat.models], indent=1))
         return EXIT_OK
-    print(f"{'model':<16} {'vendor':<8} {'GiB':>6} {'TDP W':>6}  partitioning / profiles")
+    print(f"{'model':<16} {'vendor':<8} {'GiB':>6} {'TDP W':>6} {'$/GPU-h':>7}  partitioning / profiles")
     for m in cat.models:
         profs = ", ".join(p.name for p in m.profiles) if m.profiles else "-"
         mem = f"{m.memory_gib:g}" if m.memory_gib else "?"
-        print(f"{m.name:<16} {m.vendor:<8} {mem:>6} {m.tdp_w or '?':>6}  {m.partitioning}: {profs}")
+        price = "?" if m.price_per_gpu_hour is None else f"{m.price_per_gpu_hour:.2f}"
+        print(f"{m.name:<16} {m.vendor:<8} {mem:>6} {m.tdp_w or '?':>6} {price:>7}  {m.partitioning}: {profs}")
     return EXIT_OK
 
 
@@ -142,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let preemptible running replicas of lower priority be evicted")
     p.add_argument("--allow-migration", action="store_true", help="let migratable running replicas move")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    p.add_argument("--report", metavar="FILE", help="also write the plan's HTML report here (see `capplan report`)")
+    add_prices_option(p)
     add_catalog_option(p)
     p.set_defaults(func=_cmd_plan)
 
@@ -166,36 +185,89 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_parser(sub)
     for src in IMPORT_SOURCES:
         src.add_import_parser(imp_sub)
+    for group in (sub, imp_sub):  # -v also after the command (SUPPRESS keeps the value given before it)
+        for cmd_parser in group.choices.values():
+            with contextlib.suppress(argparse.ArgumentError):  # the command has its own -v
+                cmd_parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                                        help="log progress and details to stderr")
     return parser
 
 
 # The command modules, listed explicitly; each imports its heavy modules inside its ``run``.
-COMMANDS = (explain, reserve, bench, k8s, sweep)
+COMMANDS = (explain, reserve, bench, k8s, sweep, report)
 IMPORT_SOURCES = (alibaba, k8s)
+
+
+class _Interrupt:
+    """SIGINT handler: remembers the interrupt, so that an error it causes (a KeyboardInterrupt
+    inside an extension module's import becomes an ImportError) still ends as "interrupted"."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+
+def _interrupted() -> int:
+    """Report the interrupt; return the exit code of the documented "interrupted" path.
+
+    When the KeyboardInterrupt was raised inside Python code that an extension module ran (OR-Tools
+    runs some through the C API), CPython marks it "unhandled" although capplan handled it, and at
+    exit kills itself with SIGINT instead of returning the exit code; the mark is cleared here.
+    """
+    print("interrupted", file=sys.stderr)
+    try:
+        import ctypes
+
+        ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 0
+    except (ImportError, ValueError, AttributeError):  # another interpreter or version: nothing to clear
+        pass
+    return EXIT_INTERNAL
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse an output path that cannot be written before any work starts."""
+    out = getattr(args, "output", None)
+    if out and out != "-":
+        check_output(out, "output", directory=getattr(args, "output_dir", False))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``capplan`` command; return the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="capplan: %(message)s",
-                        stream=sys.stderr)
+    interrupt = _Interrupt()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, interrupt)
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                            format="capplan: %(message)s", stream=sys.stderr)
+        _check_outputs(args)
         code: int = args.func(args)
+        if interrupt.seen:  # the KeyboardInterrupt was swallowed (raised inside a weakref callback, say)
+            return _interrupted()
         return code
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        for line in exc.lines():
+            print(f"error: {line}", file=sys.stderr)
         return EXIT_INPUT
     except PlanValidationError as exc:
         print(f"internal error: a planner produced an invalid plan (not written): {exc}", file=sys.stderr)
         return EXIT_INTERNAL
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERNAL
+        return _interrupted()
     except Exception:
+        if interrupt.seen:
+            return _interrupted()
         traceback.print_exc()
         print("internal error: please report this with the input that caused it", file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ through :func:`assert_valid` before it is returned; a violation raises
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -23,6 +24,34 @@ _TOL = 1e-6
 def _smallest_fitting(model: GpuModel, mem_mib: int) -> MigProfile | None:
     fitting = [p for p in model.profiles if "+" not in p.name and gib_to_mib(p.memory_gib) >= mem_mib]
     return min(fitting, key=lambda p: (p.memory_gib, p.compute_slices, p.memory_slices), default=None)
+
+
+def replica_value(p: Problem, w: Workload) -> int:
+    """A placed replica's value in demand units, from the workload and the catalog alone.
+
+    Recomputed here, apart from the planners: whole GPUs count ``gpus``, a share its fraction, a
+    named profile the smallest compute fraction it has on an allowed model, ``mig: auto`` the
+    smallest compute fraction of any profile (``+me`` variants aside) with enough memory on an
+    allowed model.
+    """
+    if w.gpus is not None:
+        return w.gpus * UNITS_PER_GPU
+    if w.gpu_fraction is not None:
+        return round(w.gpu_fraction * MILLI) * (UNITS_PER_GPU // MILLI)
+    if w.mig is None:
+        return 0
+    allowed = {p.catalog.get(m).name for m in w.gpu_models} if w.gpu_models is not None else None
+    need = gib_to_mib(w.gpu_memory_gib) if w.gpu_memory_gib else 0
+    best: int | None = None
+    for model in p.catalog.models:
+        if (allowed is not None and model.name not in allowed) or not model.compute_slices:
+            continue
+        for prof in model.profiles:
+            ok = (prof.name == w.mig) if w.mig != "auto" else "+" not in prof.name
+            if ok and gib_to_mib(prof.memory_gib) >= need:
+                units = prof.compute_slices * UNITS_PER_GPU // model.compute_slices
+                best = units if best is None else min(best, units)
+    return best or 0
 
 
 def _shape(p: Problem, w: Workload, a: Assignment, node: Node) -> tuple[list[str], int, int]:
@@ -162,12 +191,6 @@ class _Shapes:
 
 def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str]:
     """Check resource rules of a set of assignments (shapes, GPUs, MIG, CPU, memory, isolation, power)."""
-    return _check_assignments(p, assignments, {})
-
-
-def _check_assignments(p: Problem, assignments: Iterable[Assignment],
-                       units: dict[tuple[str, int], int]) -> list[str]:
-    """:func:`check_assignments`, also recording each assignment's demand units in ``units`` by replica."""
     v: list[str] = []
     nodes = {n.name: n for n in p.cluster.nodes}
     works = {w.name: w for w in p.workloads}
@@ -178,12 +201,10 @@ def _check_assignments(p: Problem, assignments: Iterable[Assignment],
         w, node = works.get(a.workload), nodes.get(a.node)
         if w is None or node is None:
             v.append(f"{a.workload}[{a.replica}]: unknown workload or node {a.node!r}")
-            units.pop(a.key, None)
             continue
-        sv, u, mem = shapes.check(w, a, node)
+        sv, _, mem = shapes.check(w, a, node)
         if sv:
             v.extend(sv)
-        units[a.key] = u
         per_node[node.name].append((a, w))
         nname = node.name
         for g in a.gpus:
@@ -218,7 +239,38 @@ def _check_assignments(p: Problem, assignments: Iterable[Assignment],
             node_v.append((nname, nv))
     for _, nv in sorted(node_v):
         v.extend(nv)
+    v.extend(_check_mig_strategy(p, per_node))
     v.extend(_check_power(p, set(per_gpu)))
+    return v
+
+
+def _check_mig_strategy(p: Problem, per_node: dict[str, list[tuple[Assignment, Workload]]]) -> list[str]:
+    """MIG requests match the node's device-plugin strategy; a ``single`` node is all-MIG of one profile or no MIG."""
+    v: list[str] = []
+    for node in p.cluster.nodes:
+        items = per_node.get(node.name, [])
+        mig = [(a, w) for a, w in items if a.mig is not None]
+        for a, w in mig:
+            if w.mig_strategy != node.mig_strategy:
+                v.append(f"{w.name}[{a.replica}] on {node.name}: a {w.mig_strategy}-strategy MIG request cannot use "
+                         f"the MIG devices of a {node.mig_strategy}-strategy node")
+        if node.mig_strategy != "single":
+            continue
+        preset = {m.gpu: m for m in node.gpu_modes if m.mode == "mig"}
+        enabled = set(preset) | {g for a, _ in mig for g in a.gpus}
+        if not enabled:
+            continue
+        profiles = {s.profile for m in preset.values() for s in (m.layout or ())} | {
+            a.mig.profile for a, _ in mig if a.mig is not None}
+        if len(profiles) > 1:
+            v.append(f"node {node.name}: single MIG strategy, but profiles {sorted(profiles)} are used")
+        if len(enabled) != node.gpus:
+            v.append(f"node {node.name}: single MIG strategy, but GPUs {sorted(set(range(node.gpus)) - enabled)} "
+                     "are not MIG-enabled while others are")
+        used = {g for a, _ in mig for g in a.gpus}
+        empty = sorted(g for g in enabled if g not in used and not (preset.get(g) and preset[g].layout))
+        if empty:
+            v.append(f"node {node.name}: single MIG strategy, but MIG-enabled GPUs {empty} have no instance")
     return v
 
 
@@ -229,10 +281,12 @@ def _check_power(p: Problem, busy: set[tuple[str, int]]) -> list[str]:
     draw: dict[tuple[str, str], int] = defaultdict(int)
     levels = p.cluster.levels
     unknown: set[str] = set()
-    for n in p.cluster.nodes:
-        count = sum(1 for g in range(n.gpus) if (n.name, g) in busy)
-        if not count:
-            continue
+    busy_per_node: dict[str, int] = defaultdict(int)
+    for nname, _ in busy:  # the work scales with the busy GPUs, never with the GPUs declared
+        busy_per_node[nname] += 1
+    nodes = {n.name: n for n in p.cluster.nodes}
+    for nname, count in sorted(busy_per_node.items()):
+        n = nodes[nname]
         assert n.gpu_model is not None
         tdp = p.catalog.get(n.gpu_model).tdp_w
         for lvl, dom in zip(levels[:-1], n.path, strict=True):
@@ -270,11 +324,23 @@ def check_plan(p: Problem, plan: Plan) -> list[str]:
         missing = [r for r in range(w.replicas) if (w.name, r) not in placed and (w.name, r) not in unplaced]
         if missing:
             v.append(f"{w.name}: replicas {missing} are neither placed nor listed unplaced")
-    units: dict[tuple[str, int], int] = {}
-    v.extend(_check_assignments(p, plan.assignments, units))
+    v.extend(check_assignments(p, plan.assignments))
     v.extend(_check_groups(p, placed))
     v.extend(_check_running(p, plan, placed))
-    v.extend(_check_summary(p, plan, placed, units))
+    v.extend(_check_summary(p, plan, placed))
+    v.extend(_check_numbers(plan))
+    return v
+
+
+def _check_numbers(plan: Plan) -> list[str]:
+    """The plan's own numbers: finite objective, bound, gap and time; a gap in 0..1."""
+    v = [f"{name} {list(values)} holds a value that is not a finite number"
+         for name, values in (("objective", plan.objective), ("bound", plan.bound))
+         if not all(math.isfinite(x) for x in values)]
+    if not math.isfinite(plan.gap) or not 0 <= plan.gap <= 1:
+        v.append(f"gap {plan.gap} is not a finite number in 0..1")
+    if not math.isfinite(plan.solve_seconds) or plan.solve_seconds < 0:
+        v.append(f"solve_seconds {plan.solve_seconds} is not a finite number >= 0")
     return v
 
 
@@ -285,6 +351,12 @@ def _check_groups(p: Problem, placed: dict[tuple[str, int], Assignment]) -> list
         mine = [placed[(w.name, r)] for r in range(w.replicas) if (w.name, r) in placed]
         if w.is_gang and 0 < len(mine) < w.replicas:
             v.append(f"{w.name}: gang placed partially ({len(mine)} of {w.replicas} replicas)")
+        gpu_kind = w.gpus is not None or w.mig is not None or w.gpu_fraction is not None
+        if w.kind == "training" and not w.mixed_models and gpu_kind:
+            models = {nodes[a.node].gpu_model for a in mine if a.node in nodes}
+            if len(models) > 1:
+                v.append(f"{w.name}: gang spans GPU models {sorted(str(m) for m in models)}; "
+                         "set mixed_models: true to allow it")
         lvl = w.topology.required
         if lvl and mine and all(a.node in nodes for a in mine):
             doms = {p.cluster.domain_of(nodes[a.node], lvl) for a in mine}
@@ -332,8 +404,7 @@ def _check_running(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignm
     return v
 
 
-def _check_summary(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignment],
-                   units_of: dict[tuple[str, int], int]) -> list[str]:
+def _check_summary(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignment]) -> list[str]:
     v: list[str] = []
     works = {w.name: w for w in p.workloads}
     missing_guaranteed = sorted({w.name for w in p.workloads if w.sla == "guaranteed"
@@ -346,8 +417,14 @@ def _check_summary(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignm
         v.append(f"priorities {list(plan.priorities)} differ from the problem's {list(p.priorities)}")
         return v
     units: dict[int, int] = defaultdict(int)
-    for key, u in units_of.items():  # the units of the last assignment of each replica, as in ``placed``
-        units[works[key[0]].priority] += u
+    nodes = {n.name: n for n in p.cluster.nodes}
+    value: dict[str, int] = {}  # per workload: the value is fixed by the workload
+    for a in placed.values():
+        w, node = works.get(a.workload), nodes.get(a.node)
+        if w is not None and node is not None:
+            if w.name not in value:
+                value[w.name] = replica_value(p, w)
+            units[w.priority] += value[w.name]
     expected = [units_to_gpus(units[q]) for q in p.priorities]
     if len(plan.objective) != len(expected) or any(abs(x - y) > _TOL for x, y in zip(plan.objective, expected,
                                                                                        strict=False)):

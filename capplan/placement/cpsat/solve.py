@@ -39,7 +39,7 @@ _PRESOLVE_MAX_VARS = 15_000
 _BUILD_SECONDS_PER_PAIR = 2e-4
 _TIE_BREAK_SECONDS = 0.5  # a tie-breaking stage after every priority is proven: this + 2% of the limit
 _TIE_BREAK_GRACE = 1.0  # seconds a stage whose units are proven keeps searching for the replica tie-break
-_WEIGHT = {"guaranteed": 1.0, "moves": 0.5, "shape": 0.5}  # share of the remaining time; priorities 2.0
+_WEIGHT = {"guaranteed": 1.0, "moves": 0.5, "held": 0.5, "shape": 0.5}  # share of the remaining time; priorities 2.0
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):
@@ -112,6 +112,7 @@ def _complete_hint(
     prm.num_workers = 1
     prm.random_seed = options.seed
     prm.fix_variables_to_their_hinted_value = True
+    prm.catch_sigint_signal = False  # Ctrl-C stays with Python: the CLI ends through "interrupted"
     pm.m.clear_objective()  # type: ignore[no-untyped-call]
     status = solver.solve(pm.m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -184,6 +185,7 @@ def _solve_stages(
         prm.max_time_in_seconds = budget
         prm.num_workers = max(1, options.workers)
         prm.random_seed = options.seed
+        prm.catch_sigint_signal = False  # Ctrl-C stays with Python: the CLI ends through "interrupted"
         # On large models presolve takes many seconds and may drop the hint; search directly.
         prm.cp_model_presolve = len(pm.m.proto.variables) <= _PRESOLVE_MAX_VARS
         best = inc_vals[k] if run.solution is not None else None
@@ -208,7 +210,8 @@ def _solve_stages(
             name = "unknown"  # no better solution found in time: keep the incumbent's value
         value = inc_vals[k]
         bound = solver.best_objective_bound
-        if status == cp_model.INFEASIBLE or (bound < value if st.maximize else bound > value):
+        tol = 1e-6 * max(1.0, abs(value))  # CP-SAT reports large objectives with float rounding
+        if status == cp_model.INFEASIBLE or (bound < value - tol if st.maximize else bound > value + tol):
             # Not a bound: CP-SAT reports one on the wrong side of a known solution when it stops
             # before computing any (e.g. a stage cut off at once on a slow machine), and a stage
             # "infeasible" under an incumbent that meets it would be a modelling error. Claim nothing.
@@ -280,7 +283,7 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
     groups = break_node_symmetry(pm)
     stages = build_stages(pm)
     if not repair_racks:  # a rack's small solve: only the placement stages count (see repair.lex_key)
-        stages = [st for st in stages if st.priority is not None or st.name == "guaranteed"]
+        stages = [st for st in stages if st.priority is not None or st.name in ("guaranteed", "held")]
     for var, value in greedy_hint(pm, sort_plan_nodes(pm, greedy, groups)).items():
         pm.m.add_hint(var, value)
     if repairable:  # on large models the build takes much of the 30%: the stages get a quarter of what is left
