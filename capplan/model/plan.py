@@ -94,9 +94,20 @@ class Plan(Frozen):
 
     def to_json(self) -> str:
         """Serialise to the JSON plan format: one line per assignment, null fields left out."""
-        data = self.model_dump(mode="json", exclude_none=True)
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"assignments"})
         parts = []
-        for key, val in data.items():
+        for key in type(self).model_fields:
+            if key == "assignments":
+                val: Any = self.assignments
+                if val:
+                    items = ",\n".join([_assignment_line(a) for a in self.assignments])
+                    parts.append(f' "assignments": [\n{items}\n ]')
+                    continue
+                val = []
+            elif key in data:
+                val = data[key]
+            else:
+                continue
             if isinstance(val, list) and val and isinstance(val[0], dict):
                 items = ",\n".join(f"  {json.dumps(x)}" for x in val)
                 parts.append(f" {json.dumps(key)}: [\n{items}\n ]")
@@ -121,6 +132,21 @@ class Plan(Frozen):
             return cls.model_validate(data)
         except ValidationError as exc:
             raise input_error_from(exc, "", Plan) from None
+
+
+_str = json.encoder.encode_basestring_ascii  # what json.dumps uses
+
+
+def _assignment_line(a: Assignment) -> str:
+    """``json.dumps`` of the assignment's JSON dump (null fields left out), indented by two: the same
+    text without going through pydantic's serialiser and the generic encoder (a plan may hold 200k)."""
+    line = (f'  {{"workload": {_str(a.workload)}, "replica": {int(a.replica)}, "node": {_str(a.node)}, '
+            f'"gpus": [{", ".join([str(int(g)) for g in a.gpus])}]')
+    if a.mig is not None:
+        line += f', "mig": {{"profile": {_str(a.mig.profile)}, "start": {int(a.mig.start)}}}'
+    if a.fraction is not None:
+        line += f', "fraction": {json.dumps(a.fraction)}'
+    return line + "}"
 
 
 def json_schema() -> dict[str, Any]:
