@@ -58,6 +58,16 @@ def _neighbourhood(p: Problem, assignments: list[Assignment], unplaced: list[tup
     return out
 
 
+def _proven(plan: Plan) -> bool:
+    """Whether CP-SAT proved ``plan``'s placement optimal (also when a guarantee cannot be met)."""
+    if plan.status == "optimal":
+        return True
+    stats = plan.metrics.get("cpsat", {})
+    stages = stats.get("stages") or []
+    return (plan.status == "infeasible" and "fallback" not in stats and list(plan.objective) == list(plan.bound)
+            and any(r["name"] == "guaranteed" and r["status"] == "optimal" for r in stages))
+
+
 def plan_lns(p: Problem, options: PlanOptions) -> Plan:
     """Plan ``p`` by large-neighbourhood search around the heuristic plan (see the module docstring)."""
     from capplan.placement.core.bound import upper_bound
@@ -89,12 +99,19 @@ def plan_lns(p: Problem, options: PlanOptions) -> Plan:
         if not sub.workloads:
             continue
         left = deadline - time.perf_counter()
-        sub_plan = plan_cpsat(sub, replace(options, time_limit=max(0.5, min(5.0, left)), progress=None, workers=1),
-                              repair_racks=False)
+        if left < 0.05:
+            break
+        # Replicas running in the sub-problem (running ones, and gang members pinned by the rest of the plan)
+        # stay where they are: an eviction or move there could not be recorded against the whole plan.
+        sub_plan = plan_cpsat(sub, replace(options, time_limit=left, progress=None, workers=1,
+                                           allow_preemption=False, allow_migration=False), repair_racks=False)
+        whole = len(nodes) == len(p.cluster.nodes) and len(offer) == len(missing)
         old = [a for a in assignments if a.node in nodes]
         fwd = {v: k for k, v in back.items()}
         old_sub = [a.model_copy(update={"replica": fwd[a.key][1]}) for a in old if a.key in fwd]
         if lex_key(sub, list(sub_plan.assignments)) <= lex_key(sub, old_sub):
+            if whole and _proven(sub_plan):
+                break  # the whole problem was the neighbourhood and CP-SAT proved it: no step can improve
             continue
         keep = [a for a in assignments if a.node not in nodes]
         moved = {back[a.key] for a in sub_plan.assignments}

@@ -128,6 +128,8 @@ def summary_text(p: Problem, plan: Plan) -> str:
     m = plan.metrics
     lines.append(f"  GPUs: {m.get('gpus_allocated', 0):g} of {m.get('gpus_total', 0)} allocated "
                  f"({m.get('allocation_pct', 0):.2f}%), CPU {m.get('cpu_allocation_pct', 0):.1f}% allocated")
+    if plan.metrics.get("warning"):
+        lines.append(f"  warning: {plan.metrics['warning']}")
     for u in plan.unplaced:
         lines.append(f"  unplaced {u.workload} x{len(u.replicas)}: {u.reason}")
     for e in plan.evictions:
