@@ -4,8 +4,9 @@ Starting from the heuristic plan, each step picks a *neighbourhood* of nodes (a 
 the nodes where an unplaced workload could go, or the most fragmented nodes), builds a
 sub-problem with :meth:`Problem.replace` (those nodes only; replicas that must stay become its
 running state; unplaced workloads are offered), solves it with the ``cpsat`` strategy and keeps
-the result when it is lexicographically better. It stops at the time limit or when the plan
-meets its bound.
+the result when it is lexicographically better. It stops at the time limit, when the plan
+meets its bound, or when CP-SAT proved a neighbourhood holding the whole problem (the first one, on
+clusters of at most twice the neighbourhood size).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import numpy as np
 
 from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Problem, Workload
+from capplan.model.units import units_to_gpus
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.subproblem import lex_key, neighbourhood
-from capplan.placement.core.summary import make_plan, placed_units
+from capplan.placement.core.summary import lexicographic_gap, make_plan, placed_units
 
 _NODES = 8  # nodes per neighbourhood
 _OFFER = 40  # unplaced workloads offered per neighbourhood
@@ -88,13 +90,28 @@ def plan_lns(p: Problem, options: PlanOptions) -> Plan:
         return [got[q] for q in p.priorities]
 
     target = [max(bound.get(q, 0), b) for q, b in zip(p.priorities, units(assignments), strict=True)]
+    shown = 0.0
+
+    def report(force: bool = False) -> None:
+        nonlocal shown
+        now = time.perf_counter()
+        if options.progress and (force or now - shown >= 1.0):
+            got = units(assignments)
+            options.progress({"stage": "lns", "elapsed": round(now - t0, 3), "step": steps,
+                              "objective": [units_to_gpus(u) for u in got],
+                              "bound": [units_to_gpus(b) for b in target], "gap": lexicographic_gap(got, target)})
+            shown = now
+
+    report(force=True)
     while time.perf_counter() < deadline and units(assignments) != target:
         placed = {a.key for a in assignments}
         missing = [(w, [r for r in range(w.replicas) if (w.name, r) not in placed]) for w in p.workloads]
         missing = [(w, rs) for w, rs in missing if rs]
-        nodes = _neighbourhood(p, assignments, missing, rng, steps)
+        small = steps == 0 and len(p.cluster.nodes) <= 2 * _NODES
+        nodes = {n.name for n in p.cluster.nodes} if small else _neighbourhood(p, assignments, missing, rng, steps)
         offer = [missing[int(i)] for i in rng.permutation(len(missing))[:_OFFER]]
         steps += 1
+        report()
         sub, back = neighbourhood(p, assignments, nodes, offer)
         if not sub.workloads:
             continue
@@ -121,9 +138,7 @@ def plan_lns(p: Problem, options: PlanOptions) -> Plan:
         if lex_key(p, cand) > best:
             assignments, best = cand, lex_key(p, cand)
             improved += 1
-            if options.progress:
-                options.progress({"stage": "lns", "elapsed": round(time.perf_counter() - t0, 3),
-                                  "objective": units(assignments), "bound": target, "step": steps})
+            report(force=True)
     placed = {a.key for a in assignments}
     reasons = {u.workload: u.reason for u in start.unplaced}
     unplaced = [Unplaced(workload=w.name, replicas=tuple(rs),

@@ -7,6 +7,7 @@ result through the independent validator before returning it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import replace
@@ -17,6 +18,7 @@ from capplan.model.plan import Plan
 from capplan.model.problem import Problem
 from capplan.model.validate import assert_valid, check_plan
 from capplan.placement.core.options import PlanOptions
+from capplan.placement.core.progress import Heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +56,10 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
         raise InputError("strategy", f"unknown strategy {name!r}{suggest(name, STRATEGIES)}; "
                                      f"choose from {', '.join(sorted(STRATEGIES))} or auto")
     t0 = time.perf_counter()
+    beat = Heartbeat(opts.progress, name) if opts.progress else None
     try:
-        plan = STRATEGIES[name](p, opts)
+        with beat or contextlib.nullcontext():
+            plan = STRATEGIES[name](p, replace(opts, progress=beat) if beat else opts)
         problems = check_plan(p, plan)
     except (InputError, KeyboardInterrupt, MemoryError):
         raise
