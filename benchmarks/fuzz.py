@@ -166,13 +166,14 @@ def generate(seed: int) -> dict[str, Any]:
 
 
 def lex(p: Any, plan: Any) -> tuple[float, ...]:
-    """The plan comparison of the plan format, computed here: guaranteed replicas placed, then GPUs per priority.
+    """The plan order, computed here: guaranteed replicas placed, then per priority GPU demand and replicas placed.
 
-    ``objective`` holds the placed GPU demand per priority (the validator recomputes it); ``optimal``
-    and ``bound`` speak of this order (docs/formats.md), not of tie-breaks such as the replica count.
+    ``objective`` holds the placed GPU demand per priority (the validator recomputes it); ``optimal`` and
+    ``bound`` speak of this order (docs/formats.md).
     """
     g = sum(1 for a in plan.assignments if p.workload(a.workload).sla == "guaranteed")
-    return (g, *plan.objective)
+    reps = [sum(1 for a in plan.assignments if p.workload(a.workload).priority == q) for q in p.priorities]
+    return (g, *[x for u, r in zip(plan.objective, reps, strict=True) for x in (u, r)])
 
 
 class _Hang(Exception):
@@ -201,6 +202,8 @@ def run_instance(seed: int, strategies: tuple[str, ...] = STRATEGIES) -> list[di
                                "running": bool(p.running), "preempt": opts.allow_preemption,
                                "migrate": opts.allow_migration, "replicas": sum(w.replicas for w in p.workloads),
                                "guaranteed": sum(w.replicas for w in p.workloads if w.sla == "guaranteed"),
+                               "totals": [sum(w.replicas for w in p.workloads if w.priority == q)
+                                          for q in p.priorities],
                                "nodes": len(p.cluster.nodes)}
         t0 = time.perf_counter()
         signal.alarm(int(3 * limit + 20))
@@ -231,8 +234,9 @@ def cross_check(rec: dict[str, Any], recs: list[dict[str, Any]], guaranteed: int
     """Findings against one solve's claims: valid plans of the instance beating its proof or exceeding its bound.
 
     A plan claiming ``optimal`` must not be beaten in the order of :func:`lex`. A bound is checked by walking
-    the priorities while another plan (placing every guaranteed replica) sits exactly at it: that plan then
-    shares the optimum's placed demand so far, so at the next priority it may not exceed the bound.
+    the priorities while another plan (placing every guaranteed replica) sits exactly at it with every replica
+    of the priority placed: that plan then shares the optimum's prefix, so at the next priority it may not
+    exceed the bound.
     """
     if "key" not in rec or rec.get("invalid"):
         return [], []
@@ -245,12 +249,12 @@ def cross_check(rec: dict[str, Any], recs: list[dict[str, Any]], guaranteed: int
             proofs.append(other["strategy"])
         if other["key"][0] < guaranteed:
             continue
-        for b, o in zip(rec["bound"], other["objective"], strict=True):
+        for k, (b, o) in enumerate(zip(rec["bound"], other["objective"], strict=True)):
             if o > b + 1e-6:
                 bounds.append(other["strategy"])
                 break
-            if o < b - 1e-6:
-                break
+            if o < b - 1e-6 or other["key"][2 + 2 * k] < other["totals"][k]:
+                break  # below the bound, or replicas left out here: the optimum may differ from here on
     return proofs, bounds
 
 
@@ -276,15 +280,15 @@ def _worker(seed: int) -> list[dict[str, Any]]:
                  "wall": 0.0, "limit": 0.0, "over": False, "false_proof": [], "false_bound": []}]
 
 
-def run(first: int, count: int, workers: int, out: Path) -> None:
+def run(first: int, count: int, workers: int, out: Path, commit: str | None = None) -> None:
     """Run instances ``first .. first+count-1`` on ``workers`` processes, appending records to ``out``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     done: set[int] = set()
     if out.exists():
         done = {json.loads(line)["seed"] for line in out.read_text().splitlines() if line.strip()}
     todo = [s for s in range(first, first + count) if s not in done]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip() or "unknown"
+    commit = commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                      cwd=Path(__file__).parent).stdout.strip() or "unknown"
     print(f"fuzz: {len(todo)} instances to run ({len(done)} already in {out}), commit {commit}", flush=True)
     t0 = time.time()
     ctx = mp.get_context("fork")
@@ -369,6 +373,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--instances", type=int, default=1000)
     r.add_argument("--workers", type=int, default=2)
     r.add_argument("--out", type=Path, default=Path("benchmarks/out/fuzz.jsonl"))
+    r.add_argument("--commit", help="the commit to record (default: git rev-parse HEAD; for a copied tree)")
     s = sub.add_parser("summary")
     s.add_argument("path", type=Path)
     s.add_argument("--markdown", action="store_true")
@@ -376,7 +381,7 @@ def main(argv: list[str] | None = None) -> None:
     sh.add_argument("seed", type=int)
     a = ap.parse_args(argv)
     if a.cmd == "run":
-        run(a.first, a.instances, a.workers, a.out)
+        run(a.first, a.instances, a.workers, a.out, a.commit)
     elif a.cmd == "summary":
         print(summarize(a.path, a.markdown))
     else:

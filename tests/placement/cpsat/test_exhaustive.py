@@ -83,13 +83,6 @@ def _groups_ok(p: Problem, chosen: list[Assignment]) -> bool:
     return True
 
 
-def plan_key(p: Problem, assignments: list[Assignment] | tuple[Assignment, ...]) -> tuple[int, ...]:
-    """The plan format's order (docs/formats.md): guaranteed replicas, then GPU demand units per priority."""
-    units = placed_units(p, assignments)
-    g = sum(1 for a in assignments if p.workload(a.workload).sla == "guaranteed")
-    return (g, *[units[q] for q in p.priorities])
-
-
 def exhaustive_best(p: Problem, score: Callable[[Problem, list[Assignment]], tuple[int, ...]] = key) -> tuple[int, ...]:
     """Best ``score`` over all concrete placements (identical replicas enumerated in order).
 
