@@ -221,6 +221,10 @@ def _solve_stages(
             name = "unknown"  # no better solution found in time: keep the incumbent's value
         value = inc_vals[k]
         bound = solver.best_objective_bound
+        if status == cp_model.UNKNOWN:
+            # Cut off before a solution of its own (a tiny budget on a busy machine): the response's bound may
+            # be a default (0), not a bound. Keep only bounds CP-SAT reported while searching.
+            bound = cb.bound if st.maximize else -math.inf
         if status == cp_model.INFEASIBLE or (bound < value if st.maximize else bound > value):
             # Not a bound: CP-SAT reports one on the wrong side of a known solution when it stops
             # before computing any (e.g. a stage cut off at once on a slow machine), and a stage
