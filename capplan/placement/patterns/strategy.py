@@ -93,7 +93,7 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
     # Whatever is left (replicas the MIP left out, CPU-only pods) goes where there is still room.
     rest = p.replace(running=tuple(assignments))
     final, unplaced, _ = place(rest, "bestfit", seed=options.seed)
-    bound = upper_bound(p, time_limit=max(0.5, 0.25 * tl))
+    bound = upper_bound(p, time_limit=max(0.2, 0.25 * tl))
     plan = make_plan(p, "patterns", final, unplaced, bound=bound.per_priority, seconds=time.perf_counter() - t0,
                      seed=options.seed, extra_metrics={**stats, "bound_seconds": round(bound.seconds, 3),
                                                        "bound_exact": bound.converged})
