@@ -139,6 +139,7 @@ def plan_lns(p: Problem, options: PlanOptions) -> Plan:
             assignments, best = cand, lex_key(p, cand)
             improved += 1
             report(force=True)
+    report(force=True)
     placed = {a.key for a in assignments}
     reasons = {u.workload: u.reason for u in start.unplaced}
     unplaced = [Unplaced(workload=w.name, replicas=tuple(rs),
