@@ -109,3 +109,25 @@ def test_fuzz_campaign_instances_are_clean(fuzz: Any, seed: int) -> None:
         assert not r.get("error") and not r["invalid"] and not r["fallback"], r
         assert not r["false_proof"] and not r["false_bound"], r
     assert any(r["running"] for r in recs) == bool(fuzz.generate(seed)["scenario"].get("running"))
+
+
+def test_a_failing_strategy_falls_back_to_the_greedy_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A strategy that raises, or returns a plan the validator rejects, costs the user nothing but a warning."""
+    from capplan.placement import STRATEGIES
+
+    p = random_tiny(5)
+
+    def raises(problem: Problem, options: PlanOptions) -> Any:
+        raise RuntimeError("boom")
+
+    def drops_everything(problem: Problem, options: PlanOptions) -> Any:
+        plan = plan_greedy(problem, options)
+        return plan.model_copy(update={"assignments": (), "unplaced": ()})  # replicas neither placed nor listed
+
+    greedy = solve(p, "greedy")
+    for name, fn in (("raises", raises), ("invalid", drops_everything)):
+        monkeypatch.setitem(STRATEGIES, name, fn)
+        plan = solve(p, name, PlanOptions(time_limit=1.0))
+        assert check_plan(p, plan) == []
+        assert plan.metrics["fallback_from"] == name and name in plan.metrics["warning"]
+        assert plan.assignments == greedy.assignments
