@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from capplan.reserve.check import check_plan
-from capplan.reserve.milp import SolverSettings
 from capplan.reserve.model import parse_planning
 from capplan.reserve.planner import SolveError, solve
 from capplan.reserve.problem import build_problem
+from capplan.reserve.solver import SolverSettings
 
 MODELS = ["A100-80GB", "H100-SXM5", "H100-NVL", "H200", "B200", "MI300X"]
 COST = {

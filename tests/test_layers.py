@@ -162,10 +162,7 @@ def test_only_cli_parses_arguments_and_prints() -> None:
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("lib", [
-    "ortools", "pulp",
-    pytest.param("highspy", marks=pytest.mark.xfail(strict=True, reason="reserve/highs.py adapter in progress")),
-])
+@pytest.mark.parametrize("lib", ["ortools", "pulp", "highspy"])
 def test_solver_library_behind_its_adapter(lib: str) -> None:
     """ortools only under placement/cpsat, pulp only in reserve/milp.py, highspy only in reserve/highs.py."""
     users = sorted(m for m, p in MODULES.items() if any(n.split(".")[0] == lib for n, _ in _imports(p)))

@@ -15,6 +15,13 @@ def add_catalog_option(p: argparse.ArgumentParser) -> None:
                    help="extra GPU catalog file (YAML); may be repeated; overrides built-in models")
 
 
+def add_prices_option(p: argparse.ArgumentParser) -> None:
+    """Add ``--prices FILE``: GPU-hour prices per model, overriding the catalog's ``price_per_gpu_hour``."""
+    p.add_argument("--prices", metavar="FILE",
+                   help="GPU-hour prices per model (YAML/JSON `price_per_gpu_hour: {MODEL: price}`) "
+                        "overriding the catalog's; see docs/report.md")
+
+
 def seconds(text: str) -> float:
     """An argparse type: a finite, positive number of seconds."""
     try:

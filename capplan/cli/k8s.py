@@ -16,6 +16,8 @@ from capplan.cli.common import add_catalog_option
 from capplan.model.errors import InputError
 
 EXPORTS = ("mig-parted", "bindings", "kueue-topology", "volcano-hypernodes")
+KUEUE_DEFAULT = "0.19"  # = capplan.io.k8s.topology.KUEUE_DEFAULT (kept here so --help needs no import)
+VOLCANO_DEFAULT = "1.15"  # = capplan.io.k8s.topology.VOLCANO_DEFAULT
 
 
 def meta_path(scenario: str) -> Path:
@@ -38,7 +40,14 @@ def add_import_parser(sub: Any) -> None:
         "Workload objects in the same List) into a scenario file.",
     )
     p.add_argument("--nodes", required=True, metavar="NODES.json", help="kubectl nodes JSON, or - for stdin")
-    p.add_argument("--pods", metavar="PODS.json", help="kubectl pods JSON (a List; may hold job objects)")
+    p.add_argument(
+        "--pods",
+        action="append",
+        default=[],
+        metavar="PODS.json",
+        help="kubectl JSON List of pods and the objects grouping them; repeat for one file per resource type "
+        "(items are numbered across the files in order)",
+    )
     p.add_argument(
         "--level-label",
         action="append",
@@ -83,18 +92,40 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--node-labels",
         metavar="FILE",
-        help="mig-parted: where to write the per-node label document (default FILE.node-labels.json)",
+        help="mig-parted: where to write the node-label List (default FILE.node-labels.json)",
+    )
+    p.add_argument(
+        "--base",
+        metavar="CONFIG",
+        help="mig-parted: existing mig-parted config (or the ConfigMap holding it) to add capplan's configs to",
     )
     p.add_argument(
         "--patch",
         choices=("nodeSelector", "affinity"),
         default="nodeSelector",
-        help="bindings: pin pods with a nodeSelector (default) or a required node affinity",
+        help="bindings: pin pods with a nodeSelector (default) or a required node affinity added to theirs",
+    )
+    p.add_argument(
+        "--actions",
+        metavar="FILE",
+        help="bindings: where to write every binding, eviction and migration (default FILE.actions.json)",
     )
     p.add_argument(
         "--kueue-api-version",
-        default="kueue.x-k8s.io/v1beta1",
-        help="apiVersion of the Kueue objects (default kueue.x-k8s.io/v1beta1)",
+        metavar="RELEASE|GROUP/VERSION",
+        help=f"Kueue release (0.10 ... 0.19; default {KUEUE_DEFAULT}) or group/version such as kueue.x-k8s.io/v1beta1",
+    )
+    p.add_argument(
+        "--flavor-label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kueue-topology: nodeLabels of the one ResourceFlavor (default: one flavor per GPU product label)",
+    )
+    p.add_argument(
+        "--volcano-version",
+        metavar="RELEASE|GROUP/VERSION",
+        help=f"Volcano release (1.12 ... 1.16; default {VOLCANO_DEFAULT}) or topology.volcano.sh/v1alpha1",
     )
     _catalog_arg(p)
     p.set_defaults(func=run_export)
@@ -112,7 +143,7 @@ def run_import(args: argparse.Namespace) -> int:
     levels = parse_level_labels(args.level_label)
     catalog = load_catalog(args.catalog)
     nodes = load_yaml_or_json(args.nodes, "nodes file")
-    pods = load_yaml_or_json(args.pods, "pods file") if args.pods else None
+    pods = _pod_lists(args.pods) if args.pods else None
     configs = (
         parse_mig_parted(load_yaml_or_json(args.mig_parted, "mig-parted config")) if args.mig_parted else None
     )
@@ -136,6 +167,20 @@ def run_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pod_lists(paths: list[str]) -> dict[str, Any]:
+    """The ``--pods`` files joined into one List (each must be a List itself)."""
+    from capplan.io.files import load_yaml_or_json
+    from capplan.io.k8s.labels import k8s_list
+
+    items: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            items += k8s_list(load_yaml_or_json(path, "pods file"), "pods")
+        except InputError as exc:
+            raise InputError(exc.path, f"{path}: {exc.message}") from None
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
 def _meta(args: argparse.Namespace) -> dict[str, Any] | None:
     from capplan.io.files import load_yaml_or_json
 
@@ -148,16 +193,58 @@ def _meta(args: argparse.Namespace) -> dict[str, Any] | None:
     return data
 
 
+def _base(path: str) -> Any:
+    """The ``--base`` file, checked to be a mig-parted config (or a ConfigMap holding one)."""
+    from capplan.io.files import load_yaml_or_json
+    from capplan.io.k8s.export import base_document
+    from capplan.io.k8s.mig import parse_mig_parted
+
+    data = load_yaml_or_json(path, "mig-parted base config")
+    try:
+        parse_mig_parted(base_document(data)[0])
+    except InputError as exc:
+        raise InputError(exc.path or "--base", f"--base {path}: {exc.message}") from None
+    return data
+
+
+def _flavor_labels(specs: list[str]) -> dict[str, str]:
+    """``--flavor-label KEY=VALUE`` options as a label map."""
+    from capplan.io.k8s.labels import valid_label
+
+    out: dict[str, str] = {}
+    for spec in specs:
+        key, sep, value = spec.partition("=")
+        if not sep or not valid_label(key.strip(), value.strip()):
+            raise InputError(
+                "--flavor-label", f"expected KEY=VALUE with a Kubernetes label key and value, got {spec!r}"
+            )
+        out[key.strip()] = value.strip()
+    if len(out) > 8:
+        raise InputError("--flavor-label", "a ResourceFlavor takes at most 8 nodeLabels")
+    return out
+
+
 def run_export(args: argparse.Namespace) -> int:
     """Run ``capplan export``; exit code."""
     from capplan.io.files import load_yaml_or_json, write_text_atomic
-    from capplan.io.k8s.export import bindings, mig_parted_yaml
+    from capplan.io.k8s.export import actions, bindings, mig_parted_yaml
     from capplan.io.k8s.labels import parse_level_labels
-    from capplan.io.k8s.topology import kueue_objects, volcano_hypernodes, yaml_documents
+    from capplan.io.k8s.topology import (
+        gpu_selectors,
+        kueue_objects,
+        kueue_target,
+        volcano_hypernodes,
+        volcano_target,
+        yaml_documents,
+    )
     from capplan.io.scenario import load_scenario
     from capplan.model.plan import Plan
     from capplan.model.validate import check_plan
 
+    kueue = kueue_target(args.kueue_api_version) if args.format == "kueue-topology" else None
+    volcano = volcano_target(args.volcano_version) if args.format == "volcano-hypernodes" else None
+    flavor = _flavor_labels(args.flavor_label)
+    base = _base(args.base) if args.base else None
     problem = load_scenario(args.scenario, args.catalog)
     meta = _meta(args)
     labels = {lv: lb for lv, lb in (meta or {}).get("levels", [])}
@@ -180,19 +267,37 @@ def run_export(args: argparse.Namespace) -> int:
             )
     if args.format == "mig-parted":
         assert plan is not None
-        text, doc = mig_parted_yaml(problem, plan)
+        text, doc = mig_parted_yaml(problem, plan, base)
         labels_out = args.node_labels or f"{args.output}.node-labels.json"
         write_text_atomic(labels_out, json.dumps(doc, indent=1) + "\n")
         write_text_atomic(args.output, text)
-        print(f"{len(doc['nodes'])} node label(s) -> {labels_out}", file=sys.stderr)
+        print(f"{len(doc['items'])} node label(s) -> {labels_out}", file=sys.stderr)
+        if base is None:
+            print(
+                f"note: {args.output} holds only capplan's configs; to keep the standard and site configs other "
+                "nodes use, give the current config with --base",
+                file=sys.stderr,
+            )
     elif args.format == "bindings":
         assert plan is not None
-        write_text_atomic(args.output, json.dumps(bindings(problem, plan, meta, args.patch), indent=1) + "\n")
-    elif args.format == "kueue-topology":
-        write_text_atomic(
-            args.output, yaml_documents(kueue_objects(problem, labels, api_version=args.kueue_api_version))
+        acts = actions(problem, plan, meta, args.patch)
+        pods = bindings(problem, plan, meta, args.patch)
+        actions_out = args.actions or f"{args.output}.actions.json"
+        write_text_atomic(actions_out, json.dumps(acts, indent=1) + "\n")
+        write_text_atomic(args.output, json.dumps(pods, indent=1) + "\n")
+        print(
+            f"{len(pods['items'])} pod patch(es); {len(acts['bindings'])} binding(s), "
+            f"{len(acts['evictions'])} eviction(s), {len(acts['migrations'])} migration(s) -> {actions_out}",
+            file=sys.stderr,
         )
+    elif args.format == "kueue-topology":
+        assert kueue is not None
+        warnings: list[str] = []
+        sels = [("flavor", flavor)] if flavor else gpu_selectors(problem, (meta or {}).get("nodes") or {}, warnings)
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        write_text_atomic(args.output, yaml_documents(kueue_objects(problem, labels, kueue, sels)))
     else:
-        write_text_atomic(args.output, yaml_documents(volcano_hypernodes(problem)))
+        write_text_atomic(args.output, yaml_documents(volcano_hypernodes(problem, volcano)))
     print(f"wrote {args.format} -> {args.output}", file=sys.stderr)
     return 0

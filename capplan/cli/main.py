@@ -8,6 +8,7 @@ guaranteed workload could not be placed; 2 bad input (nothing written); 1 intern
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -15,7 +16,7 @@ import traceback
 from collections.abc import Sequence
 
 from capplan import __version__
-from capplan.cli import alibaba, bench, common, explain, k8s, reserve, sweep
+from capplan.cli import alibaba, bench, common, explain, k8s, report, reserve, sweep
 from capplan.cli.common import (
     EXIT_GUARANTEE,
     EXIT_INPUT,
@@ -23,6 +24,7 @@ from capplan.cli.common import (
     EXIT_INVALID,
     EXIT_OK,
     add_catalog_option,
+    add_prices_option,
 )
 from capplan.model.errors import InputError, PlanValidationError
 
@@ -37,6 +39,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from capplan.placement.core.summary import summary_text
 
     problem = load_scenario(args.scenario, args.catalog)
+    prices = None
+    if args.report:
+        from capplan.io.report import load_prices
+
+        prices = load_prices(args.prices, problem.catalog)  # bad prices: exit 2 before any work
+    elif args.prices:
+        raise InputError("--prices", "only used with --report FILE")
     from capplan.cli.progress import stderr_progress
 
     opts = PlanOptions(time_limit=args.time_limit, seed=args.seed, allow_preemption=args.allow_preemption,
@@ -48,6 +57,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         write_text_atomic(args.output, text)
     else:
         sys.stdout.write(text)
+    if args.report:
+        report.write_report(problem, plan, args.report, prices)
     if not args.quiet:
         print(summary_text(problem, plan), file=sys.stderr)
     return EXIT_GUARANTEE if plan.status == "infeasible" else EXIT_OK
@@ -80,8 +91,9 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
         if args.json:
             print(m.model_dump_json(indent=1))
             return EXIT_OK
+        price = "?" if m.price_per_gpu_hour is None else f"{m.price_per_gpu_hour:g}"
         print(f"{m.name} ({m.vendor}): {m.memory_gib or '?'} GiB, TDP {m.tdp_w or '?'} W, "
-              f"partitioning {m.partitioning}")
+              f"partitioning {m.partitioning}, price {price} per GPU-hour")
         if m.aliases:
             print(f"  aliases: {', '.join(m.aliases)}")
         if m.profiles:
@@ -97,11 +109,12 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([m.model_dump(mode="json") for m in cat.models], indent=1))
         return EXIT_OK
-    print(f"{'model':<16} {'vendor':<8} {'GiB':>6} {'TDP W':>6}  partitioning / profiles")
+    print(f"{'model':<16} {'vendor':<8} {'GiB':>6} {'TDP W':>6} {'$/GPU-h':>7}  partitioning / profiles")
     for m in cat.models:
         profs = ", ".join(p.name for p in m.profiles) if m.profiles else "-"
         mem = f"{m.memory_gib:g}" if m.memory_gib else "?"
-        print(f"{m.name:<16} {m.vendor:<8} {mem:>6} {m.tdp_w or '?':>6}  {m.partitioning}: {profs}")
+        price = "?" if m.price_per_gpu_hour is None else f"{m.price_per_gpu_hour:.2f}"
+        print(f"{m.name:<16} {m.vendor:<8} {mem:>6} {m.tdp_w or '?':>6} {price:>7}  {m.partitioning}: {profs}")
     return EXIT_OK
 
 
@@ -130,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let preemptible running replicas of lower priority be evicted")
     p.add_argument("--allow-migration", action="store_true", help="let migratable running replicas move")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    p.add_argument("--report", metavar="FILE", help="also write the plan's HTML report here (see `capplan report`)")
+    add_prices_option(p)
     add_catalog_option(p)
     p.set_defaults(func=_cmd_plan)
 
@@ -154,11 +169,16 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_parser(sub)
     for src in IMPORT_SOURCES:
         src.add_import_parser(imp_sub)
+    for group in (sub, imp_sub):  # -v also after the command (SUPPRESS keeps the value given before it)
+        for cmd_parser in group.choices.values():
+            with contextlib.suppress(argparse.ArgumentError):  # the command has its own -v
+                cmd_parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                                        help="log progress and details to stderr")
     return parser
 
 
 # The command modules, listed explicitly; each imports its heavy modules inside its ``run``.
-COMMANDS = (explain, reserve, bench, k8s, sweep)
+COMMANDS = (explain, reserve, bench, k8s, sweep, report)
 IMPORT_SOURCES = (alibaba, k8s)
 
 

@@ -30,7 +30,9 @@ def add_parser(subparsers: Any) -> None:
         description="Two-stage stochastic MILP: what to order or reserve, and when. "
         "Writes DIR/plan.json, DIR/report.md, DIR/demand_vs_capacity.png, DIR/cost_breakdown.png.",
     )
-    p.add_argument("planfile", help="planning file (YAML or JSON), see docs/reservations.md")
+    p.add_argument(
+        "planfile", nargs="?", metavar="PLANFILE", help="planning file (YAML or JSON), see docs/reservations.md"
+    )
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     p.add_argument(
         "--time-limit", type=common.seconds, default=60.0, metavar="S", help="solver time limit per solve (s)"
@@ -50,7 +52,7 @@ def add_parser(subparsers: Any) -> None:
         default=[],
         metavar="K=V",
         help="re-solve with a change and report the delta, e.g. lead_time=+2 price.H200=-10%%; "
-        "join changes with commas to combine them",
+        "join changes with commas to combine them (arguments may come in any order)",
     )
     add_catalog_option(p)
     p.set_defaults(func=run)
@@ -61,15 +63,14 @@ def run(args: argparse.Namespace) -> int:
     from capplan.io.files import write_bytes_atomic, write_text_atomic
     from capplan.model.catalog import load_catalog
     from capplan.reserve.check import check_plan
-    from capplan.reserve.milp import SolverSettings
     from capplan.reserve.model import load_planning
     from capplan.reserve.planner import SolveError, solve
     from capplan.reserve.problem import build_problem
     from capplan.reserve.report import cost_breakdown_png, demand_capacity_png, markdown_report
+    from capplan.reserve.solver import SolverSettings
     from capplan.reserve.whatif import parse_whatif, run_whatifs
 
-    if args.threads < 1:
-        raise InputError("--threads", "must be >= 1")
+    _take_planfile(args)
     for i, w in enumerate(args.what_if):
         parse_whatif(w, f"--what-if[{i}]")  # fail on syntax before solving
     catalog = load_catalog(args.catalog)
@@ -113,6 +114,25 @@ def run(args: argparse.Namespace) -> int:
             print(f"unmet: {u.line()}", file=sys.stderr)
         return EXIT_UNMET
     return EXIT_OK
+
+
+def _take_planfile(args: argparse.Namespace) -> None:
+    """Recover PLANFILE when ``--what-if K=V ...`` took it (``reserve --what-if K=V PLANFILE -o DIR``).
+
+    ``--what-if`` takes one or more values, so argparse hands it every plain argument that
+    follows; a what-if always has ``=``, so the last value without one is the planning file.
+
+    Raises
+    ------
+    InputError
+        When no planning file was given.
+    """
+    if args.planfile is None:
+        loose = [i for i, w in enumerate(args.what_if) if "=" not in w]
+        if loose:
+            args.planfile = args.what_if.pop(loose[-1])
+    if args.planfile is None:
+        raise InputError("PLANFILE", "missing: give the planning file, e.g. capplan reserve plan.yaml -o out/")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,7 @@ from capplan.model.plan import MigSlot, input_error_from
 from capplan.model.problem import Cluster, Domain, GpuMode, Node, Problem
 from capplan.model.units import MIB_PER_GIB, MILLI, cores_to_milli, gib_to_mib
 
-_NODE_KEYS = {"name", "name_prefix", "count", "gpu", "gpus", "cpu", "memory_gib", "gpu_modes"}
+_NODE_KEYS = {"name", "name_prefix", "count", "gpu", "gpus", "cpu", "memory_gib", "gpu_modes", "mig_strategy"}
 _TOP_KEYS = {"cluster", "workloads", "running", "name", "description"}
 
 
@@ -101,6 +101,10 @@ def _nodes(raw: Any, path: str, parents: tuple[str, ...], catalog: Catalog) -> l
                       cpu_milli=cores_to_milli(_number(e, "cpu", p)),
                       memory_mib=gib_to_mib(_number(e, "memory_gib", p)),
                       gpu_modes=_gpu_modes(e.get("gpu_modes"), gpus, f"{p}.gpu_modes"))
+        strategy = e.get("mig_strategy", "mixed")
+        if strategy not in ("mixed", "single"):
+            raise InputError(f"{p}.mig_strategy", f"expected mixed or single, got {strategy!r}")
+        common["mig_strategy"] = strategy
         if "name" in e:
             names = [str(e["name"])]
         else:
@@ -201,6 +205,8 @@ def problem_to_data(p: Problem) -> dict[str, Any]:
             e["gpu_modes"] = [{"gpus": [m.gpu], "mode": m.mode, **({"layout": [s.model_dump() for s in m.layout]}
                                                                    if m.layout is not None else {})}
                               for m in n.gpu_modes]
+        if n.mig_strategy != "mixed":
+            e["mig_strategy"] = n.mig_strategy
         return e
 
     def children(depth: int, parents: tuple[str, ...]) -> list[dict[str, Any]]:

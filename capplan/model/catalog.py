@@ -51,7 +51,8 @@ class GpuModel(Frozen):
 
     ``partitioning`` is ``none`` (whole or time-sliced use only), ``mig`` (NVIDIA MIG, profiles
     may be mixed on one GPU) or ``partition`` (AMD compute partitions; with ``homogeneous`` set
-    every instance on one GPU uses the same profile).
+    every instance on one GPU uses the same profile). ``price_per_gpu_hour`` is an editable default
+    for cost reports (on-demand list prices, see docs/catalog.md); None when unknown.
     """
 
     name: str
@@ -64,6 +65,7 @@ class GpuModel(Frozen):
     memory_slices: int = Field(default=0, ge=0)
     homogeneous: bool = False
     profiles: tuple[MigProfile, ...] = ()
+    price_per_gpu_hour: float | None = Field(default=None, ge=0)
     source: str = ""
 
     @model_validator(mode="after")
@@ -162,7 +164,8 @@ class Catalog(Frozen):
 
 def _parse(data: Any, origin: str) -> Catalog:
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
-        raise InputError("models", f"{origin}: a catalog file needs a top-level `models:` list")
+        raise InputError("models", f"{origin}: a catalog file needs a top-level `models:` list "
+                                   "(or an `aliases:` map)")
     try:
         return Catalog.model_validate(data)
     except ValidationError as exc:
@@ -194,5 +197,52 @@ def load_catalog(paths: Sequence[str | Path] | Iterable[str | Path] = ()) -> Cat
             raise InputError("", f"cannot read catalog file {path}: {exc.strerror}") from None
         except yaml.YAMLError as exc:
             raise InputError("", f"catalog file {path} is not valid YAML: {exc}") from None
-        cat = cat.merged(_parse(data, str(path)))
+        if not isinstance(data, dict):
+            raise InputError("models", f"{path}: a catalog file needs a top-level `models:` list "
+                                       "(or an `aliases:` map)")
+        extra = set(data) - {"models", "aliases"}
+        if extra:
+            key = sorted(extra)[0]
+            raise InputError(key, f"{path}: unknown top-level field{suggest(key, ['models', 'aliases'])}; "
+                                  "expected models and/or aliases")
+        if "models" in data or "aliases" not in data:
+            cat = cat.merged(_parse({"models": data.get("models")}, str(path)))
+        cat = with_aliases(cat, data.get("aliases"), str(path))
     return cat
+
+
+def with_aliases(cat: Catalog, aliases: Any, origin: str) -> Catalog:
+    """``cat`` with extra names for existing models: ``{My-Name: H100-SXM5-80GB}`` (an alias may name an alias).
+
+    Parameters
+    ----------
+    cat
+        The catalog the targets are looked up in.
+    aliases
+        The ``aliases:`` value of a catalog file (None: nothing to add).
+    origin
+        The file name, for messages.
+
+    Raises
+    ------
+    InputError
+        Not a mapping of names, an unknown target model, or a name that already means another model.
+    """
+    if aliases is None:
+        return cat
+    if not isinstance(aliases, dict):
+        raise InputError("aliases", f"{origin}: expected a mapping NEW-NAME: MODEL, e.g. {{My-H100: H100-SXM5-80GB}}")
+    added: dict[str, list[str]] = {}
+    for alias, target in aliases.items():
+        where = f"aliases.{alias}"
+        if not isinstance(alias, str) or not alias or not isinstance(target, str):
+            raise InputError(where, f"{origin}: expected NEW-NAME: MODEL with both names strings")
+        model = cat.get(target, where)
+        if alias in cat and cat.get(alias).name != model.name:
+            raise InputError(where, f"{origin}: {alias!r} already names {cat.get(alias).name}, not {model.name}")
+        added.setdefault(model.name, []).append(alias)
+    if not added:
+        return cat
+    models = tuple(m.model_copy(update={"aliases": (*m.aliases, *(a for a in added[m.name] if a not in m.aliases))})
+                   if m.name in added else m for m in cat.models)
+    return Catalog(models=models)

@@ -82,6 +82,9 @@ def check_problem(p: Problem) -> None:
                 if m.mode != "mig":
                     raise InputError(f"{where}.gpu_modes", "a MIG layout needs mode: mig")
                 check_layout(model, m.layout, f"{where}.gpu_modes.layout")
+        if n.mig_strategy == "single" and any(m.mode == "mig" for m in n.gpu_modes) and n.single_profile is None:
+            raise InputError(f"{where}.gpu_modes", "a node with mig_strategy: single runs MIG on every GPU with "
+                                                   "instances of one profile (a layout per GPU), or no MIG at all")
     _check_workloads(p, set(levels))
     _check_running(p)
 
@@ -101,7 +104,8 @@ def _check_workloads(p: Problem, levels: set[str]) -> None:
             raise InputError(f"{path}.gpu_models", "an empty list allows no GPU; omit the field to allow any")
         if w.mig is not None and w.mig != "auto":
             if w.mig not in all_profiles:
-                raise unknown_profile_error(f"{path}.mig", w.mig, p.catalog)
+                present = w.gpu_models or [n.gpu_model for n in p.cluster.nodes if n.gpu_model]
+                raise unknown_profile_error(f"{path}.mig", w.mig, p.catalog, present)
             for j, m in enumerate(models):
                 if w.mig not in {pr.name for pr in m.profiles}:
                     raise InputError(f"{path}.gpu_models[{j}]", f"{m.name} does not support profile {w.mig!r}")

@@ -8,6 +8,7 @@ integer quantities from it: milli-CPU, MiB, watts and demand units
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
@@ -22,6 +23,10 @@ from capplan.model.units import MILLI, UNITS_PER_GPU, Frozen, cores_to_milli, gi
 Kind = Literal["training", "inference", "shared"]
 Isolation = Literal["none", "tenant", "node"]
 Sla = Literal["guaranteed", "best-effort"]
+#: How MIG devices are requested (the NVIDIA device plugin's MIG strategy): ``mixed`` as
+#: ``nvidia.com/mig-<profile>``; ``single`` as ``nvidia.com/gpu`` on a node whose MIG GPUs all
+#: carry one profile.
+MigStrategy = Literal["mixed", "single"]
 
 
 class Domain(Frozen):
@@ -46,7 +51,12 @@ class GpuMode(Frozen):
 
 
 class Node(Frozen):
-    """A machine: its GPUs, CPU and host memory, and the domains that contain it."""
+    """A machine: its GPUs, CPU and host memory, and the domains that contain it.
+
+    ``mig_strategy: single`` (the device plugin's ``nvidia.com/mig.strategy=single``): the node
+    either runs no MIG at all or every GPU preset to MIG with instances of one profile, offered
+    as ``nvidia.com/gpu``; only ``mig_strategy: single`` workloads of that profile use them.
+    """
 
     name: str
     path: tuple[str, ...] = ()
@@ -55,6 +65,7 @@ class Node(Frozen):
     cpu_milli: int = Field(ge=0)
     memory_mib: int = Field(ge=0)
     gpu_modes: tuple[GpuMode, ...] = ()
+    mig_strategy: MigStrategy = "mixed"
 
     def mode_of(self, gpu: int) -> GpuMode | None:
         """The fixed mode of GPU ``gpu``, or None when the planner may choose."""
@@ -62,6 +73,18 @@ class Node(Frozen):
             if m.gpu == gpu:
                 return m
         return None
+
+    @property
+    def single_profile(self) -> str | None:
+        """The one MIG profile a ``single``-strategy node offers: every GPU preset to a MIG layout of it.
+
+        None when MIG is off on the node (or the presets do not form such a layout).
+        """
+        layouts = [m.layout for m in self.gpu_modes if m.mode == "mig"]
+        if not self.gpus or len(layouts) != self.gpus or any(not lay for lay in layouts):
+            return None
+        profiles = {s.profile for lay in layouts if lay for s in lay}
+        return profiles.pop() if len(profiles) == 1 else None
 
 
 class Cluster(Frozen):
@@ -102,6 +125,8 @@ class Workload(Frozen):
     Each replica asks for at most one kind of GPU demand: ``gpus`` (whole GPUs on one node),
     ``mig`` (a profile name, or ``auto`` with ``gpu_memory_gib``) or ``gpu_fraction`` (a
     time-sliced share of one GPU). A replica without GPU demand is a CPU-only pod.
+    ``mig_strategy: single`` marks a MIG demand requested as ``nvidia.com/gpu`` from the
+    single-strategy nodes of that profile (the default ``mixed`` asks ``nvidia.com/mig-<profile>``).
     """
 
     name: str = Field(min_length=1)
@@ -122,6 +147,8 @@ class Workload(Frozen):
     preemptible: bool = False
     migratable: bool = False
     migration_cost: int = Field(default=1, ge=0)
+    mixed_models: bool = False
+    mig_strategy: MigStrategy = "mixed"
 
     @model_validator(mode="after")
     def _one_demand(self) -> Workload:
@@ -134,12 +161,24 @@ class Workload(Frozen):
             raise ValueError("mig: auto needs gpu_memory_gib to pick the smallest fitting profile")
         if self.gpu_fraction is not None and round(self.gpu_fraction * MILLI) == 0:
             raise ValueError("gpu_fraction must be at least 0.001")
+        if self.mixed_models and self.kind != "training":
+            raise ValueError("mixed_models applies to training gangs only; remove it or set kind: training")
         return self
 
     @property
     def is_gang(self) -> bool:
         """Training workloads are gangs: all replicas are placed or none."""
         return self.kind == "training"
+
+    @property
+    def one_model(self) -> bool:
+        """A gang whose replicas must all sit on one GPU model (unless ``mixed_models: true``)."""
+        return self.kind == "training" and not self.mixed_models and self.has_gpu_demand
+
+    @property
+    def has_gpu_demand(self) -> bool:
+        """Whether a replica asks for GPUs (whole, MIG or a share); False for CPU-only pods."""
+        return self.gpus is not None or self.mig is not None or self.gpu_fraction is not None
 
     @cached_property
     def cpu_milli(self) -> int:
@@ -244,14 +283,33 @@ class Problem(Frozen):
         cache[key] = d
         return d
 
+    @cached_property
+    def value_cache(self) -> dict[str, int]:
+        """Memo of :meth:`replica_value` by workload name."""
+        return {}
+
+    def replica_value(self, w: Workload) -> int:
+        """The value of one placed replica of ``w`` in demand units: fixed by the workload alone.
+
+        This is the one definition every planner, bound and report uses (the contract of
+        ``docs/concepts.md``), and it never depends on where the replica lands:
+
+        * whole GPUs: ``gpus`` GPUs;
+        * ``gpu_fraction``: the fraction;
+        * a named MIG profile: its compute fraction of the GPU (compute slices / the model's
+          compute slices), the smallest among the allowed models that offer the profile;
+        * ``mig: auto``: the smallest compute fraction among the profiles with at least
+          ``gpu_memory_gib`` on the allowed models;
+        * CPU-only pods (and MIG demands no allowed model can serve): 0.
+        """
+        v = self.value_cache.get(w.name)
+        if v is None:
+            v = self.value_cache[w.name] = _value(self, w)
+        return v
+
     def demand_units(self, w: Workload) -> int:
-        """Nominal demand units of one replica (on the first allowed model that can host it; for ordering)."""
-        for name in self.allowed_models(w):
-            d = self.demand(w, self.catalog.get(name))
-            if d is not None:
-                return d.units
-        d = self.demand(w, None)
-        return d.units if d else 0
+        """Value of one replica in demand units (see :meth:`replica_value`); for ordering."""
+        return self.replica_value(w)
 
     def allowed_models(self, w: Workload) -> list[str]:
         """Canonical GPU model names ``w`` may use (all catalog models when unrestricted)."""
@@ -259,10 +317,25 @@ class Problem(Frozen):
             return self.catalog.names()
         return [self.catalog.get(m).name for m in w.gpu_models]
 
+    @cached_property
+    def single_mig(self) -> bool:
+        """True when a node or workload uses ``mig_strategy: single`` (eligibility then depends on the node)."""
+        return any(n.mig_strategy == "single" for n in self.cluster.nodes) or any(
+            w.mig_strategy == "single" for w in self.workloads)
+
     def can_host(self, w: Workload, node: Node) -> Demand | None:
-        """The demand ``w`` would have on ``node``, or None when the node is never eligible."""
+        """The demand ``w`` would have on ``node``, or None when the node is never eligible.
+
+        A MIG demand lands only on a node of the same ``mig_strategy``; on a ``single`` node only
+        when the node's GPUs are preset to MIG instances of exactly that profile.
+        """
         d = self.model_demand(w, node.gpu_model if node.gpus else None)
         if d is not None and d.kind == "whole" and d.gpus > node.gpus:
+            return None
+        if d is not None and d.kind == "mig" and (self.single_mig or w.mig_strategy != "mixed") and (
+                w.mig_strategy != node.mig_strategy
+                or (node.mig_strategy == "single" and d.profile is not None
+                    and node.single_profile != d.profile.name)):
             return None
         return d
 
@@ -298,8 +371,30 @@ def _resolve(w: Workload, model: GpuModel | None) -> Demand | None:
     return Demand(kind="mig", gpus=1, profile=prof, memory_mib=mem, units=model.profile_units(prof))
 
 
-def unknown_profile_error(path: str, name: str, catalog: Catalog) -> InputError:
-    """Error for a MIG profile name no model in the catalog knows."""
-    names = sorted({p.name for m in catalog.models for p in m.profiles})
+def _value(p: Problem, w: Workload) -> int:
+    if w.gpus is not None:
+        return w.gpus * UNITS_PER_GPU
+    if w.gpu_fraction is not None:
+        return round(w.gpu_fraction * MILLI) * (UNITS_PER_GPU // MILLI)
+    if w.mig is None:
+        return 0
+    mem = gib_to_mib(w.gpu_memory_gib) if w.gpu_memory_gib else 0
+    fractions = []
+    for name in p.allowed_models(w):
+        model = p.catalog.get(name)
+        if not model.supports_mig:
+            continue
+        for prof in model.profiles:
+            if gib_to_mib(prof.memory_gib) < mem:
+                continue
+            if (w.mig == "auto" and "+" not in prof.name) or prof.name == w.mig:
+                fractions.append(model.profile_units(prof))
+    return min(fractions, default=0)
+
+
+def unknown_profile_error(path: str, name: str, catalog: Catalog, models: Iterable[str] = ()) -> InputError:
+    """Error for a MIG profile name no model in the catalog knows; suggestions come from ``models`` first."""
+    near = sorted({p.name for m in models for p in catalog.get(m).profiles})
+    names = near if suggest(name, near) else sorted({p.name for m in catalog.models for p in m.profiles})
     return InputError(path, f"unknown MIG profile {name!r}{suggest(name, names)}; "
                             "use a profile of the GPU model (see `capplan catalog MODEL`) or `auto`")

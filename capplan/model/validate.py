@@ -25,6 +25,34 @@ def _smallest_fitting(model: GpuModel, mem_mib: int) -> MigProfile | None:
     return min(fitting, key=lambda p: (p.memory_gib, p.compute_slices, p.memory_slices), default=None)
 
 
+def replica_value(p: Problem, w: Workload) -> int:
+    """A placed replica's value in demand units, from the workload and the catalog alone.
+
+    Recomputed here, apart from the planners: whole GPUs count ``gpus``, a share its fraction, a
+    named profile the smallest compute fraction it has on an allowed model, ``mig: auto`` the
+    smallest compute fraction of any profile (``+me`` variants aside) with enough memory on an
+    allowed model.
+    """
+    if w.gpus is not None:
+        return w.gpus * UNITS_PER_GPU
+    if w.gpu_fraction is not None:
+        return round(w.gpu_fraction * MILLI) * (UNITS_PER_GPU // MILLI)
+    if w.mig is None:
+        return 0
+    allowed = {p.catalog.get(m).name for m in w.gpu_models} if w.gpu_models is not None else None
+    need = gib_to_mib(w.gpu_memory_gib) if w.gpu_memory_gib else 0
+    best: int | None = None
+    for model in p.catalog.models:
+        if (allowed is not None and model.name not in allowed) or not model.compute_slices:
+            continue
+        for prof in model.profiles:
+            ok = (prof.name == w.mig) if w.mig != "auto" else "+" not in prof.name
+            if ok and gib_to_mib(prof.memory_gib) >= need:
+                units = prof.compute_slices * UNITS_PER_GPU // model.compute_slices
+                best = units if best is None else min(best, units)
+    return best or 0
+
+
 def _shape(p: Problem, w: Workload, a: Assignment, node: Node) -> tuple[list[str], int, int]:
     """Check one assignment's shape; return (violations, demand units, GPU memory MiB)."""
     v: list[str] = []
@@ -158,7 +186,38 @@ def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str
         tenants = {w.tenant for _, w in nitems}
         if len(tenants) > 1 and any(w.isolation == "node" for _, w in nitems):
             v.append(f"node {nname}: node isolation violated, tenants {sorted(tenants)} share it")
+    v.extend(_check_mig_strategy(p, per_node))
     v.extend(_check_power(p, {k for k in per_gpu}))
+    return v
+
+
+def _check_mig_strategy(p: Problem, per_node: dict[str, list[tuple[Assignment, Workload]]]) -> list[str]:
+    """MIG requests match the node's device-plugin strategy; a ``single`` node is all-MIG of one profile or no MIG."""
+    v: list[str] = []
+    for node in p.cluster.nodes:
+        items = per_node.get(node.name, [])
+        mig = [(a, w) for a, w in items if a.mig is not None]
+        for a, w in mig:
+            if w.mig_strategy != node.mig_strategy:
+                v.append(f"{w.name}[{a.replica}] on {node.name}: a {w.mig_strategy}-strategy MIG request cannot use "
+                         f"the MIG devices of a {node.mig_strategy}-strategy node")
+        if node.mig_strategy != "single":
+            continue
+        preset = {m.gpu: m for m in node.gpu_modes if m.mode == "mig"}
+        enabled = set(preset) | {g for a, _ in mig for g in a.gpus}
+        if not enabled:
+            continue
+        profiles = {s.profile for m in preset.values() for s in (m.layout or ())} | {
+            a.mig.profile for a, _ in mig if a.mig is not None}
+        if len(profiles) > 1:
+            v.append(f"node {node.name}: single MIG strategy, but profiles {sorted(profiles)} are used")
+        if len(enabled) != node.gpus:
+            v.append(f"node {node.name}: single MIG strategy, but GPUs {sorted(set(range(node.gpus)) - enabled)} "
+                     "are not MIG-enabled while others are")
+        used = {g for a, _ in mig for g in a.gpus}
+        empty = sorted(g for g in enabled if g not in used and not (preset.get(g) and preset[g].layout))
+        if empty:
+            v.append(f"node {node.name}: single MIG strategy, but MIG-enabled GPUs {empty} have no instance")
     return v
 
 
@@ -224,6 +283,12 @@ def _check_groups(p: Problem, placed: dict[tuple[str, int], Assignment]) -> list
         mine = [placed[(w.name, r)] for r in range(w.replicas) if (w.name, r) in placed]
         if w.is_gang and 0 < len(mine) < w.replicas:
             v.append(f"{w.name}: gang placed partially ({len(mine)} of {w.replicas} replicas)")
+        gpu_kind = w.gpus is not None or w.mig is not None or w.gpu_fraction is not None
+        if w.kind == "training" and not w.mixed_models and gpu_kind:
+            models = {nodes[a.node].gpu_model for a in mine if a.node in nodes}
+            if len(models) > 1:
+                v.append(f"{w.name}: gang spans GPU models {sorted(str(m) for m in models)}; "
+                         "set mixed_models: true to allow it")
         lvl = w.topology.required
         if lvl and mine and all(a.node in nodes for a in mine):
             doms = {p.cluster.domain_of(nodes[a.node], lvl) for a in mine}
@@ -284,7 +349,7 @@ def _check_summary(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignm
     for a in placed.values():
         w, node = works.get(a.workload), nodes.get(a.node)
         if w is not None and node is not None:
-            units[w.priority] += _shape(p, w, a, node)[1]
+            units[w.priority] += replica_value(p, w)
     expected = [units_to_gpus(units[q]) for q in p.priorities]
     if len(plan.objective) != len(expected) or any(abs(x - y) > _TOL for x, y in zip(plan.objective, expected,
                                                                                        strict=False)):

@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 
 from capplan.model.plan import Assignment, Plan, Unplaced
-from capplan.model.problem import Node, Problem
+from capplan.model.problem import Node, Problem, Workload
 from capplan.placement.core.executor import Executor, SerialExecutor, make_executor
 from capplan.placement.core.options import PlanOptions, Strategy
 from capplan.placement.core.subproblem import power_by_gpu_share, restrict
@@ -118,9 +118,9 @@ def _solve_part(args: tuple[Problem, Strategy, PlanOptions]) -> list[Assignment]
 
 def repair(p: Problem, assignments: list[Assignment]) -> tuple[list[Assignment], list[Unplaced]]:
     """Place the replicas missing from ``assignments`` with :class:`~capplan.placement.greedy.GreedyPlacer`."""
-    from capplan.placement.core.reasons import explain
+    from capplan.placement.core.reasons import Holdings, explain
     from capplan.placement.core.state import ClusterState
-    from capplan.placement.greedy import GreedyPlacer, workload_order
+    from capplan.placement.greedy import GreedyPlacer, place_workload, workload_order
 
     st = ClusterState.with_assignments(p, list(assignments))
     placer = GreedyPlacer(p, st)
@@ -128,22 +128,20 @@ def repair(p: Problem, assignments: list[Assignment]) -> tuple[list[Assignment],
     for a in assignments:
         placed[a.workload].append(a)
     out, unplaced = list(assignments), []
+    missed: list[tuple[Workload, list[int]]] = []
     for w in workload_order(p):
         have = {a.replica for a in placed.get(w.name, [])}
         free = [r for r in range(w.replicas) if r not in have]
         if not free:
             continue
-        lvl = w.topology.required
-        if lvl:
-            cl = p.cluster
-            fixed = cl.domain_of(cl.nodes[cl.node_index[placed[w.name][0].node]], lvl) if have else None
-            got = placer.place_in_one_domain(w, len(free), lvl, fixed, w.is_gang)
-        else:
-            got = placer.place_group(w, len(free), None, w.is_gang and not have)
+        got = place_workload(placer, w, len(free), placed.get(w.name, []))
         out += [st.assignment(w, r, pl) for r, pl in zip(free, got, strict=False)]
         if len(got) < len(free):
-            unplaced.append(Unplaced(workload=w.name, replicas=tuple(free[len(got):]),
-                                     reason=explain(st, w, len(free) - len(got))))
+            missed.append((w, free[len(got):]))
+    holdings = Holdings(p, out)  # reasons on the final occupancy, naming who holds the capacity
+    for w, rs in missed:
+        unplaced.append(Unplaced(workload=w.name, replicas=tuple(rs), reason=explain(st, w, len(rs), holdings)))
+    unplaced.sort(key=lambda u: p.workload_index[u.workload])
     return out, unplaced
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Problem, Workload
 from capplan.placement.core.options import PlanOptions
-from capplan.placement.core.reasons import explain
+from capplan.placement.core.reasons import Holdings, explain
 from capplan.placement.core.state import ClusterState, Placement
 from capplan.placement.core.summary import make_plan
 
@@ -68,6 +68,13 @@ class GreedyPlacer:
             lvl = w.topology.preferred
             assert lvl is not None
             keys.append(np.array([self.p.cluster.domain_of(st.nodes[i], lvl) not in prefer for i in idx]))
+        # Least capacity held comes first: the smallest MIG slice that serves the workload, and
+        # CPU-only pods on CPU-only nodes (GPU nodes keep their CPU and memory for GPU work).
+        if w.mig is not None:
+            per = st.eligible(w)[1]
+            keys.append(np.array([per[st.model_of[i]].units for i in idx]))
+        if not w.has_gpu_demand:
+            keys.append(st.gpu_count[idx] > 0)
         order = np.lexsort(tuple(keys))
         return [int(i) for i in idx[order]]
 
@@ -110,7 +117,7 @@ class GreedyPlacer:
         return int(self.st.free_whole[nodes].sum())
 
     def place_in_one_domain(self, w: Workload, n: int, level: str, fixed_domain: str | None,
-                            all_or_nothing: bool) -> list[Placement]:
+                            all_or_nothing: bool, within: np.ndarray | None = None) -> list[Placement]:
         """Place replicas of ``w`` inside the single domain of ``level`` that fits them most tightly."""
         if level == self.p.cluster.levels[-1]:
             doms = {st_n.name: np.array([i]) for i, st_n in enumerate(self.st.nodes)}
@@ -118,6 +125,8 @@ class GreedyPlacer:
             doms = {d: idx for (lv, d), idx in self.st.domain_nodes.items() if lv == level}
         if fixed_domain is not None:
             doms = {fixed_domain: doms[fixed_domain]}
+        if within is not None:
+            doms = {d: x for d, idx in doms.items() if (x := np.intersect1d(idx, within)).size}
         best: tuple[tuple[int, int], str] | None = None
         for dom, idx in doms.items():
             trial = self.place_group(w, n, idx, all_or_nothing)
@@ -131,6 +140,49 @@ class GreedyPlacer:
         if best is None:
             return []
         return self.place_group(w, n, doms[best[1]], all_or_nothing)
+
+
+def place_workload(placer: GreedyPlacer, w: Workload, n: int, running: list[Assignment]) -> list[Placement]:
+    """Place ``n`` more replicas of ``w`` by its gang, GPU-model and topology rules.
+
+    ``running`` are its replicas already placed (they fix the required domain and, for a gang
+    that must stay on one GPU model, the model).
+    """
+    p, st = placer.p, placer.st
+    if not w.one_model:
+        return _place_within(placer, w, n, running, None)
+    models = {p.cluster.nodes[p.cluster.node_index[a.node]].gpu_model for a in running}
+    per = st.eligible(w)[1]
+    options = sorted((m for m in per if m is not None and (not models or m in models)),
+                     key=lambda m: (per[m].units, m))
+    best: tuple[tuple[int, int], str] | None = None
+    for m in options:  # each GPU model on its own; keep the one holding least, then fitting tightest
+        trial = _place_within(placer, w, n, running, st.model_nodes[m])
+        if len(trial) == n:
+            key = (per[m].units, placer.domain_leftover(st.model_nodes[m]))
+            if best is None or key < best[0]:
+                best = (key, m)
+        placer.undo(w, trial)
+    if best is None:
+        return []
+    return _place_within(placer, w, n, running, st.model_nodes[best[1]])
+
+
+def _place_within(placer: GreedyPlacer, w: Workload, n: int, running: list[Assignment],
+                  within: np.ndarray | None) -> list[Placement]:
+    p = placer.p
+    lvl = w.topology.required
+    gang = w.is_gang
+    if lvl:
+        fixed = (p.cluster.domain_of(p.cluster.nodes[p.cluster.node_index[running[0].node]], lvl)
+                 if running else None)
+        return placer.place_in_one_domain(w, n, lvl, fixed, gang, within)
+    if gang and w.topology.preferred:
+        placed = placer.place_in_one_domain(w, n, w.topology.preferred, None, True, within)
+        return placed or placer.place_group(w, n, within, True)
+    prefer = ({p.cluster.domain_of(p.cluster.nodes[p.cluster.node_index[a.node]], w.topology.preferred)
+               for a in running} if w.topology.preferred else None)
+    return placer.place_group(w, n, within, gang, prefer)
 
 
 def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
@@ -154,20 +206,7 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
         free_ids = [r for r in range(w.replicas) if r not in {a.replica for a in running}]
         if not free_ids:
             continue
-        lvl = w.topology.required
-        gang = w.is_gang
-        if lvl:
-            fixed = (p.cluster.domain_of(p.cluster.nodes[p.cluster.node_index[running[0].node]], lvl)
-                     if running else None)
-            placed = placer.place_in_one_domain(w, len(free_ids), lvl, fixed, gang)
-        elif gang and w.topology.preferred:
-            placed = placer.place_in_one_domain(w, len(free_ids), w.topology.preferred, None, True)
-            if not placed:
-                placed = placer.place_group(w, len(free_ids), None, True)
-        else:
-            prefer = ({p.cluster.domain_of(p.cluster.nodes[p.cluster.node_index[a.node]], w.topology.preferred)
-                       for a in running} if w.topology.preferred else None)
-            placed = placer.place_group(w, len(free_ids), None, gang, prefer)
+        placed = place_workload(placer, w, len(free_ids), running)
         for r, pl in zip(free_ids, placed, strict=False):
             assignments.append(st.assignment(w, r, pl))
         missing = free_ids[len(placed):]
@@ -177,9 +216,10 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
     # the same shape share one diagnosis.
     reasons: dict[tuple[object, ...], str] = {}
     unplaced: list[Unplaced] = []
+    holdings = Holdings(p, assignments) if missing_of else None
     for w, missing in missing_of:
-        key = (shape_key(w), w.replicas, len(missing))
+        key = (shape_key(w), w.mixed_models, w.replicas, len(missing))
         if key not in reasons:
-            reasons[key] = explain(st, w, len(missing))
+            reasons[key] = explain(st, w, len(missing), holdings)
         unplaced.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=reasons[key]))
     return make_plan(p, "greedy", assignments, unplaced, seconds=time.perf_counter() - t0, seed=options.seed)

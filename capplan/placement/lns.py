@@ -21,6 +21,8 @@ from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import units_to_gpus
 from capplan.placement.core.options import PlanOptions
+from capplan.placement.core.reasons import Holdings, explain
+from capplan.placement.core.state import ClusterState
 from capplan.placement.core.subproblem import lex_key, neighbourhood
 from capplan.placement.core.summary import lexicographic_gap, make_plan, placed_units
 
@@ -141,10 +143,14 @@ def plan_lns(p: Problem, options: PlanOptions) -> Plan:
             report(force=True)
     report(force=True)
     placed = {a.key for a in assignments}
-    reasons = {u.workload: u.reason for u in start.unplaced}
-    unplaced = [Unplaced(workload=w.name, replicas=tuple(rs),
-                         reason=reasons.get(w.name, "ran out of room after placing the others"))
-                for w in p.workloads for rs in [[r for r in range(w.replicas) if (w.name, r) not in placed]] if rs]
+    missed = [(w, rs) for w in p.workloads for rs in [[r for r in range(w.replicas) if (w.name, r) not in placed]]
+              if rs]
+    unplaced: list[Unplaced] = []
+    if missed:  # reasons on the final occupancy (the start plan's may no longer hold)
+        st = ClusterState.with_assignments(p, assignments)
+        holdings = Holdings(p, assignments)
+        unplaced = [Unplaced(workload=w.name, replicas=tuple(rs), reason=explain(st, w, len(rs), holdings))
+                    for w, rs in missed]
     return make_plan(p, "lns", assignments, unplaced, bound=bound, seconds=time.perf_counter() - t0,
                      seed=options.seed, extra_metrics={"lns_steps": steps, "lns_improvements": improved,
                                                        "start_objective": list(start.objective)})

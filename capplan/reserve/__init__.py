@@ -15,7 +15,7 @@ _EXPORTS = {
     "PlanningFile": "capplan.reserve.model",
     "Problem": "capplan.reserve.problem",
     "SolveError": "capplan.reserve.planner",
-    "SolverSettings": "capplan.reserve.milp",
+    "SolverSettings": "capplan.reserve.solver",
     "build_problem": "capplan.reserve.problem",
     "check_plan": "capplan.reserve.check",
     "load_planning": "capplan.reserve.model",

@@ -1,4 +1,4 @@
-"""L-shaped (Benders) decomposition of the two-stage MILP, solved with highspy.
+"""L-shaped (Benders) decomposition of the two-stage MILP, solved with HiGHS (:mod:`capplan.reserve.highs`).
 
 The master holds the first stage exactly as :class:`capplan.reserve.milp.ReservationModel`
 builds it (``first_stage_only=True``, exported with its names) plus one cost variable
@@ -16,22 +16,23 @@ drives it (stabilised LP phase, dive and RENS, local search, full master) is
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
-import highspy
 import numpy as np
 import numpy.typing as npt
 
-from capplan.reserve.milp import TOL, RawSolution, ReservationModel, SolverSettings, _quiet_stdout
+from capplan.reserve.highs import HighsSolver, LinearProgram, ProgramBuilder
+from capplan.reserve.milp import ReservationModel
 from capplan.reserve.problem import Problem
 from capplan.reserve.recourse import Evaluation, RecourseLP
+from capplan.reserve.solver import TOL, RawSolution, SolverSettings
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
 Arr = npt.NDArray[np.float64]
 INF = float("inf")
+
+
 @dataclass
 class Incumbent:
     """The best evaluated plan: master vector, expected total cost, scenario evaluations."""
@@ -58,8 +59,9 @@ class Decomposition:
         self.model = ReservationModel(problem, first_stage_only=True)
         A = self.arrays = self.model.export()
         W, M, T, C = len(pr.scenario_names), len(pr.models), pr.periods, len(pr.classes)
-        self.n = n = len(A.col_names)
-        ci = A.col_index
+        self.n = n = A.num_cols
+        #: master column of each first-stage variable, by name
+        self.col_index = ci = {name: j for j, name in enumerate(A.col_names)}
         self.cap_col = np.array([[ci[self.model.cap[m, p].name] for p in range(T)] for m in pr.models], dtype=np.int32)
         #: gang columns: (class, model, period) -> [(column, gang size)]
         self.gang_cols: dict[tuple[int, int, int], list[int]] = {}
@@ -71,39 +73,28 @@ class Decomposition:
         self.shape = (W, C, M, T)
         self.recourse = RecourseLP(problem)
         self.theta = np.arange(n, n + W, dtype=np.int32)
-        cols = _Cols(
-            [*A.col_names, *(f"theta_{s}" for s in pr.scenario_names)],
-            [*A.cost, *pr.probabilities],
-            [*A.lower, *np.zeros(W)],
-            [*A.upper, *np.full(W, INF)],
-        )
-        rows = _Rows(
-            list(A.row_names), list(A.row_lower), list(A.row_upper), list(A.starts), list(A.index), list(A.value)
-        )
-        for g, members in enumerate(scenario_groups(problem, groups)):
-            self._add_group(cols, rows, g, members)
-        self._add_coverage(cols, rows)
-        with _quiet_stdout():
-            h = self.h = highspy.Highs()  # type: ignore[no-untyped-call]
-        h.setOptionValue("output_flag", False)
-        lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = len(cols.names), len(rows.names)
-        lp.col_cost_, lp.col_lower_, lp.col_upper_ = (
-            np.array(v, dtype=float) for v in (cols.cost, cols.lower, cols.upper)
-        )
-        lp.row_lower_, lp.row_upper_ = np.array(rows.lower, dtype=float), np.array(rows.upper, dtype=float)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.start_ = np.array(rows.starts, dtype=np.int32)
-        lp.a_matrix_.index_ = np.array(rows.index, dtype=np.int32)
-        lp.a_matrix_.value_ = np.array(rows.value, dtype=float)
-        lp.col_names_, lp.row_names_ = cols.names, rows.names
-        h.passModel(lp)
-        #: wall-clock deadline (perf_counter) after which HiGHS is interrupted from a callback
-        self.deadline = INF
-        h.cbMipInterrupt += self._interrupt
-        h.cbSimplexInterrupt += self._interrupt
-        self.n_master = len(cols.names)
-        self.int_cols = np.flatnonzero(A.integer).astype(np.int32)
+        lp = self._master_program(groups)
+        #: the master (LP or MIP as the search switches integrality); the search sets its deadline
+        self.master = HighsSolver(lp, interruptible=True)
+        self.n_master = lp.num_cols
+        self._index_columns()
+        self.cuts = 0
+
+    def _master_program(self, groups: int) -> LinearProgram:
+        """First stage + one ``theta`` per scenario + Jensen groups + coverage rows."""
+        pr, A = self.p, self.arrays
+        lp = ProgramBuilder(A)
+        for w, s in enumerate(pr.scenario_names):
+            lp.add_col(pr.probabilities[w], 0.0, INF, f"theta_{s}")
+        for g, members in enumerate(scenario_groups(pr, groups)):
+            self._add_group(lp, g, members)
+        self._add_coverage(lp)
+        return lp.program()
+
+    def _index_columns(self) -> None:
+        """Column groups the search works on: integers, gang blocks, lots, gang_fit rows."""
+        A = self.arrays
+        self.int_cols = A.integer_cols
         gang_all = np.array(sorted(j for cols_ in self.gang_cols.values() for j in cols_), dtype=np.int32)
         self.gang_int = np.intersect1d(self.int_cols, gang_all).astype(np.int32)
         #: integer columns other than gang blocks (purchase lots, commitments, chance indicators)
@@ -114,7 +105,7 @@ class Decomposition:
             by_p.setdefault(p, []).extend(cols_)
         lots: dict[tuple[int, str], list[int]] = {}
         for (o, site, _q), var in self.model.buy.items():
-            lots.setdefault((site, problem.purchases[o].model), []).append(A.col_index[var.name])
+            lots.setdefault((site, self.p.purchases[o].model), []).append(self.col_index[var.name])
         #: purchase-lot columns per (site, model): the local-search neighbourhoods
         self.lot_groups = [np.array(sorted(v), dtype=np.int32) for _, v in sorted(lots.items())]
         #: gang columns per period, in period order (for the rounding dive)
@@ -126,13 +117,8 @@ class Decomposition:
                 idx, val = A.index[A.starts[r] : A.starts[r + 1]], A.value[A.starts[r] : A.starts[r + 1]]
                 isg = np.isin(idx, gang_all)
                 self._fit.append((idx[~isg], val[~isg], float(A.row_upper[r]), idx[isg], val[isg]))
-        self.cuts = 0
 
-    def _interrupt(self, e: Any) -> None:
-        if time.perf_counter() > self.deadline:
-            e.interrupt()
-
-    def _add_coverage(self, cols: _Cols, rows: _Rows) -> None:
+    def _add_coverage(self, lp: ProgramBuilder) -> None:
         """Induced rows: each guaranteed class alone can be covered wherever its tier must be met.
 
         For a guaranteed class and period ``p``: ``sum_m ratio_m u_m + on-demand >= q``, with
@@ -159,17 +145,16 @@ class Decomposition:
                     continue
                 cover: list[tuple[int, float]] = []
                 for m, ratio in cl.ratios.items():
-                    j = len(cols.names)
-                    cols.add(f"cover_{cl.name}_{m}_{pr.labels[p]}", 0.0, 0.0, INF)
+                    j = lp.add_col(0.0, 0.0, INF, f"cover_{cl.name}_{m}_{pr.labels[p]}")
                     cover.append((j, ratio))
                     cap = int(self.cap_col[mi[m], p])
-                    rows.add(f"cover_cap_{cl.name}_{m}_{pr.labels[p]}", -INF, 0.0, [(j, cl.factor), (cap, -1.0)])
+                    lp.add_row([(j, cl.factor), (cap, -1.0)], -INF, 0.0, f"cover_cap_{cl.name}_{m}_{pr.labels[p]}")
                     if cl.site_gangs:
                         gs = [(g, -float(cl.gang_size)) for g in self.gang_cols.get((c, mi[m], p), [])]
-                        rows.add(f"cover_gangs_{cl.name}_{m}_{pr.labels[p]}", -INF, 0.0, [(j, 1.0), *gs])
-                rows.add(f"cover_{cl.name}_{pr.labels[p]}", need, INF, cover)
+                        lp.add_row([(j, 1.0), *gs], -INF, 0.0, f"cover_gangs_{cl.name}_{m}_{pr.labels[p]}")
+                lp.add_row(cover, need, INF, f"cover_{cl.name}_{pr.labels[p]}")
 
-    def _add_group(self, cols: _Cols, rows: _Rows, g: int, members: list[int]) -> None:
+    def _add_group(self, lp: ProgramBuilder, g: int, members: list[int]) -> None:
         """Add the recourse LP of a group's mean scenario and ``sum p_w theta_w >= P_g Q(mean)``.
 
         The scenario LP's value is convex in its right-hand side (demand, backlog bounds and the
@@ -181,11 +166,11 @@ class Decomposition:
         prob = np.array(pr.probabilities)[members]
         P = float(prob.sum())
         wts = prob / P
-        off = len(cols.names)
+        off = lp.num_cols
         ub = rl.upper.copy()
         ub[rl.bl_cols] = wts @ rl.bl_ub[members]
         for j in range(rl.n_cols):
-            cols.add(f"group{g}_x{j}", 0.0, 0.0, float(ub[j]))
+            lp.add_col(0.0, 0.0, float(ub[j]), f"group{g}_x{j}")
         lo, up = rl.row_lower.copy(), rl.row_upper.copy()
         dmean = wts @ pr.demand[members][:, rl.dem_c, rl.dem_p]
         lo[rl.dem_rows] = up[rl.dem_rows] = dmean
@@ -202,10 +187,10 @@ class Decomposition:
         for r in range(rl.n_rows):
             a, b = rl.starts[r], rl.starts[r + 1]
             entries = [(off + int(j), float(v)) for j, v in zip(rl.index[a:b], rl.value[a:b], strict=True)]
-            rows.add(f"group{g}_r{r}", float(lo[r]), float(up[r]), entries + extra.get(r, []))
+            lp.add_row(entries + extra.get(r, []), float(lo[r]), float(up[r]), f"group{g}_r{r}")
         link = [(int(self.theta[w]), float(pr.probabilities[w])) for w in members]
         link += [(off + j, -P * float(c)) for j, c in enumerate(rl.cost) if c]
-        rows.add(f"jensen_group{g}", 0.0, INF, link)
+        lp.add_row(link, 0.0, INF, f"jensen_group{g}")
 
     # ---------------------------------------------------------------------------- tender
     def tender(self, x: Arr) -> tuple[Arr, Arr, Arr]:
@@ -264,11 +249,9 @@ class Decomposition:
             value += vals
             starts.append(len(index))
         if lower:
-            self.h.addRows(
-                len(lower),
+            self.master.add_rows(
                 np.array(lower),
                 np.full(len(lower), INF),
-                len(index),
                 np.array(starts[:-1], dtype=np.int32),
                 np.array(index, dtype=np.int32),
                 np.array(value),
@@ -278,9 +261,7 @@ class Decomposition:
 
     def set_integer(self, cols: npt.NDArray[np.int32], on: bool) -> None:
         """Make master columns ``cols`` integer (``on``) or continuous."""
-        kind = highspy.HighsVarType.kInteger if on else highspy.HighsVarType.kContinuous
-        flags = np.full(len(cols), int(kind), dtype=np.uint8)
-        self.h.changeColsIntegrality(len(cols), cols, flags)
+        self.master.set_integer(cols, on)
 
     def floor_gangs(self, x: Arr) -> Arr:
         """``x`` with whole gang blocks set to fit the capacity its other decisions give.
@@ -303,26 +284,12 @@ class Decomposition:
             y[gidx] = n
         return y
 
-    def _run(self, seconds: float, settings: SolverSettings, mip_gap: float) -> bool:
-        h = self.h
-        h.setOptionValue("time_limit", max(0.5, seconds))
-        h.setOptionValue("threads", settings.threads)
-        h.setOptionValue("mip_rel_gap", mip_gap)
-        h.setOptionValue("random_seed", 0)
-        h.run()
-        st = h.getModelStatus()
-        return bool(h.getInfo().primal_solution_status == 2) and st in (
-            highspy.HighsModelStatus.kOptimal,
-            highspy.HighsModelStatus.kTimeLimit,
-            highspy.HighsModelStatus.kInterrupt,
-        )
-
-    # ----------------------------------------------------------------------------- solve
-    def solve(self, settings: SolverSettings) -> RawSolution:
-        """Run the search of :mod:`capplan.reserve.lshaped` within ``settings.time_limit``."""
-        from capplan.reserve.lshaped import Search
-
-        return Search(self, settings).run()
+    def run_master(self, seconds: float, settings: SolverSettings, mip_gap: float) -> bool:
+        """Solve the master for at most ``seconds``; true when it left a usable point."""
+        h = self.master
+        h.configure(max(0.5, seconds), settings.threads, mip_gap, seed=0)
+        status = h.run()
+        return h.has_solution() and status in ("optimal", "time_limit", "interrupted")
 
     def _raw(self, status: str, best: Incumbent | None, lb: float, it: int, runtime: float) -> RawSolution:
         pr, rl = self.p, self.recourse
@@ -335,7 +302,7 @@ class Decomposition:
         gangs: dict[tuple[int, int, int, int], int] = {}
         missed: dict[tuple[int, int], bool] = {}
         if best is not None:
-            x, ci = best.x, self.arrays.col_index
+            x, ci = best.x, self.col_index
             for w, ev in enumerate(best.evals):
                 v = np.where(np.abs(ev.x) < TOL, 0.0, ev.x)
                 for (c, m, p), j in rl.a_col.items():
@@ -364,7 +331,7 @@ class Decomposition:
             objective=float("nan") if best is None else best.cost,
             runtime_s=runtime,
             variables=self.n + W * (1 + sub.n_cols),
-            constraints=len(self.arrays.row_names) + self.cuts + W * sub.n_rows,
+            constraints=self.arrays.num_rows + self.cuts + W * sub.n_rows,
             integers=len(self.int_cols),
             backend="HiGHS-decomposition",
             buys=buys,
@@ -401,46 +368,3 @@ def scenario_groups(problem: Problem, groups: int) -> list[list[int]]:
     k = max(1, min(groups, W))
     order = np.argsort(problem.demand.sum(axis=(1, 2)), kind="stable")
     return [sorted(int(w) for w in part) for part in np.array_split(order, k)]
-
-
-class _Cols:
-    def __init__(self, names: list[str], cost: list[float], lower: list[float], upper: list[float]) -> None:
-        self.names, self.cost, self.lower, self.upper = names, cost, lower, upper
-
-    def add(self, name: str, cost: float, lower: float, upper: float) -> None:
-        self.names.append(name)
-        self.cost.append(cost)
-        self.lower.append(lower)
-        self.upper.append(upper)
-
-
-class _Rows:
-    def __init__(
-        self,
-        names: list[str],
-        lower: list[float],
-        upper: list[float],
-        starts: list[int],
-        index: list[int],
-        value: list[float],
-    ) -> None:
-        self.names, self.lower, self.upper = names, lower, upper
-        self.starts, self.index, self.value = starts, index, value
-
-    def add(self, name: str, lower: float, upper: float, entries: list[tuple[int, float]]) -> None:
-        self.names.append(name)
-        self.lower.append(lower)
-        self.upper.append(upper)
-        self.index += [j for j, _ in entries]
-        self.value += [v for _, v in entries]
-        self.starts.append(len(self.index))
-
-
-def solve_decomposition(problem: Problem, settings: SolverSettings) -> RawSolution:
-    """Solve ``problem`` by L-shaped decomposition; building the master counts against the time limit."""
-    t0 = time.perf_counter()
-    dec = Decomposition(problem)
-    left = max(1.0, settings.time_limit - (time.perf_counter() - t0))
-    raw = dec.solve(replace(settings, time_limit=left))
-    raw.runtime_s = time.perf_counter() - t0
-    return raw

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from capplan.reserve.milp import RawSolution
-from capplan.reserve.problem import Problem
+from capplan.reserve.problem import Problem, PurchaseData
 from capplan.reserve.result import Order, Unmet
+from capplan.reserve.solver import RawSolution
 
 EPS = 1e-4
 
@@ -52,26 +52,49 @@ def _binding(
     p: int,
     w: int,
 ) -> tuple[list[str], list[str]]:
+    """Sites where the shortfall lands and the binding constraints there.
+
+    The sites are those whose power, rack space or install limit binds; when none binds, the
+    sites that hold or can receive a GPU model the class accepts (``cloud`` when the planning
+    file has no site).
+    """
     cl = pr.classes[c]
-    lab = pr.labels
-    sites: list[str] = []
-    why: list[str] = []
     opts = [po for po in pr.purchases if po.model in cl.ratios]
+    why: list[str] = []
     if not opts:
         why.append(f"no purchase option for {', '.join(cl.ratios)}")
     elif all(p < po.lead_time for po in opts):
         lead = min(po.lead_time for po in opts)
-        why.append(f"lead time: the earliest purchase ordered now arrives in {lab[lead]} ({lead} periods)")
+        why.append(f"lead time: the earliest purchase ordered now arrives in {pr.labels[lead]} ({lead} periods)")
+    sites = _site_limits(pr, orders, opts, p, why)
+    why += _supply_and_cloud(pr, raw, orders, opts, c, p, w)
+    if not why:
+        why.append("capacity shared with other guaranteed classes")
+    if not sites:
+        sites = [
+            site.name
+            for s, site in enumerate(pr.sites)
+            if any(by_site.get((s, m, p), 0) for m in cl.ratios) or any(s in po.sites for po in opts)
+        ] or (["cloud"] if not pr.sites else [])
+    return sites, why
+
+
+def _site_limits(pr: Problem, orders: Sequence[Order], opts: list[PurchaseData], p: int, why: list[str]) -> list[str]:
+    """Sites whose power, rack space or install limit leaves no room for one more lot by period ``p``."""
+    lab = pr.labels
+    by_name = {po.name: po for po in pr.purchases}
+    sites: list[str] = []
     for s, site in enumerate(pr.sites):
         here = [po for po in opts if s in po.sites and p >= po.lead_time]
         if not here:
             continue
         inst = [i for i in pr.installed if i.site == s and i.start <= p < i.end]
         arrived = [o for o in orders if o.site == site.name and lab.index(o.arrival_period) <= p]
-        by_name = {po.name: po for po in pr.purchases}
         # (per-GPU attribute, site capacity, what it is, unit, display scale): power, then rack space
-        for attr, cap, what, unit, scale in (("power_w", site.power_w, "power", "kW", 1000.0),
-                                             ("rack_units_per_gpu", site.rack_units, "rack space", "units", 1.0)):
+        for attr, cap, what, unit, scale in (
+            ("power_w", site.power_w, "power", "kW", 1000.0),
+            ("rack_units_per_gpu", site.rack_units, "rack space", "units", 1.0),
+        ):
             if cap is None:
                 continue
             used = sum(i.count * getattr(i, attr) for i in inst) + sum(
@@ -91,6 +114,15 @@ def _binding(
             if full and len(full) == len(range(min(po.lead_time for po in here), p + 1)):
                 why.append(f"install limit at {site.name} ({site.max_installs} GPUs per period)")
                 sites.append(site.name)
+    return list(dict.fromkeys(sites))
+
+
+def _supply_and_cloud(
+    pr: Problem, raw: RawSolution, orders: Sequence[Order], opts: list[PurchaseData], c: int, p: int, w: int
+) -> list[str]:
+    """Supply caps used in every order period, exhausted on-demand and calendar blocks."""
+    cl, lab = pr.classes[c], pr.labels
+    why: list[str] = []
     for po in opts:
         if po.supply_cap is None or p < po.lead_time:
             continue
@@ -114,6 +146,4 @@ def _binding(
             used = sum(u for (k, _q), u in raw.commits.items() if pr.commits[k].name == co.name)
             if used >= co.max_units:
                 why.append(f"calendar blocks of {co.name}: all {co.max_units} booked")
-    if not why:
-        why.append("capacity shared with other guaranteed classes")
-    return sites, why
+    return why

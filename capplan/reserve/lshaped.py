@@ -19,20 +19,23 @@
    of seconds, so the bound stays the LP bound there.
 
 The time limit covers everything: each HiGHS call gets the time that is left and an interrupt
-callback (:meth:`Decomposition._interrupt`) stops it at the deadline.
+callback of the master (:class:`capplan.reserve.highs.HighsSolver`) stops it at the deadline.
+:func:`solve_decomposition` builds the decomposition and runs the search.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
-import highspy
 import numpy as np
 
 from capplan.reserve.benders import INF, Arr, Decomposition, Incumbent
-from capplan.reserve.milp import TOL, RawSolution, SolverSettings
+from capplan.reserve.highs import HighsSolver
+from capplan.reserve.problem import Problem
 from capplan.reserve.recourse import Evaluation
+from capplan.reserve.solver import TOL, RawSolution, SolverSettings
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
@@ -98,16 +101,16 @@ class Search:
         return self.d.first_stage_cost(x) + float(self.prob @ np.array([e.cost for e in evals]))
 
     def _master(self, seconds: float, mip_gap: float) -> Arr | None:
-        if not self.d._run(seconds, self.s, mip_gap):
+        if not self.d.run_master(seconds, self.s, mip_gap):
             return None
-        return np.array(self.d.h.getSolution().col_value)
+        return self.d.master.col_values()
 
     # --------------------------------------------------------------------------- LP phase
     def lp_phase(self, share: float = LP_SHARE) -> Arr | None:
         """Stabilised Kelley on the master LP; returns the best LP point evaluated."""
         d = self.d
         d.set_integer(d.int_cols, False)
-        d.h.setOptionValue("presolve", "off")
+        d.master.set_presolve(False)
         core: Arr | None = None
         ub, alpha = INF, ALPHA
         stop = self.left() - share * self.left()
@@ -116,7 +119,7 @@ class Search:
             xm = self._master(self.left(), self.s.gap)
             if xm is None:
                 break
-            self.lb = max(self.lb, d.h.getInfo().objective_function_value)
+            self.lb = max(self.lb, d.master.objective())
             xs = xm if core is None else alpha * xm + (1 - alpha) * core
             evals = d.evaluate(xs)
             val = self._total(xs, evals)
@@ -166,22 +169,21 @@ class Search:
     # ------------------------------------------------------------------------ MIP phase
     def mip_step(self, box: Arr | None, widen: float = 0.0) -> bool:
         """Solve the integer master (inside ``box``'s floor/ceil box when given); evaluate its plan."""
-        d, h = self.d, self.d.h
+        d, h = self.d, self.d.master
         if self.left() <= 0.3 and self.best is not None:
             return False
         self.it += 1
         ic = d.plan_int
-        lp = h.getLp()
-        lo0, up0 = np.asarray(lp.col_lower_)[ic], np.asarray(lp.col_upper_)[ic]
+        lo0, up0 = h.col_bounds(ic)
         if box is not None:
             lo = np.maximum(lo0, np.floor(box[ic] + 1e-6))
             up = np.minimum(up0, np.ceil(box[ic] - 1e-6) + widen)
-            h.changeColsBounds(len(ic), ic, lo, up)
+            h.set_col_bounds(ic, lo, up)
         xm = self._master(self.left(), self.s.gap / 2)
         if box is not None:
-            h.changeColsBounds(len(ic), ic, lo0, up0)
+            h.set_col_bounds(ic, lo0, up0)
         elif xm is not None:
-            self.lb = max(self.lb, h.getInfo().mip_dual_bound)
+            self.lb = max(self.lb, h.mip_bound())
         if xm is None:
             log.debug("%s %d: %.1fs no plan (widen %g)", "rens" if box is not None else "mip", self.it,
                       self.elapsed(), widen)
@@ -201,31 +203,30 @@ class Search:
         Fixing the gangs first and re-solving the LP moves purchases to support them, so the
         floor/ceil box of the new point usually contains a plan (:meth:`mip_step`).
         """
-        d, h = self.d, self.d.h
+        d, h = self.d, self.d.master
         gi = d.gang_int
         if not len(gi):
             return x
-        lp = h.getLp()
-        self._gang_bounds = (np.asarray(lp.col_lower_)[gi].copy(), np.asarray(lp.col_upper_)[gi].copy())
+        self._gang_bounds = h.col_bounds(gi)
         lo0, up0 = self._gang_bounds
         d.set_integer(d.int_cols, False)
-        h.setOptionValue("presolve", "off")
+        h.set_presolve(False)
         xm: Arr | None = x
         for cols in d.gang_by_period:
             assert xm is not None
             k = np.searchsorted(gi, cols)
             for rnd in (np.ceil, np.floor):
                 v = np.clip(rnd(xm[cols] - 1e-6 if rnd is np.ceil else xm[cols] + 1e-6), lo0[k], up0[k])
-                h.changeColsBounds(len(cols), cols, v, v)
+                h.set_col_bounds(cols, v, v)
                 trial = self._master(self.left(), self.s.gap)
                 if trial is not None:
                     xm = trial
                     break
-                h.changeColsBounds(len(cols), cols, lo0[k], up0[k])
+                h.set_col_bounds(cols, lo0[k], up0[k])
             if self.left() < 0.5 * self.s.time_limit * (1 - LP_SHARE):
                 return None
         d.set_integer(d.plan_int, True)
-        h.setOptionValue("presolve", "on")
+        h.set_presolve(True)
         log.debug("dive: %.1fs %s", self.elapsed(), "ok" if xm is not None else "no LP point")
         return xm
 
@@ -233,7 +234,7 @@ class Search:
         """Undo :meth:`dive`'s bounds; all integer columns integer again."""
         d = self.d
         if self._gang_bounds is not None:
-            d.h.changeColsBounds(len(d.gang_int), d.gang_int, *self._gang_bounds)
+            d.master.set_col_bounds(d.gang_int, *self._gang_bounds)
             self._gang_bounds = None
         d.set_integer(d.int_cols, True)
 
@@ -244,10 +245,9 @@ class Search:
         indicators fixed at the incumbent; gang blocks free); its plan is repaired and evaluated
         exactly like every other candidate. Sweeps repeat while they improve and time is left.
         """
-        d, h = self.d, self.d.h
+        d, h = self.d, self.d.master
         ic = d.plan_int
-        lp = h.getLp()
-        lo0, up0 = np.asarray(lp.col_lower_)[ic].copy(), np.asarray(lp.col_upper_)[ic].copy()
+        lo0, up0 = h.col_bounds(ic)
         improved = True
         while improved and self.best is not None:
             improved = False
@@ -259,10 +259,10 @@ class Search:
                 free = np.isin(ic, cols)
                 lo = np.where(free, lo0, np.round(b.x[ic]))
                 up = np.where(free, up0, np.round(b.x[ic]))
-                h.changeColsBounds(len(ic), ic, lo, up)
+                h.set_col_bounds(ic, lo, up)
                 self.it += 1
                 xm = self._master(min(self.left(), LOCAL_SECONDS), self.s.gap / 2)
-                h.changeColsBounds(len(ic), ic, lo0, up0)
+                h.set_col_bounds(ic, lo0, up0)
                 if xm is None:
                     continue
                 x = xm.copy()
@@ -278,11 +278,11 @@ class Search:
     def run(self) -> RawSolution:
         """All phases; the incumbent and the best bound as a :class:`RawSolution`."""
         d = self.d
-        highspy.Highs.resetThreadScheduler(True)  # earlier solves may have fixed another thread count
-        d.deadline = self.t0 + self.s.time_limit
+        HighsSolver.reset_threads()  # earlier solves may have fixed another thread count
+        d.master.deadline = self.t0 + self.s.time_limit
         x_lp = self.lp_phase()
         d.set_integer(d.int_cols, True)
-        d.h.setOptionValue("presolve", "on")
+        d.master.set_presolve(True)
         if x_lp is not None:
             box = self.dive(x_lp)
             if box is not None:
@@ -296,7 +296,7 @@ class Search:
             before = self.best.cost if self.best else INF
             x_lp = self.lp_phase(share=0.5)
             d.set_integer(d.int_cols, True)
-            d.h.setOptionValue("presolve", "on")
+            d.master.set_presolve(True)
             if x_lp is None:
                 break
             box = self.dive(x_lp)
@@ -323,3 +323,17 @@ class Search:
         if ex and any(e.x[ex].max(initial=0.0) > TOL for e in best.evals):
             status = "infeasible"  # the plan needs unmet guaranteed demand: let the caller rank
         return d._raw(status, best, self.lb, self.it, self.elapsed())
+
+
+def solve_decomposition(problem: Problem, settings: SolverSettings, groups: int = 8) -> RawSolution:
+    """Solve ``problem`` by L-shaped decomposition within ``settings.time_limit``.
+
+    Building the master (``groups`` Jensen groups, see :class:`Decomposition`) counts against the
+    time limit; the search gets the time that is left.
+    """
+    t0 = time.perf_counter()
+    dec = Decomposition(problem, groups)
+    left = max(1.0, settings.time_limit - (time.perf_counter() - t0))
+    raw = Search(dec, replace(settings, time_limit=left)).run()
+    raw.runtime_s = time.perf_counter() - t0
+    return raw

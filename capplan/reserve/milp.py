@@ -9,90 +9,17 @@ See ``docs/reservations.md`` for the formulation.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pulp
 
+from capplan.reserve.highs import LinearProgram, quiet_stdout
 from capplan.reserve.problem import Problem
+from capplan.reserve.solver import TOL, RawSolution, SolverSettings
 
-TOL = 1e-6
 Arr = npt.NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class SolverSettings:
-    """Solver settings.
-
-    ``time_limit`` wall clock (s) per solve, ``threads``, relative MIP ``gap``, ``backend``
-    (``highs``/``cbc``, extensive form only) and ``method``: ``extensive`` (one MILP over all
-    scenarios through PuLP), ``decomposition`` (L-shaped / Benders with highspy, see
-    :mod:`capplan.reserve.benders`) or ``auto`` (decomposition for large scenario sets).
-    """
-
-    time_limit: float = 60.0
-    threads: int = 1
-    gap: float = 1e-4
-    backend: str = "highs"
-    method: str = "auto"
-
-
-@dataclass(frozen=True)
-class LinearArrays:
-    """A PuLP model as arrays (columns, CSR rows, names) for a direct highspy model."""
-
-    col_names: tuple[str, ...]
-    cost: Arr
-    lower: Arr
-    upper: Arr
-    integer: npt.NDArray[np.bool_]
-    row_names: tuple[str, ...]
-    row_lower: Arr
-    row_upper: Arr
-    starts: npt.NDArray[np.int32]
-    index: npt.NDArray[np.int32]
-    value: Arr
-    col_index: dict[str, int]
-
-
-@dataclass
-class RawSolution:
-    """Numbers read back from the solver, indexed like :class:`Problem` (no PuLP objects).
-
-    ``buys[(option, site, order_period)]`` GPUs; ``commits[(option, start)]`` units;
-    ``gangs[(class, location, model, period)]`` whole gangs (location ``len(sites)`` is the cloud);
-    ``alloc[w, c, m, p]`` committed GPUs of model ``m`` used by class ``c``;
-    ``rec[w, c, o, p]`` GPUs of recourse option ``o``; ``short``/``excess``/``lost``/``backlog``
-    ``[w, c, p]`` in reference GPUs; ``missed[(tier, w)]`` chance-constraint indicators.
-    """
-
-    status: str
-    objective: float
-    runtime_s: float
-    variables: int
-    constraints: int
-    integers: int
-    backend: str
-    buys: dict[tuple[int, int, int], int]
-    commits: dict[tuple[int, int], int]
-    gangs: dict[tuple[int, int, int, int], int]
-    alloc: Arr
-    rec: Arr
-    short: Arr
-    excess: Arr
-    lost: Arr
-    backlog: Arr
-    missed: dict[tuple[int, int], bool]
-    method: str = "extensive"
-    bound: float | None = None
-    gap: float | None = None
-    iterations: int = 0
 
 
 def make_solver(s: SolverSettings) -> pulp.LpSolver:
@@ -102,25 +29,6 @@ def make_solver(s: SolverSettings) -> pulp.LpSolver:
     return pulp.PULP_CBC_CMD(
         msg=False, timeLimit=max(1, round(s.time_limit)), threads=s.threads, gapRel=s.gap
     )
-
-
-@contextlib.contextmanager
-def _quiet_stdout() -> Iterator[None]:
-    """Silence C-level stdout (HiGHS prints a banner when its first model is created)."""
-    sys.stdout.flush()
-    try:
-        saved = os.dup(1)
-    except OSError:  # no file descriptor 1 (embedded interpreters)
-        yield
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
 
 
 def _n(*parts: object) -> str:
@@ -150,6 +58,7 @@ class ReservationModel:
         self.lp = pulp.LpProblem(_n("reserve", problem.name or "plan").replace(" ", "_"), pulp.LpMinimize)
         self.cost_terms: list[tuple[pulp.LpVariable, float]] = []
         self.excess_terms: list[tuple[pulp.LpVariable, float]] = []
+        self._mi = {m: i for i, m in enumerate(problem.models)}
         self._build()
 
     # ----------------------------------------------------------------------------------- build
@@ -159,14 +68,39 @@ class ReservationModel:
         return self.lp.add_variable(name, low, up, cat=cat)
 
     def _build(self) -> None:
+        """First stage (orders, commitments, site limits, capacity, gangs, chance), then scenarios."""
+        self._purchases()
+        self._commitments()
+        own = self._own_capacity()
+        self._site_limits()
+        cloud = self._capacity(own)
+        self._gang_blocks(own, cloud)
+        self._chance_indicators()
         pr = self.p
-        T, S = pr.periods, len(pr.sites)
-        lab = pr.labels
-        lp = self.lp
-        hours = pr.hours
-        mi = {m: i for i, m in enumerate(pr.models)}
+        self.a: dict[tuple[int, int, int, int], pulp.LpVariable] = {}
+        self.r: dict[tuple[int, int, int, int], pulp.LpVariable] = {}
+        self.sh: dict[tuple[int, int, int], pulp.LpVariable] = {}
+        self.ex: dict[tuple[int, int, int], pulp.LpVariable] = {}
+        self.lo: dict[tuple[int, int, int], pulp.LpVariable] = {}
+        self.bl: dict[tuple[int, int, int], pulp.LpVariable] = {}
+        self._usable_rec = [
+            [
+                o
+                for o, ro in enumerate(pr.recourse)
+                if ro.model in cl.ratios and (ro.kind == "on_demand" or pr.tiers[cl.tier].spot)
+            ]
+            for cl in pr.classes
+        ]
+        for w in range(0 if self.first_stage_only else len(pr.scenario_names)):
+            for p in range(pr.periods):
+                self._scenario_period(w, p)
+        self.shape = (len(pr.scenario_names), len(pr.classes), len(pr.models), len(pr.recourse), pr.periods)
+        self.set_objective_cost()
 
-        # first stage: purchases (integer lots)
+    # first stage ------------------------------------------------------------------------
+    def _purchases(self) -> None:
+        """Integer purchase lots per option, site and order period; per-period supply caps."""
+        pr, T, lab = self.p, self.p.periods, self.p.labels
         self.buy: dict[tuple[int, int, int], pulp.LpVariable] = {}
         for o, po in enumerate(pr.purchases):
             ub = None if po.supply_cap is None else po.supply_cap // po.lot_size
@@ -174,110 +108,115 @@ class ReservationModel:
                 for q in range(T - po.lead_time):
                     v = self._var(_n("buy_lots", po.name, pr.sites[s].name, lab[q]), 0, ub, pulp.LpInteger)
                     self.buy[o, s, q] = v
-                    arrive = q + po.lead_time
-                    in_service = T - arrive
+                    in_service = T - (q + po.lead_time)
                     capex = po.unit_cost / po.depreciation_periods * min(po.depreciation_periods, in_service)
                     energy = po.power_w * pr.sites[s].energy_cost_per_w * in_service
                     self.cost_terms.append((v, po.lot_size * (capex + energy)))
         for o, po in enumerate(pr.purchases):
             if po.supply_cap is not None:
                 for q in range(T - po.lead_time):
-                    lp += (
+                    self.lp += (
                         pulp.lpSum(po.lot_size * self.buy[o, s, q] for s in po.sites) <= po.supply_cap,
                         _n("supply_cap", po.name, lab[q]),
                     )
-        # first stage: cloud commitments
+
+    def _commitments(self) -> None:
+        """Reserved-term and calendar-block starts; calendar counts and reserved maxima."""
+        pr, T, lab = self.p, self.p.periods, self.p.labels
         self.com: dict[tuple[int, int], pulp.LpVariable] = {}
         for k, co in enumerate(pr.commits):
             for q in co.starts:
                 v = self._var(_n(co.kind, co.name, lab[q]), 0, co.max_units, pulp.LpInteger)
                 self.com[k, q] = v
-                self.cost_terms.append((v, co.unit * co.price_per_gpu_hour * hours * min(co.duration, T - q)))
+                self.cost_terms.append((v, co.unit * co.price_per_gpu_hour * pr.hours * min(co.duration, T - q)))
             if co.max_units is not None:
-                lp += (
+                self.lp += (
                     pulp.lpSum(self.com[k, q] for q in co.starts) <= co.max_units,
                     _n("calendar_count", co.name),
                 )
-
-        def commit_active(k: int, p: int) -> list[tuple[pulp.LpVariable, float]]:
-            co = pr.commits[k]
-            return [(self.com[k, q], float(co.unit)) for q in co.starts if q <= p < q + co.duration]
-
         for k, co in enumerate(pr.commits):
             if co.max_gpus is not None:
                 for p in range(T):
-                    terms = commit_active(k, p)
+                    terms = self._commit_active(k, p)
                     if terms:
-                        lp += (
+                        self.lp += (
                             pulp.LpAffineExpression(terms) <= co.max_gpus,
                             _n("reserved_max", co.name, lab[p]),
                         )
 
-        # own capacity per site, model, period (expressions) and site limits
+    def _commit_active(self, k: int, p: int) -> list[tuple[pulp.LpVariable, float]]:
+        co = self.p.commits[k]
+        return [(self.com[k, q], float(co.unit)) for q in co.starts if q <= p < q + co.duration]
+
+    def _own_capacity(self) -> dict[tuple[int, str, int], list[tuple[pulp.LpVariable, float]]]:
+        """Purchased GPUs in service per (site, model, period), as terms over the lot variables."""
         own: dict[tuple[int, str, int], list[tuple[pulp.LpVariable, float]]] = {}
         for (o, s, q), v in self.buy.items():
             po = self.p.purchases[o]
-            for p in range(q + po.lead_time, T):
+            for p in range(q + po.lead_time, self.p.periods):
                 own.setdefault((s, po.model, p), []).append((v, float(po.lot_size)))
-        base = {(s, m, p): pr.base_count(s, m, p) for s in range(S) for m in pr.models for p in range(T)}
+        return own
+
+    def _site_limits(self) -> None:
+        """Power, rack space and installs per period at each site (fleet and in-flight included)."""
+        pr, lab = self.p, self.p.labels
         for s, site in enumerate(pr.sites):
-            for p in range(T):
+            for p in range(pr.periods):
                 inst = [i for i in pr.installed if i.site == s and i.start <= p < i.end]
                 arrived = [
-                    (o, q, v)
+                    (pr.purchases[o], q, v)
                     for (o, s2, q), v in self.buy.items()
                     if s2 == s and q + pr.purchases[o].lead_time <= p
                 ]
-                if site.power_w is not None:
-                    used = sum(i.count * i.power_w for i in inst)
-                    lp += (
-                        pulp.LpAffineExpression(
-                            [(v, pr.purchases[o].lot_size * pr.purchases[o].power_w) for o, q, v in arrived]
-                        )
-                        <= site.power_w - used,
-                        _n("power", site.name, lab[p]),
-                    )
-                if site.rack_units is not None:
-                    used = sum(i.count * i.rack_units_per_gpu for i in inst)
-                    lp += (
-                        pulp.LpAffineExpression(
-                            [
-                                (v, pr.purchases[o].lot_size * pr.purchases[o].rack_units_per_gpu)
-                                for o, q, v in arrived
-                            ]
-                        )
-                        <= site.rack_units - used,
-                        _n("rack_space", site.name, lab[p]),
-                    )
+                limits = (
+                    ("power", site.power_w, "power_w"),
+                    ("rack_space", site.rack_units, "rack_units_per_gpu"),
+                )
+                for what, cap, attr in limits:
+                    if cap is not None:
+                        used = sum(i.count * getattr(i, attr) for i in inst)
+                        terms = [(v, po.lot_size * getattr(po, attr)) for po, q, v in arrived]
+                        self.lp += (pulp.LpAffineExpression(terms) <= cap - used, _n(what, site.name, lab[p]))
                 if site.max_installs is not None:
-                    new = [
-                        (v, float(pr.purchases[o].lot_size))
-                        for o, q, v in arrived
-                        if q + pr.purchases[o].lead_time == p
-                    ]
+                    new = [(v, float(po.lot_size)) for po, q, v in arrived if q + po.lead_time == p]
                     if new:
-                        lp += (
+                        self.lp += (
                             pulp.LpAffineExpression(new) <= site.max_installs,
                             _n("installs", site.name, lab[p]),
                         )
 
-        # committed capacity per model and period (a defined variable keeps scenario rows short)
+    def _capacity(
+        self, own: dict[tuple[int, str, int], list[tuple[pulp.LpVariable, float]]]
+    ) -> dict[tuple[str, int], list[tuple[pulp.LpVariable, float]]]:
+        """Committed capacity per model and period (a defined variable keeps scenario rows short).
+
+        Returns the cloud commitment terms per (model, period).
+        """
+        pr, T, S = self.p, self.p.periods, len(self.p.sites)
         self.cap: dict[tuple[str, int], pulp.LpVariable] = {}
         cloud: dict[tuple[str, int], list[tuple[pulp.LpVariable, float]]] = {}
         for k, co in enumerate(pr.commits):
             for p in range(T):
-                cloud.setdefault((co.model, p), []).extend(commit_active(k, p))
+                cloud.setdefault((co.model, p), []).extend(self._commit_active(k, p))
         for m in pr.models:
             for p in range(T):
-                v = self._var(_n("capacity", m, lab[p]), 0)
+                v = self._var(_n("capacity", m, pr.labels[p]), 0)
                 self.cap[m, p] = v
                 terms = [t for s in range(S) for t in own.get((s, m, p), [])] + cloud.get((m, p), [])
-                lp += (
-                    pulp.LpAffineExpression([*terms, (v, -1.0)]) == -sum(base[s, m, p] for s in range(S)),
-                    _n("capacity_def", m, lab[p]),
+                self.lp += (
+                    pulp.LpAffineExpression([*terms, (v, -1.0)]) == -sum(pr.base_count(s, m, p) for s in range(S)),
+                    _n("capacity_def", m, pr.labels[p]),
                 )
+        return cloud
 
-        # whole-gang blocks per class (topology: site), location (sites + cloud), model, period
+    def _gang_blocks(
+        self,
+        own: dict[tuple[int, str, int], list[tuple[pulp.LpVariable, float]]],
+        cloud: dict[tuple[str, int], list[tuple[pulp.LpVariable, float]]],
+    ) -> None:
+        """Whole-gang blocks per class (topology: site), location (sites + cloud), model, period."""
+        pr, T, S, lab = self.p, self.p.periods, len(self.p.sites), self.p.labels
+        mi = {m: i for i, m in enumerate(pr.models)}
         self.gang: dict[tuple[int, int, int, int], pulp.LpVariable] = {}
         locs = [*(x.name for x in pr.sites), "cloud"]
         for c, cl in enumerate(pr.classes):
@@ -301,110 +240,119 @@ class ReservationModel:
                     terms = by_loc.get((loc, mi[m], p), [])
                     if not terms:
                         continue
-                    if loc < S:
-                        cap_terms = [(v, -w) for v, w in own.get((loc, m, p), [])]
-                        rhs = float(base[loc, m, p])
-                    else:
-                        cap_terms = [(v, -w) for v, w in cloud.get((m, p), [])]
-                        rhs = 0.0
-                    lp += (
-                        pulp.LpAffineExpression(terms + cap_terms) <= rhs,
+                    held = own.get((loc, m, p), []) if loc < S else cloud.get((m, p), [])
+                    rhs = float(pr.base_count(loc, m, p)) if loc < S else 0.0
+                    self.lp += (
+                        pulp.LpAffineExpression(terms + [(v, -w) for v, w in held]) <= rhs,
                         _n("gang_fit", locs[loc], m, lab[p]),
                     )
 
-        # second stage
-        W, C, R, M = len(pr.scenario_names), len(pr.classes), len(pr.recourse), len(pr.models)
-        self.a: dict[tuple[int, int, int, int], pulp.LpVariable] = {}
-        self.r: dict[tuple[int, int, int, int], pulp.LpVariable] = {}
-        self.sh: dict[tuple[int, int, int], pulp.LpVariable] = {}
-        self.ex: dict[tuple[int, int, int], pulp.LpVariable] = {}
-        self.lo: dict[tuple[int, int, int], pulp.LpVariable] = {}
-        self.bl: dict[tuple[int, int, int], pulp.LpVariable] = {}
+    def _chance_indicators(self) -> None:
+        """One missed indicator per chance tier and scenario; their probability within the budget."""
+        pr = self.p
         self.z: dict[tuple[int, int], pulp.LpVariable] = {}
         for k, tier in enumerate(pr.tiers):
             if tier.kind == "guaranteed" and tier.service_level < 1:
                 for w, sn in enumerate(pr.scenario_names):
                     self.z[k, w] = self._var(_n("missed", tier.name, sn), 0, 1, pulp.LpInteger)
-                lp += (
-                    pulp.lpSum(pr.probabilities[w] * self.z[k, w] for w in range(W))
+                self.lp += (
+                    pulp.lpSum(pr.probabilities[w] * self.z[k, w] for w in range(len(pr.scenario_names)))
                     <= 1 - tier.service_level + 1e-9,
                     _n("service_level", tier.name),
                 )
-        usable_rec = [
-            [
-                o
-                for o, ro in enumerate(pr.recourse)
-                if ro.model in cl.ratios and (ro.kind == "on_demand" or pr.tiers[cl.tier].spot)
-            ]
-            for cl in pr.classes
-        ]
-        for w, sn in enumerate(() if self.first_stage_only else pr.scenario_names):
-            prob = pr.probabilities[w]
-            for p in range(T):
-                pool: dict[int, list[tuple[pulp.LpVariable, float]]] = {}
-                rpool: dict[int, list[pulp.LpVariable]] = {}
-                for c, cl in enumerate(pr.classes):
-                    tier = pr.tiers[cl.tier]
-                    d = float(pr.demand[w, c, p])
-                    served: list[tuple[pulp.LpVariable, float]] = []
-                    for m, ratio in cl.ratios.items():
-                        v = self._var(_n("use", cl.name, m, lab[p], sn), 0)
-                        self.a[w, c, mi[m], p] = v
-                        served.append((v, ratio))
-                        pool.setdefault(mi[m], []).append((v, cl.factor))
-                        if cl.site_gangs:
-                            blocks = self._gang_of[c, mi[m], p]
-                            lp += (
-                                pulp.LpAffineExpression([(v, 1.0), *blocks]) <= 0,
-                                _n("gang_use", cl.name, m, lab[p], sn),
-                            )
-                    for o in usable_rec[c]:
-                        ro = pr.recourse[o]
-                        v = self._var(_n(ro.kind, cl.name, ro.name, lab[p], sn), 0)
-                        self.r[w, c, o, p] = v
-                        served.append((v, cl.ratios[ro.model] * (1 - ro.interruption_rate)))
-                        rpool.setdefault(o, []).append(v)
-                        self.cost_terms.append((v, prob * ro.price_per_gpu_hour * hours))
-                    if tier.kind == "guaranteed":
-                        if tier.service_level < 1:
-                            v = self._var(_n("shortfall", cl.name, lab[p], sn), 0, d)
-                            self.sh[w, c, p] = v
-                            served.append((v, 1.0))
-                            self.cost_terms.append((v, prob * tier.penalty_per_gpu_hour * hours))
-                            lp += (
-                                pulp.LpAffineExpression([(v, 1.0), (self.z[cl.tier, w], -d)]) <= 0,
-                                _n("chance_link", cl.name, lab[p], sn),
-                            )
-                        if self.soft:
-                            v = self._var(_n("unmet_guaranteed", cl.name, lab[p], sn), 0, d)
-                            self.ex[w, c, p] = v
-                            served.append((v, 1.0))
-                            self.excess_terms.append((v, prob))
-                    else:
-                        v = self._var(_n("lost", cl.name, lab[p], sn), 0)
-                        self.lo[w, c, p] = v
-                        served.append((v, 1.0))
-                        self.cost_terms.append((v, prob * tier.penalty_per_gpu_hour * hours))
-                        if tier.max_deferral and p < T - 1:
-                            cap = float(pr.demand[w, c, max(0, p - tier.max_deferral + 1) : p + 1].sum())
-                            v = self._var(_n("backlog", cl.name, lab[p], sn), 0, cap)
-                            self.bl[w, c, p] = v
-                            served.append((v, 1.0))
-                            self.cost_terms.append((v, prob * tier.deferral_penalty_per_gpu_hour * hours))
-                        if (w, c, p - 1) in self.bl:
-                            served.append((self.bl[w, c, p - 1], -1.0))
-                    lp += (pulp.LpAffineExpression(served) == d, _n("demand", cl.name, lab[p], sn))
-                for m_i, terms in pool.items():
-                    lp += (
-                        pulp.LpAffineExpression([*terms, (self.cap[pr.models[m_i], p], -1.0)]) <= 0,
-                        _n("pool", pr.models[m_i], lab[p], sn),
-                    )
-                for o, vs in rpool.items():
-                    cap_o = pr.recourse[o].max_gpus
-                    if cap_o is not None:
-                        lp += (pulp.lpSum(vs) <= cap_o, _n("availability", pr.recourse[o].name, lab[p], sn))
-        self.shape = (W, C, M, R, T)
-        self.set_objective_cost()
+
+    # second stage -----------------------------------------------------------------------
+    def _scenario_period(self, w: int, p: int) -> None:
+        """Demand rows of every class, capacity pools per model and availability caps."""
+        pr = self.p
+        sn, lab = pr.scenario_names[w], pr.labels
+        pool: dict[int, list[tuple[pulp.LpVariable, float]]] = {}
+        rpool: dict[int, list[pulp.LpVariable]] = {}
+        for c, cl in enumerate(pr.classes):
+            d = float(pr.demand[w, c, p])
+            served = self._committed(w, c, p, pool) + self._recourse(w, c, p, rpool) + self._slack(w, c, p, d)
+            self.lp += (pulp.LpAffineExpression(served) == d, _n("demand", cl.name, lab[p], sn))
+        for m_i, terms in pool.items():
+            self.lp += (
+                pulp.LpAffineExpression([*terms, (self.cap[pr.models[m_i], p], -1.0)]) <= 0,
+                _n("pool", pr.models[m_i], lab[p], sn),
+            )
+        for o, vs in rpool.items():
+            cap_o = pr.recourse[o].max_gpus
+            if cap_o is not None:
+                self.lp += (pulp.lpSum(vs) <= cap_o, _n("availability", pr.recourse[o].name, lab[p], sn))
+
+    def _committed(
+        self, w: int, c: int, p: int, pool: dict[int, list[tuple[pulp.LpVariable, float]]]
+    ) -> list[tuple[pulp.LpVariable, float]]:
+        """Use of committed GPUs by class ``c``; whole-gang classes only inside their blocks."""
+        pr = self.p
+        cl, sn, lab = pr.classes[c], pr.scenario_names[w], pr.labels
+        served: list[tuple[pulp.LpVariable, float]] = []
+        for m, ratio in cl.ratios.items():
+            m_i = self._mi[m]
+            v = self._var(_n("use", cl.name, m, lab[p], sn), 0)
+            self.a[w, c, m_i, p] = v
+            served.append((v, ratio))
+            pool.setdefault(m_i, []).append((v, cl.factor))
+            if cl.site_gangs:
+                self.lp += (
+                    pulp.LpAffineExpression([(v, 1.0), *self._gang_of[c, m_i, p]]) <= 0,
+                    _n("gang_use", cl.name, m, lab[p], sn),
+                )
+        return served
+
+    def _recourse(
+        self, w: int, c: int, p: int, rpool: dict[int, list[pulp.LpVariable]]
+    ) -> list[tuple[pulp.LpVariable, float]]:
+        """On-demand and spot GPUs class ``c`` may use, priced by probability."""
+        pr = self.p
+        cl, sn, prob = pr.classes[c], pr.scenario_names[w], pr.probabilities[w]
+        served: list[tuple[pulp.LpVariable, float]] = []
+        for o in self._usable_rec[c]:
+            ro = pr.recourse[o]
+            v = self._var(_n(ro.kind, cl.name, ro.name, pr.labels[p], sn), 0)
+            self.r[w, c, o, p] = v
+            served.append((v, cl.ratios[ro.model] * (1 - ro.interruption_rate)))
+            rpool.setdefault(o, []).append(v)
+            self.cost_terms.append((v, prob * ro.price_per_gpu_hour * pr.hours))
+        return served
+
+    def _slack(self, w: int, c: int, p: int, d: float) -> list[tuple[pulp.LpVariable, float]]:
+        """Guaranteed shortfall (chance tiers) and unmet slack (soft model), or flexible loss and backlog."""
+        pr = self.p
+        cl, sn, lab, prob, hours = pr.classes[c], pr.scenario_names[w], pr.labels, pr.probabilities[w], pr.hours
+        tier = pr.tiers[cl.tier]
+        served: list[tuple[pulp.LpVariable, float]] = []
+        if tier.kind == "guaranteed":
+            if tier.service_level < 1:
+                v = self._var(_n("shortfall", cl.name, lab[p], sn), 0, d)
+                self.sh[w, c, p] = v
+                served.append((v, 1.0))
+                self.cost_terms.append((v, prob * tier.penalty_per_gpu_hour * hours))
+                self.lp += (
+                    pulp.LpAffineExpression([(v, 1.0), (self.z[cl.tier, w], -d)]) <= 0,
+                    _n("chance_link", cl.name, lab[p], sn),
+                )
+            if self.soft:
+                v = self._var(_n("unmet_guaranteed", cl.name, lab[p], sn), 0, d)
+                self.ex[w, c, p] = v
+                served.append((v, 1.0))
+                self.excess_terms.append((v, prob))
+            return served
+        v = self._var(_n("lost", cl.name, lab[p], sn), 0)
+        self.lo[w, c, p] = v
+        served.append((v, 1.0))
+        self.cost_terms.append((v, prob * tier.penalty_per_gpu_hour * hours))
+        if tier.max_deferral and p < pr.periods - 1:
+            cap = float(pr.demand[w, c, max(0, p - tier.max_deferral + 1) : p + 1].sum())
+            v = self._var(_n("backlog", cl.name, lab[p], sn), 0, cap)
+            self.bl[w, c, p] = v
+            served.append((v, 1.0))
+            self.cost_terms.append((v, prob * tier.deferral_penalty_per_gpu_hour * hours))
+        if (w, c, p - 1) in self.bl:
+            served.append((self.bl[w, c, p - 1], -1.0))
+        return served
 
     # ----------------------------------------------------------------------------- objective
     def set_objective_cost(self) -> None:
@@ -428,7 +376,7 @@ class ReservationModel:
         self.set_objective_cost()
         return best
 
-    def export(self) -> LinearArrays:
+    def export(self) -> LinearProgram:
         """The model (objective, bounds, integrality, rows) as arrays, column and row names kept."""
         inf = float("inf")
         seen: dict[str, pulp.LpVariable] = {v.name: v for v in self.lp.variables()}
@@ -454,10 +402,9 @@ class ReservationModel:
                 index.append(col[v.name])
                 value.append(c)
             starts.append(len(index))
-        return LinearArrays(
-            names, cost, lower, upper, integer, tuple(rnames), np.array(rlo), np.array(rup),
-            np.array(starts, dtype=np.int32), np.array(index, dtype=np.int32), np.array(value, dtype=float),
-            col,
+        return LinearProgram(
+            cost, lower, upper, np.array(rlo), np.array(rup), np.array(starts, dtype=np.int32),
+            np.array(index, dtype=np.int32), np.array(value, dtype=float), integer, names, tuple(rnames),
         )
 
     # --------------------------------------------------------------------------------- solve
@@ -465,7 +412,7 @@ class ReservationModel:
         """Solve and read the values back into a :class:`RawSolution`."""
         t0 = time.perf_counter()
         solver = make_solver(settings)
-        with _quiet_stdout():
+        with quiet_stdout():
             self.lp.solve(solver)
         runtime = time.perf_counter() - t0
         st, sol = self.lp.status, self.lp.sol_status

@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 
 from capplan.model.errors import CapplanError
-from capplan.reserve.benders import solve_decomposition
 from capplan.reserve.diagnose import explain
-from capplan.reserve.milp import TOL, RawSolution, ReservationModel, SolverSettings
+from capplan.reserve.lshaped import solve_decomposition
+from capplan.reserve.milp import ReservationModel
 from capplan.reserve.problem import Problem
 from capplan.reserve.result import Commitment, Order, Plan, TierOutcome
+from capplan.reserve.solver import TOL, RawSolution, SolverSettings
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
@@ -50,8 +51,6 @@ def solve(problem: Problem, settings: SolverSettings | None = None) -> Plan:
     """
     s = settings or SolverSettings()
     method = choose_method(problem, s)
-    if method not in ("extensive", "decomposition"):
-        raise ValueError(f"unknown method {s.method!r}; use auto, extensive or decomposition")
     raw = solve_decomposition(problem, s) if method == "decomposition" else ReservationModel(problem).solve(s)
     ranked: dict[str, Any] = {}
     if raw.status == "infeasible" and method == "decomposition" and choose_method(problem, _auto(s)) == method:
@@ -105,7 +104,33 @@ def choose_method(problem: Problem, settings: SolverSettings) -> str:
 def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None = None) -> Plan:
     """Assemble a :class:`Plan` from solver values; costs are recomputed from the decisions."""
     pr = problem
-    lab, T, H = pr.labels, pr.periods, pr.hours
+    orders, commitments, gang_blocks = _decisions(pr, raw)
+    capacity, by_site = _capacity(pr, orders, commitments)
+    tiers = _tier_outcomes(pr, raw)
+    unmet = explain(pr, raw, orders, by_site) if float(raw.excess.sum()) > 1e-4 else ()
+    return Plan(
+        pr.name,
+        "ok" if all(t.met for t in tiers) else "guaranteed_unmet",
+        pr.labels,
+        pr.scenario_names,
+        pr.probabilities,
+        _solver_stats(raw, ranked),
+        orders,
+        commitments,
+        gang_blocks,
+        capacity,
+        _coverage(pr, raw),
+        _costs(pr, raw, orders, commitments),
+        tiers,
+        unmet,
+    )
+
+
+def _decisions(
+    pr: Problem, raw: RawSolution
+) -> tuple[tuple[Order, ...], tuple[Commitment, ...], tuple[dict[str, Any], ...]]:
+    """Orders, cloud commitments and whole-gang blocks, in time order."""
+    lab, T = pr.labels, pr.periods
     orders = tuple(
         Order(
             pr.purchases[o].name,
@@ -144,8 +169,14 @@ def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None
         }
         for (c, loc, m, p), n in sorted(raw.gangs.items())
     )
+    return orders, commitments, gang_blocks
 
-    # capacity from the decisions
+
+def _capacity(
+    pr: Problem, orders: tuple[Order, ...], commitments: tuple[Commitment, ...]
+) -> tuple[tuple[dict[str, Any], ...], dict[tuple[int, str, int], int]]:
+    """Capacity rows per model and period, and own GPUs per (site, model, period), from the decisions."""
+    lab, T = pr.labels, pr.periods
     by_site = {
         (s, m, p): pr.base_count(s, m, p) for s in range(len(pr.sites)) for m in pr.models for p in range(T)
     }
@@ -169,14 +200,16 @@ def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None
         for m in pr.models
         for p in range(T)
     )
+    return capacity, by_site
 
-    # coverage rows
-    coverage: list[dict[str, Any]] = []
-    W = len(pr.scenario_names)
+
+def _coverage(pr: Problem, raw: RawSolution) -> tuple[dict[str, Any], ...]:
+    """One row per scenario, class and period: demand, served, use by model and option, slack."""
+    rows: list[dict[str, Any]] = []
     short = raw.short + raw.excess
     for w, sn in enumerate(pr.scenario_names):
         for c, cl in enumerate(pr.classes):
-            for p in range(T):
+            for p in range(pr.periods):
                 committed = {
                     pr.models[m]: _r(raw.alloc[w, c, m, p])
                     for m in range(len(pr.models))
@@ -190,12 +223,12 @@ def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None
                 prev = raw.backlog[w, c, p - 1] if p else 0.0
                 d = float(pr.demand[w, c, p])
                 served = d + prev - short[w, c, p] - raw.lost[w, c, p] - raw.backlog[w, c, p]
-                coverage.append(
+                rows.append(
                     {
                         "scenario": sn,
                         "class": cl.name,
                         "tier": pr.tiers[cl.tier].name,
-                        "period": lab[p],
+                        "period": pr.labels[p],
                         "demand": _r(d),
                         "served": _r(served),
                         "committed": committed,
@@ -205,27 +238,27 @@ def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None
                         "backlog": _r(raw.backlog[w, c, p]),
                     }
                 )
+    return tuple(rows)
 
-    # costs, recomputed from the plan
+
+def _costs(
+    pr: Problem, raw: RawSolution, orders: tuple[Order, ...], commitments: tuple[Commitment, ...]
+) -> dict[str, float]:
+    """Expected cost per category and ``total``, recomputed from the plan."""
+    lab, T, H = pr.labels, pr.periods, pr.hours
     prob = np.array(pr.probabilities)
     energy = {x.name: x.energy_cost_per_w for x in pr.sites}
+    option = {po.name: po for po in pr.purchases}
     capex = sum(
-        od.count
-        * od.unit_cost
-        / po.depreciation_periods
-        * min(po.depreciation_periods, T - lab.index(od.arrival_period))
+        od.count * od.unit_cost / option[od.option].depreciation_periods
+        * min(option[od.option].depreciation_periods, T - lab.index(od.arrival_period))
         for od in orders
-        for po in pr.purchases
-        if po.name == od.option
     )
     power: float = sum(
         i.count * i.power_w * pr.sites[i.site].energy_cost_per_w * (i.end - i.start) for i in pr.installed
     )
     power += sum(
-        od.count * po.power_w * energy[od.site] * (T - lab.index(od.arrival_period))
-        for od in orders
-        for po in pr.purchases
-        if po.name == od.option
+        od.count * option[od.option].power_w * energy[od.site] * (T - lab.index(od.arrival_period)) for od in orders
     )
     commit_cost = {"reserved": 0.0, "calendar": 0.0}
     for cm in commitments:
@@ -239,9 +272,7 @@ def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None
         t = pr.tiers[cl.tier]
         pen["guaranteed"] += float(prob @ raw.short[:, c, :].sum(axis=1)) * t.penalty_per_gpu_hour * H
         pen["lost"] += float(prob @ raw.lost[:, c, :].sum(axis=1)) * t.penalty_per_gpu_hour * H
-        pen["deferral"] += (
-            float(prob @ raw.backlog[:, c, :].sum(axis=1)) * t.deferral_penalty_per_gpu_hour * H
-        )
+        pen["deferral"] += float(prob @ raw.backlog[:, c, :].sum(axis=1)) * t.deferral_penalty_per_gpu_hour * H
     costs = {
         "capex_depreciation": capex,
         "power": power,
@@ -255,18 +286,24 @@ def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None
     }
     costs = {k: round(v, 2) for k, v in costs.items()}
     costs["total"] = round(sum(costs.values()), 2)
+    return costs
 
-    # tiers
-    tiers: list[TierOutcome] = []
+
+def _tier_outcomes(pr: Problem, raw: RawSolution) -> tuple[TierOutcome, ...]:
+    """Shortfall probability and size per tier; whether each guaranteed tier is met."""
+    prob = np.array(pr.probabilities)
+    W = len(pr.scenario_names)
+    short = raw.short + raw.excess
+    out: list[TierOutcome] = []
     for k, t in enumerate(pr.tiers):
         cs = [c for c, cl in enumerate(pr.classes) if cl.tier == k]
-        miss = (short[:, cs, :] + raw.lost[:, cs, :]).sum(axis=(1, 2)) * H if cs else np.zeros(W)
+        miss = (short[:, cs, :] + raw.lost[:, cs, :]).sum(axis=(1, 2)) * pr.hours if cs else np.zeros(W)
         p_short = float(prob[miss > 1e-4].sum())
         worst = int(np.argmax(miss)) if W else 0
         met = t.kind != "guaranteed" or (
             p_short <= 1 - t.service_level + 1e-9 and float(raw.excess[:, cs, :].sum()) <= 1e-4
         )
-        tiers.append(
+        out.append(
             TierOutcome(
                 t.name,
                 t.kind,
@@ -278,9 +315,11 @@ def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None
                 met,
             )
         )
-    unmet = explain(pr, raw, orders, by_site) if float(raw.excess.sum()) > 1e-4 else ()
-    status = "ok" if all(t.met for t in tiers) else "guaranteed_unmet"
-    solver = {
+    return tuple(out)
+
+
+def _solver_stats(raw: RawSolution, ranked: dict[str, Any] | None) -> dict[str, Any]:
+    return {
         "backend": raw.backend,
         "status": raw.status,
         "runtime_s": round(raw.runtime_s, 3),
@@ -294,22 +333,6 @@ def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None
         "iterations": raw.iterations,
         **(ranked or {}),
     }
-    return Plan(
-        pr.name,
-        status,
-        lab,
-        pr.scenario_names,
-        pr.probabilities,
-        solver,
-        orders,
-        commitments,
-        gang_blocks,
-        capacity,
-        tuple(coverage),
-        costs,
-        tuple(tiers),
-        unmet,
-    )
 
 
 def _r(x: float) -> float:

@@ -1,8 +1,14 @@
-"""Markdown report and PNG plots (matplotlib, Agg backend) of a reservation plan."""
+"""Markdown report and PNG plots (matplotlib, Agg backend) of a reservation plan.
+
+Units: demand, service, backlog and shortfall are in *reference GPUs* of each class (a class's
+demand divided by the throughput of the models it runs on); capacity is in physical GPUs. The
+report and the chart keep the two apart: every axis and column names its unit.
+"""
 
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from typing import Any
 
 import matplotlib
@@ -10,8 +16,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+import numpy.typing as npt
+from matplotlib.figure import Figure
 
 from capplan.reserve.result import Plan
+
+Arr = npt.NDArray[np.float64]
 
 
 def _money(x: float) -> str:
@@ -20,11 +30,28 @@ def _money(x: float) -> str:
 
 def markdown_report(plan: Plan, source: str = "") -> str:
     """Render the plan as Markdown: schedule, reservations, costs, tiers, coverage, what-ifs."""
+    out = _header(plan, source)
+    if plan.unmet:
+        out += ["## Guaranteed demand that cannot be met", ""]
+        out += [f"- {u.line()}" for u in plan.unmet]
+        out.append("")
+    out += _schedule(plan) + _costs_and_tiers(plan) + _coverage(plan) + _what_ifs(plan)
+    out += [
+        "",
+        "Plots: `demand_vs_capacity.png`, `cost_breakdown.png`. All fields: `plan.json` "
+        "(see docs/reservations.md).",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _header(plan: Plan, source: str) -> list[str]:
     out: list[str] = [f"# Reservation plan{': ' + plan.name if plan.name else ''}", ""]
     if source:
         out += [f"Planning file: `{source}`", ""]
     sv = plan.solver
-    out += [
+    return [
+        *out,
         f"- Status: **{plan.status}** (solver {sv['backend']} {sv['status']}, {sv['runtime_s']} s, "
         f"{sv['variables']} variables, {sv['constraints']} constraints)",
         f"- Horizon: {plan.periods[0]} .. {plan.periods[-1]} ({len(plan.periods)} periods), "
@@ -32,11 +59,10 @@ def markdown_report(plan: Plan, source: str = "") -> str:
         f"- Expected total cost: **{_money(plan.costs['total'])}**",
         "",
     ]
-    if plan.unmet:
-        out += ["## Guaranteed demand that cannot be met", ""]
-        out += [f"- {u.line()}" for u in plan.unmet]
-        out.append("")
-    out += ["## Order schedule", ""]
+
+
+def _schedule(plan: Plan) -> list[str]:
+    out = ["## Order schedule", ""]
     if plan.orders:
         out += [
             "| order | model | site | GPUs | lots | ordered | arrives |",
@@ -58,7 +84,11 @@ def markdown_report(plan: Plan, source: str = "") -> str:
         ]
     else:
         out.append("None.")
-    out += ["", "## Expected cost breakdown", "", "| category | expected cost |", "|---|---:|"]
+    return out
+
+
+def _costs_and_tiers(plan: Plan) -> list[str]:
+    out = ["", "## Expected cost breakdown", "", "| category | expected cost |", "|---|---:|"]
     out += [f"| {k} | {_money(v)} |" for k, v in plan.costs.items()]
     out += [
         "",
@@ -73,44 +103,76 @@ def markdown_report(plan: Plan, source: str = "") -> str:
         f"{' (' + t.worst_scenario + ')' if t.worst_scenario else ''} | {'yes' if t.met else 'NO'} |"
         for t in plan.tiers
     ]
-    out += [
+    return out
+
+
+#: columns of the coverage table, in order (reference GPUs except on-demand + spot)
+COVERAGE_COLUMNS = ("demand", "backlog in", "served", "on-demand + spot (GPUs)", "shortfall", "lost", "backlog out")
+
+
+def coverage_table(plan: Plan) -> dict[tuple[str, str], dict[str, float]]:
+    """Expected coverage per (period, class) over the scenarios, keyed by :data:`COVERAGE_COLUMNS`.
+
+    ``backlog in`` is the flexible demand deferred from the previous period and ``backlog out``
+    what this period defers, so ``served = demand + backlog in - shortfall - lost - backlog out``.
+    """
+    prob = dict(zip(plan.scenarios, plan.probabilities, strict=True))
+    pi = {p: i for i, p in enumerate(plan.periods)}
+    carried = {(r["scenario"], r["class"], pi[r["period"]]): r["backlog"] for r in plan.coverage}
+    agg: dict[tuple[str, str], dict[str, float]] = {}
+    for r in plan.coverage:
+        a = agg.setdefault((r["period"], r["class"]), dict.fromkeys(COVERAGE_COLUMNS, 0.0))
+        q = prob[r["scenario"]]
+        values = (
+            r["demand"],
+            carried.get((r["scenario"], r["class"], pi[r["period"]] - 1), 0.0),
+            r["served"],
+            sum(r["recourse"].values()),
+            r["shortfall"],
+            r["lost"],
+            r["backlog"],
+        )
+        for k, x in zip(COVERAGE_COLUMNS, values, strict=True):
+            a[k] += q * x
+    return agg
+
+
+def _coverage(plan: Plan) -> list[str]:
+    out = [
         "",
         "## Coverage (expected over scenarios, reference GPUs)",
         "",
-        "| period | class | demand | served | on-demand + spot GPUs | shortfall | lost |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "Flexible demand may be deferred: `backlog in` arrives from the previous period and `backlog out` "
+        "is carried to the next, so served = demand + backlog in - shortfall - lost - backlog out. "
+        "On-demand and spot are physical GPUs.",
+        "",
+        "| period | class | " + " | ".join(COVERAGE_COLUMNS) + " |",
+        "|---|---|" + "---:|" * len(COVERAGE_COLUMNS),
     ]
-    prob = dict(zip(plan.scenarios, plan.probabilities, strict=True))
-    agg: dict[tuple[str, str], list[float]] = {}
-    for r in plan.coverage:
-        a = agg.setdefault((r["period"], r["class"]), [0.0] * 5)
-        q = prob[r["scenario"]]
-        for i, x in enumerate(
-            (r["demand"], r["served"], sum(r["recourse"].values()), r["shortfall"], r["lost"])
-        ):
-            a[i] += q * x
-    out += [f"| {p} | {c} | " + " | ".join(f"{x:,.1f}" for x in a) + " |" for (p, c), a in agg.items()]
-    if plan.what_if:
-        out += [
-            "",
-            "## What-if deltas (against this plan)",
-            "",
-            "| what-if | status | total cost | delta | GPUs ordered delta |",
-            "|---|---|---:|---:|---|",
-        ]
-        for w in plan.what_if:
-            od = ", ".join(f"{k} {v:+d}" for k, v in w["orders_delta"].items()) or "none"
-            out.append(
-                f"| `{w['what_if']}` | {w['status']} | {_money(w['costs']['total'])} | "
-                f"{w['cost_delta']['total']:+,.0f} | {od} |"
-            )
     out += [
-        "",
-        "Plots: `demand_vs_capacity.png`, `cost_breakdown.png`. All fields: `plan.json` "
-        "(see docs/reservations.md).",
-        "",
+        f"| {p} | {c} | " + " | ".join(f"{a[k]:,.1f}" for k in COVERAGE_COLUMNS) + " |"
+        for (p, c), a in coverage_table(plan).items()
     ]
-    return "\n".join(out)
+    return out
+
+
+def _what_ifs(plan: Plan) -> list[str]:
+    if not plan.what_if:
+        return []
+    out = [
+        "",
+        "## What-if deltas (against this plan)",
+        "",
+        "| what-if | status | total cost | delta | GPUs ordered delta |",
+        "|---|---|---:|---:|---|",
+    ]
+    for w in plan.what_if:
+        od = ", ".join(f"{k} {v:+d}" for k, v in w["orders_delta"].items()) or "none"
+        out.append(
+            f"| `{w['what_if']}` | {w['status']} | {_money(w['costs']['total'])} | "
+            f"{w['cost_delta']['total']:+,.0f} | {od} |"
+        )
+    return out
 
 
 def _png(fig: Any) -> bytes:
@@ -120,43 +182,107 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def demand_capacity_png(plan: Plan) -> bytes:
-    """Demand fan (min, 10-90 % band, expected) vs committed capacity per period, all classes summed."""
+@dataclass(frozen=True)
+class ChartSeries:
+    """What the demand-vs-capacity chart draws, per period.
+
+    Reference GPUs (per scenario, ``(scenarios, periods)``): ``demand``, ``served``,
+    ``backlog_out`` (deferred to the next period), ``unmet`` (shortfall + lost). Physical GPUs
+    (``(periods,)``): ``own`` (fleet, in-flight and purchased), ``cloud`` (reserved terms and
+    calendar blocks), ``in_use`` (committed GPUs the classes use, expected) and ``recourse``
+    (on-demand + spot, expected).
+    """
+
+    demand: Arr
+    served: Arr
+    backlog_out: Arr
+    unmet: Arr
+    own: Arr
+    cloud: Arr
+    in_use: Arr
+    recourse: Arr
+    prob: Arr
+
+
+def chart_series(plan: Plan) -> ChartSeries:
+    """Sum the plan's coverage and capacity rows over classes and models, per scenario and period."""
     T, W = len(plan.periods), len(plan.scenarios)
     pi = {p: i for i, p in enumerate(plan.periods)}
     wi = {s: i for i, s in enumerate(plan.scenarios)}
-    dem = np.zeros((W, T))
-    rec = np.zeros((W, T))
+    ref = {k: np.zeros((W, T)) for k in ("demand", "served", "backlog_out", "unmet", "in_use", "recourse")}
     for r in plan.coverage:
-        dem[wi[r["scenario"]], pi[r["period"]]] += r["demand"]
-        rec[wi[r["scenario"]], pi[r["period"]]] += sum(r["recourse"].values())
-    prob = np.array(plan.probabilities)
-    own = np.zeros(T)
-    cloud = np.zeros(T)
+        at = wi[r["scenario"]], pi[r["period"]]
+        ref["demand"][at] += r["demand"]
+        ref["served"][at] += r["served"]
+        ref["backlog_out"][at] += r["backlog"]
+        ref["unmet"][at] += r["shortfall"] + r["lost"]
+        ref["in_use"][at] += sum(r["committed"].values())
+        ref["recourse"][at] += sum(r["recourse"].values())
+    own, cloud = np.zeros(T), np.zeros(T)
     for c in plan.capacity:
         own[pi[c["period"]]] += c["own"]
         cloud[pi[c["period"]]] += c["cloud"]
-    x = np.arange(T)
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    order = np.argsort(dem, axis=0)
+    prob = np.array(plan.probabilities)
+    return ChartSeries(
+        ref["demand"], ref["served"], ref["backlog_out"], ref["unmet"], own, cloud,
+        prob @ ref["in_use"], prob @ ref["recourse"], prob,
+    )
+
+
+def _quantile(values: Arr, prob: Arr, q: float) -> Arr:
+    """Per column of ``values`` (scenarios x periods), the ``q`` quantile under ``prob``."""
+    order = np.argsort(values, axis=0)
     cum = np.cumsum(prob[order], axis=0)
+    idx = (cum >= q - 1e-12).argmax(axis=0)
+    return np.take_along_axis(values, order, axis=0)[idx, np.arange(values.shape[1])]  # type: ignore[no-any-return]
 
-    def quant(q: float) -> Any:
-        idx = (cum >= q - 1e-12).argmax(axis=0)
-        return np.take_along_axis(dem, order, axis=0)[idx, np.arange(T)]
 
-    ax.fill_between(x, dem.min(axis=0), dem.max(axis=0), alpha=0.15, color="tab:blue", label="demand min-max")
-    ax.fill_between(x, quant(0.1), quant(0.9), alpha=0.3, color="tab:blue", label="demand 10-90 %")
-    ax.plot(x, prob @ dem, color="tab:blue", label="expected demand")
-    ax.step(x, own, where="mid", color="black", label="owned GPUs")
-    ax.step(x, own + cloud, where="mid", color="tab:green", linestyle="--", label="owned + reserved cloud")
-    ax.plot(x, own + cloud + prob @ rec, color="tab:orange", linestyle=":", label="+ expected on-demand/spot")
-    ax.set_xticks(x[:: max(1, T // 12)], [plan.periods[i] for i in x[:: max(1, T // 12)]], rotation=45)
-    ax.set_ylabel("GPUs (demand in reference GPUs)")
-    ax.set_title("Demand fan vs capacity")
-    ax.legend(fontsize=8, loc="upper left")
+def demand_capacity_figure(plan: Plan) -> Figure:
+    """Two panels sharing the periods: demand vs service (reference GPUs) and capacity (GPUs)."""
+    cs = chart_series(plan)
+    T = len(plan.periods)
+    x = np.arange(T)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7.5), sharex=True, height_ratios=(3, 2))
+    dem, p = cs.demand, cs.prob
+    top.fill_between(x, dem.min(axis=0), dem.max(axis=0), alpha=0.15, color="tab:blue", label="demand min-max")
+    top.fill_between(
+        x, _quantile(dem, p, 0.1), _quantile(dem, p, 0.9), alpha=0.3, color="tab:blue", label="demand 10-90 %"
+    )
+    top.plot(x, p @ dem, color="tab:blue", label="expected demand")
+    served, deferred, unmet = p @ cs.served, p @ cs.backlog_out, p @ cs.unmet
+    top.plot(x, served, color="black", marker="o", markersize=3, label="expected served")
+    if deferred.any():
+        top.fill_between(x, served, served + deferred, color="tab:olive", alpha=0.5, step=None,
+                         label="deferred to the next period (backlog)")
+        carried = np.concatenate(([0.0], deferred[:-1]))
+        top.plot(x, p @ dem + carried, color="tab:olive", linestyle=":",
+                 label="expected demand + backlog from the previous period")
+    if unmet.any():
+        top.fill_between(x, served + deferred, served + deferred + unmet, color="tab:red", alpha=0.5,
+                         label="expected shortfall + lost")
+    top.set_ylabel("reference GPUs (demand units)")
+    top.set_title("Demand and service (reference GPUs: throughput of each class's reference model)", fontsize=10)
+    top.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    bottom.step(x, cs.own, where="mid", color="black", label="owned GPUs (fleet, in-flight, purchases)")
+    if cs.cloud.any():
+        bottom.step(x, cs.own + cs.cloud, where="mid", color="tab:green", linestyle="--",
+                    label="+ reserved cloud and calendar blocks")
+    bottom.step(x, cs.own + cs.cloud + cs.recourse, where="mid", color="tab:orange", linestyle=":",
+                label="+ expected on-demand/spot")
+    bottom.step(x, cs.in_use + cs.recourse, where="mid", color="tab:purple", alpha=0.8,
+                label="expected GPUs in use (incl. on-demand/spot)")
+    bottom.set_ylabel("physical GPUs")
+    bottom.set_title("Capacity (physical GPUs, all models)", fontsize=10)
+    bottom.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ticks = x[:: max(1, T // 12)]
+    bottom.set_xticks(ticks, [plan.periods[i] for i in ticks], rotation=45)
     fig.tight_layout()
-    return _png(fig)
+    return fig
+
+
+def demand_capacity_png(plan: Plan) -> bytes:
+    """The chart of :func:`demand_capacity_figure` as PNG bytes."""
+    return _png(demand_capacity_figure(plan))
 
 
 def cost_breakdown_png(plan: Plan) -> bytes:

@@ -25,11 +25,11 @@ from typing import Any
 
 from capplan.model.catalog import Catalog, builtin_catalog
 from capplan.model.errors import InputError, suggest
-from capplan.reserve.milp import SolverSettings
 from capplan.reserve.model import PlanningFile, parse_planning
 from capplan.reserve.planner import solve
 from capplan.reserve.problem import build_problem
 from capplan.reserve.result import Plan
+from capplan.reserve.solver import SolverSettings
 
 KEYS = ("lead_time", "price", "unit_cost", "cloud_price", "supply_cap", "power_kw", "demand")
 _VALUE = re.compile(r"^([+-]?)(\d+(?:\.\d+)?)(%?)$")

@@ -73,7 +73,7 @@ BAD = [
     ("workloads.0.gpus", -8, r"workloads\[0\]\.gpus"),
     ("workloads.2.name", "pretrain", r"workloads\[2\]\.name: duplicate workload name 'pretrain'"),
     ("workloads.0.topology", {"required": "rak"}, r"topology\.required: unknown topology level 'rak'.*'rack'"),
-    ("workloads.0.gpu_models", ["H100-SXM5-80GB", "L4"], r"gpu_models\[1\]: unknown GPU model 'L4'"),
+    ("workloads.0.gpu_models", ["H100-SXM5-80GB", "Z9"], r"gpu_models\[1\]: unknown GPU model 'Z9'"),
     ("workloads.1.gpu_models", ["T4-16GB"], r"workloads\[1\]\.gpu_models\[0\]: T4-16GB does not support profile"),
     ("workloads.0.priorty", 5, r"workloads\[0\]\.priorty: unknown field"),
     ("cluster.blocks.0.racks.0.nodes.0.cpu", -1, r"nodes\[0\]\.cpu: must be zero or more"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from capplan.model.catalog import builtin_catalog, load_catalog
 from capplan.model.errors import InputError
@@ -72,3 +73,15 @@ def test_bad_user_catalog(tmp_path: Path) -> None:
                  " starts: [0, 7]}]\n")
     with pytest.raises(InputError, match=r"models\[0\].*runs past"):
         load_catalog([f])
+
+
+def test_prices_are_editable_defaults() -> None:
+    """Shipped models carry a list price per GPU-hour (A30, G1-G3: none); a negative price is rejected."""
+    cat = builtin_catalog()
+    assert cat.get("H100-SXM5-80GB").price_per_gpu_hour == 3.99
+    assert cat.get("A30-24GB").price_per_gpu_hour is None and cat.get("G1").price_per_gpu_hour is None
+    assert all(m.price_per_gpu_hour is None or m.price_per_gpu_hour > 0 for m in cat.models)
+    data = cat.get("T4-16GB").model_dump()
+    data["price_per_gpu_hour"] = -1
+    with pytest.raises(ValidationError):
+        type(cat.get("T4-16GB")).model_validate(data)

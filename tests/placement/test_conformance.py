@@ -141,3 +141,16 @@ def test_json_round_trip(name: str) -> None:
     p = _mixed()
     plan = solve(p, name, OPTS)
     assert Plan.from_json(plan.to_json()) == plan
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_objective_counts_values_and_holds_least(name: str) -> None:
+    """The objective is the workloads' values (2g.20gb = 2/7, a 0.4 share = 0.4); on one GPU model the
+    capacity held equals the value placed, and CPU-only pods count as replicas only."""
+    p = _mixed()
+    plan = solve(p, name, OPTS)
+    per = {w.name: sum(1 for a in plan.assignments if a.workload == w.name) for w in p.workloads}
+    assert plan.objective == pytest.approx((8 * per["gang"], 2 / 7 * per["mig"] + 0.4 * per["share"], 0.0))
+    assert plan.metrics["value_placed"] == pytest.approx(sum(plan.objective))
+    assert plan.metrics["gpus_allocated"] == pytest.approx(plan.metrics["value_placed"])  # same-size slices here
+    assert per["gang"] in (0, 2) and per["cpu"] == 3

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from capplan.reserve.check import check_plan
-from capplan.reserve.milp import SolverSettings
 from capplan.reserve.model import parse_planning
 from capplan.reserve.planner import solve
 from capplan.reserve.problem import Problem, build_problem
 from capplan.reserve.result import Plan
+from capplan.reserve.solver import SolverSettings
 
 SETTINGS = SolverSettings(time_limit=20, threads=1, gap=1e-9)
 

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 
 from capplan.reserve.benders import Decomposition, scenario_groups
 from capplan.reserve.check import check_plan
+from capplan.reserve.lshaped import solve_decomposition
 from capplan.reserve.model import parse_planning
 from capplan.reserve.planner import choose_method, solve
 from capplan.reserve.problem import build_problem
@@ -72,7 +73,7 @@ def test_decomposition_matches_extensive_objective() -> None:
 def test_bound_is_a_lower_bound_when_one_group() -> None:
     """With one scenario group (pure Jensen bound + cuts) the bound never exceeds the plan's cost."""
     pr = build_problem(parse_planning(_two_scenarios()))
-    raw = Decomposition(pr, groups=1).solve(DECOMP)
+    raw = solve_decomposition(pr, DECOMP, groups=1)
     assert raw.bound is not None and raw.bound <= raw.objective + 1e-6
     exact = solve(pr, EXT).solver["objective"]
     assert raw.bound <= exact + 1e-6 <= raw.objective + 2e-6

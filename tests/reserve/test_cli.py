@@ -94,3 +94,69 @@ def test_what_if_syntax_error(tmp_path: Path) -> None:
     """A malformed what-if is an InputError naming --what-if."""
     with pytest.raises(InputError, match="what-if"):
         run(_args(_write(tmp_path, planning()), "-o", str(tmp_path / "o"), "--what-if", "leadtime=+2"))
+
+
+def _small(tmp_path: Path) -> str:
+    return _write(
+        tmp_path,
+        planning(
+            options={"purchases": [{"model": "H100-SXM5", "lead_time": 1, "unit_cost": 10}],
+                     "on_demand": [{"model": "H100-SXM5", "price_per_gpu_hour": 5}]},
+            scenarios=[{"name": "s", "probability": 1, "demand": {"train": 8}}],
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        ("--what-if", "lead_time=+1", "PLAN", "-o", "OUT"),
+        ("-o", "OUT", "--what-if", "lead_time=+1", "price=-50%", "PLAN"),
+        ("PLAN", "--what-if", "lead_time=+1", "-o", "OUT"),
+    ],
+)
+def test_arguments_parse_in_any_order(tmp_path: Path, order: tuple[str, ...]) -> None:
+    """`--what-if` before the planning file no longer takes it: every order gives the same plan."""
+    from capplan.cli.main import main as capplan_main
+
+    plan, out = _small(tmp_path), tmp_path / "out"
+    argv = ["reserve", *(plan if a == "PLAN" else str(out) if a == "OUT" else a for a in order), "--time-limit", "20"]
+    assert capplan_main(argv) == 0
+    doc = json.loads((out / "plan.json").read_text())
+    assert doc["what_if"][0]["what_if"] == "lead_time=+1"
+    assert len(doc["what_if"]) == (2 if "price=-50%" in order else 1)
+
+
+def test_missing_planfile_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Only what-ifs and no planning file: exit 2 naming PLANFILE, nothing written."""
+    from capplan.cli.main import main as capplan_main
+
+    assert capplan_main(["reserve", "--what-if", "lead_time=+1", "-o", str(tmp_path / "o")]) == 2
+    assert "PLANFILE" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "verbose"),
+    [
+        (["-v", "reserve", "p.yaml", "-o", "o"], True),
+        (["reserve", "p.yaml", "-o", "o", "-v"], True),
+        (["reserve", "p.yaml", "--verbose", "-o", "o"], True),
+        (["reserve", "p.yaml", "-o", "o"], False),
+        (["plan", "s.yaml", "-v"], True),
+        (["plan", "s.yaml"], False),
+    ],
+)
+def test_verbose_before_or_after_the_command(argv: list[str], verbose: bool) -> None:
+    """`-v` is accepted before and after the command name (and means the same)."""
+    from capplan.cli.main import build_parser
+
+    assert build_parser().parse_args(argv).verbose is verbose
+
+
+def test_verbose_after_the_command_runs(tmp_path: Path) -> None:
+    """`capplan reserve PLAN -o DIR -v` runs end to end (it used to be an argparse error, exit 2)."""
+    from capplan.cli.main import main as capplan_main
+
+    assert capplan_main(["reserve", _small(tmp_path), "-o", str(tmp_path / "out"), "-v"]) == 0
+    assert (tmp_path / "out" / "plan.json").exists()

@@ -107,3 +107,11 @@ def test_quantiles_must_not_decrease() -> None:
     d.pop("scenarios")
     e = _err(d)
     assert e.path == "demand_quantiles.train.p90[0]"
+
+
+def test_empty_demand_quantiles() -> None:
+    """`demand_quantiles: {}` is an input error naming the field (it used to fail an assertion)."""
+    d = planning(demand_quantiles={})
+    del d["scenarios"]
+    e = _err(d)
+    assert e.path == "demand_quantiles" and "at least one class" in e.message

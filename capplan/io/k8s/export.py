@@ -1,29 +1,40 @@
-"""Exports a controller applies: nvidia-mig-parted configs with node labels, bindings and evictions.
+"""Exports the cluster's tools apply: nvidia-mig-parted configs with node labels, pod bindings and actions.
 
 MIG: each node with an NVIDIA MIG-capable GPU gets one mig-parted config (identical nodes share
 it) holding, per GPU, the instance counts the plan uses plus the instances of a preset layout;
 GPUs without MIG use are ``mig-enabled: false``. mig-parted creates instances by count and picks
-the placements itself; every count set capplan emits fits on one GPU.
+the placements itself; every count set capplan emits fits on one GPU. A ``single``-strategy node
+gets a layout GPU Feature Discovery accepts (every GPU MIG-enabled with one profile, or none).
+With a base config the new configs are added to it, keeping its standard and site configs.
 
-Bindings: one entry per replica the plan starts or moves, with the pod (when the import's
-metadata knows it) and a patch pinning it to its node. Evictions and migrations are listed so a
-controller can delete (and re-create) those pods first.
+Node labels: a ``v1`` ``List`` of ``Node`` objects carrying only the ``nvidia.com/mig.config`` label.
+
+Bindings: a ``v1`` ``List`` of ``Pod`` objects (name, namespace, annotations and the scheduling fields
+only) for the pods the plan starts or moves: a strategic-merge patch for ``kubectl patch`` or
+``kubectl apply --server-side``. Required node affinity is written as the pod's own terms, each with
+the hostname requirement added, so existing constraints stay. The actions document lists every
+binding (also of replicas not created yet), evictions and migrations for a controller.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
 from capplan.io.k8s.labels import HOSTNAME, MIG_CONFIG
-from capplan.model.plan import Plan
+from capplan.io.k8s.mig import parse_mig_parted
+from capplan.model.errors import InputError
+from capplan.model.plan import Assignment, Plan
 from capplan.model.problem import Problem
 
-BINDINGS_API = "capplan.io/v1"
+ACTIONS_FORMAT = "capplan-actions/v1"
+ANNOTATION = "capplan.io/{what}"
 
 
 def gpu_configs(problem: Problem, plan: Plan) -> dict[str, list[dict[str, int] | None]]:
@@ -71,17 +82,39 @@ def _entries(per: list[dict[str, int] | None]) -> list[dict[str, Any]]:
     return entries
 
 
+def _single_ok(per: list[dict[str, int] | None]) -> bool:
+    """GFD's rule for ``mig.strategy=single``: no MIG, or all GPUs MIG-enabled, none empty, one profile."""
+    enabled = [c for c in per if c is not None]
+    if not enabled:
+        return True
+    profiles = {p for c in enabled for p, k in c.items() if k}
+    return len(enabled) == len(per) and all(any(c.values()) for c in enabled) and len(profiles) == 1
+
+
 def mig_parted(problem: Problem, plan: Plan) -> tuple[dict[str, Any], dict[str, str]]:
-    """The mig-parted config (``version: v1``) and the ``nvidia.com/mig.config`` value per node."""
+    """The mig-parted config (``version: v1``) and the ``nvidia.com/mig.config`` value per node.
+
+    Raises
+    ------
+    InputError
+        A ``single``-strategy node whose layout GPU Feature Discovery would label ``MIG-INVALID``
+        (a plan that passed the validator never has one).
+    """
     configs: dict[str, list[dict[str, Any]]] = {}
     labels: dict[str, str] = {}
     for node, per in gpu_configs(problem, plan).items():
+        n = problem.cluster.nodes[problem.cluster.node_index[node]]
+        if n.mig_strategy == "single" and not _single_ok(per):
+            raise InputError(
+                "PLAN", f"node {node} uses the single MIG strategy but the plan gives it {per}; "
+                "single needs every GPU MIG-enabled with instances of one profile, or MIG off"
+            )
         if all(c is None for c in per):
             name = "all-disabled"
             entries: list[dict[str, Any]] = [{"devices": "all", "mig-enabled": False}]
         else:
             entries = _entries(per)
-            model = problem.gpu_model(problem.cluster.nodes[problem.cluster.node_index[node]])
+            model = problem.gpu_model(n)
             assert model is not None
             digest = hashlib.sha256(json.dumps([model.name, entries], sort_keys=True).encode()).hexdigest()
             name = f"capplan-{digest[:10]}"
@@ -90,20 +123,112 @@ def mig_parted(problem: Problem, plan: Plan) -> tuple[dict[str, Any], dict[str, 
     return {"version": "v1", "mig-configs": dict(sorted(configs.items()))}, labels
 
 
-def mig_parted_yaml(problem: Problem, plan: Plan) -> tuple[str, dict[str, Any]]:
-    """The mig-parted file text and the node-label document (JSON-ready)."""
+def _same(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def merge_mig_parted(
+    base: dict[str, Any], ours: dict[str, Any], labels: Mapping[str, str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Add capplan's configs to a base mig-parted file (every base config kept, in its order).
+
+    A capplan config whose entries equal a base config reuses that name (the node labels follow).
+
+    Raises
+    ------
+    InputError
+        The base file is no mig-parted config, or it holds a config of one of capplan's names
+        with other entries.
+    """
+    merged = dict(parse_mig_parted(base))
+    rename: dict[str, str] = {}
+    for name, entries in ours["mig-configs"].items():
+        same = next((b for b, e in merged.items() if _same(e, entries)), None)
+        if same is not None:
+            rename[name] = same
+        elif name in merged:
+            raise InputError(
+                f"mig-configs.{name}",
+                f"the base config already has {name!r} with other entries; remove it from the base file",
+            )
+        else:
+            merged[name] = entries
+    return {"version": "v1", "mig-configs": merged}, {n: rename.get(c, c) for n, c in labels.items()}
+
+
+def base_document(base: Any) -> tuple[dict[str, Any], dict[str, Any] | None, str | None]:
+    """(mig-parted data, the ConfigMap holding it or None, its data key) of a ``--base`` file.
+
+    Parameters
+    ----------
+    base
+        A parsed mig-parted file, or a ConfigMap with the file under ``data["config.yaml"]`` (or its only key).
+
+    Raises
+    ------
+    InputError
+        A ConfigMap without data, with several keys but no ``config.yaml``, or whose value is no YAML.
+    """
+    if isinstance(base, dict) and base.get("kind") == "ConfigMap":
+        data = base.get("data")
+        if not isinstance(data, dict) or not data:
+            raise InputError("data", "the base ConfigMap has no data; expected a key such as config.yaml")
+        key = "config.yaml" if "config.yaml" in data else next(iter(data))
+        if len(data) > 1 and key != "config.yaml":
+            raise InputError("data", f"the base ConfigMap has keys {sorted(data)}; expected config.yaml")
+        try:
+            inner = yaml.safe_load(str(data[key]))
+        except yaml.YAMLError as exc:
+            raise InputError(f"data.{key}", f"not valid YAML: {exc}") from None
+        return inner, base, key
+    return base, None, None
+
+
+def node_labels_document(labels: Mapping[str, str]) -> dict[str, Any]:
+    """``kubectl apply --server-side``-able List of Nodes carrying only the ``nvidia.com/mig.config`` label."""
+    return {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {MIG_CONFIG: v}}}
+            for n, v in sorted(labels.items())
+        ],
+    }
+
+
+def mig_parted_yaml(problem: Problem, plan: Plan, base: Any = None) -> tuple[str, dict[str, Any]]:
+    """The mig-parted file text (a ConfigMap when ``base`` is one) and the node-label List.
+
+    Parameters
+    ----------
+    problem, plan
+        The scenario and a plan that passed the validator.
+    base
+        None, a parsed mig-parted file, or a ConfigMap holding one under ``config.yaml``: its
+        configs are kept and capplan's are added (:func:`merge_mig_parted`).
+
+    Raises
+    ------
+    InputError
+        A base that is no mig-parted config or clashes with capplan's config names.
+    """
     cfg, labels = mig_parted(problem, plan)
     head = (
         "# nvidia-mig-parted config written by `capplan export mig-parted`; select per node with\n"
         f"# the label {MIG_CONFIG}=<name> (see the node-labels file).\n"
     )
-    doc = {
-        "apiVersion": BINDINGS_API,
-        "kind": "NodeLabels",
-        "label": MIG_CONFIG,
-        "nodes": [{"node": n, "labels": {MIG_CONFIG: v}} for n, v in sorted(labels.items())],
-    }
-    return head + yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None, width=120), doc
+    if base is None:
+        text = yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None, width=120)
+        return head + text, node_labels_document(labels)
+    data, cm, key = base_document(base)
+    cfg, labels = merge_mig_parted(data, cfg, labels)
+    text = yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None, width=120)
+    if cm is None:
+        return head + text, node_labels_document(labels)
+    assert key is not None
+    meta = {k: v for k, v in (cm.get("metadata") or {}).items() if k in ("name", "namespace", "labels", "annotations")}
+    out = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {**cm["data"], key: text}}
+    return yaml.safe_dump(out, sort_keys=False, width=120), node_labels_document(labels)
 
 
 def _pod(meta: dict[str, Any] | None, workload: str, replica: int) -> dict[str, Any]:
@@ -120,33 +245,83 @@ def _pod(meta: dict[str, Any] | None, workload: str, replica: int) -> dict[str, 
     return {"namespace": ns if "/" in workload else None, "pod": None}
 
 
-def _patch(node: str, style: str) -> dict[str, Any]:
-    if style == "affinity":
-        term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node]}]}
-        return {
-            "spec": {
-                "affinity": {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
-                    }
-                }
-            }
-        }
-    return {"spec": {"nodeSelector": {HOSTNAME: node}}}
+def _terms(meta: dict[str, Any] | None, workload: str, replica: int) -> list[dict[str, Any]]:
+    reps = (meta or {}).get("workloads", {}).get(workload)
+    if reps and replica < len(reps):
+        return list(reps[replica].get("node_selector_terms") or [])
+    return []
+
+
+def pin_patch(node: str, style: str, terms: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The ``spec`` patch that pins a pod to ``node`` and keeps its other constraints.
+
+    ``nodeSelector``: one key added to the pod's map (strategic merge keeps the other keys).
+    ``affinity``: the pod's required ``nodeSelectorTerms`` (``terms``) each with the hostname
+    requirement added, or one term of it alone (the list is replaced as a whole by a merge, so
+    the patch carries the existing requirements: only additions, as Kubernetes allows on gated pods).
+    """
+    if style != "affinity":
+        return {"nodeSelector": {HOSTNAME: node}}
+    req = {"key": HOSTNAME, "operator": "In", "values": [node]}
+    new = []
+    for t in terms or [{}]:
+        t = copy.deepcopy(t)
+        t["matchExpressions"] = [*(t.get("matchExpressions") or []), req]
+        new.append(t)
+    required = {"nodeSelectorTerms": new}
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}}
+
+
+def _annotations(a: Assignment) -> dict[str, str]:
+    ann = {ANNOTATION.format(what="workload"): a.workload, ANNOTATION.format(what="replica"): str(a.replica),
+           ANNOTATION.format(what="gpus"): ",".join(str(g) for g in a.gpus)}
+    if a.mig is not None:
+        ann[ANNOTATION.format(what="mig")] = f"{a.mig.profile}@{a.mig.start}"
+    return ann
+
+
+def _moved(problem: Problem, plan: Plan) -> list[Assignment]:
+    running = {a.key: a for a in problem.running}
+    return [a for a in sorted(plan.assignments, key=lambda a: (a.workload, a.replica)) if running.get(a.key) != a]
 
 
 def bindings(
     problem: Problem, plan: Plan, meta: dict[str, Any] | None = None, style: str = "nodeSelector"
 ) -> dict[str, Any]:
-    """Bindings for replicas the plan starts or moves, plus evictions and migrations.
+    """Pod patches for the pods (known to the import metadata) the plan starts or moves, as a ``v1`` List.
 
-    ``style`` is ``nodeSelector`` (default) or ``affinity`` (a required node-affinity term).
+    Parameters
+    ----------
+    problem, plan
+        The scenario and a plan that passed the validator.
+    meta
+        The import metadata (pod names, namespaces, their node-affinity terms); without it no pod is known.
+    style
+        ``nodeSelector`` (default) or ``affinity`` (required node affinity added to the pod's own), see
+        :func:`pin_patch`.
     """
-    running = {a.key: a for a in problem.running}
+    items = []
+    for a in _moved(problem, plan):
+        pod = _pod(meta, a.workload, a.replica)
+        if not pod.get("pod"):
+            continue  # not created yet: see the actions document
+        items.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": pod["pod"], "namespace": pod["namespace"], "annotations": _annotations(a)},
+                "spec": pin_patch(a.node, style, _terms(meta, a.workload, a.replica)),
+            }
+        )
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def actions(
+    problem: Problem, plan: Plan, meta: dict[str, Any] | None = None, style: str = "nodeSelector"
+) -> dict[str, Any]:
+    """Every binding (also of replicas not created yet, with the owner to patch), evictions and migrations."""
     out_b = []
-    for a in sorted(plan.assignments, key=lambda a: (a.workload, a.replica)):
-        if running.get(a.key) == a:
-            continue  # unchanged
+    for a in _moved(problem, plan):
         b: dict[str, Any] = {
             "workload": a.workload,
             "replica": a.replica,
@@ -156,7 +331,7 @@ def bindings(
         }
         if a.mig is not None:
             b["mig"] = a.mig.model_dump()
-        b["patch"] = _patch(a.node, style)
+        b["patch"] = {"spec": pin_patch(a.node, style, _terms(meta, a.workload, a.replica))}
         out_b.append({k: v for k, v in b.items() if v is not None})
     ev = [
         {
@@ -182,8 +357,7 @@ def bindings(
         for m in plan.migrations
     ]
     return {
-        "apiVersion": BINDINGS_API,
-        "kind": "PlacementBindings",
+        "format": ACTIONS_FORMAT,
         "status": plan.status,
         "bindings": out_b,
         "evictions": [{k: v for k, v in e.items() if v is not None} for e in ev],

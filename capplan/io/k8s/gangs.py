@@ -14,7 +14,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from capplan.io.k8s import labels as L
-from capplan.io.k8s.pods import KUEUE_PREFERRED, KUEUE_REQUIRED, PodSpec, finished, priority_classes, read_pod
+from capplan.io.k8s.pods import (
+    KUEUE_PREFERRED,
+    KUEUE_REQUIRED,
+    SYSTEM_PRIORITIES,
+    PodSpec,
+    finished,
+    priority_classes,
+    read_pod,
+)
+from capplan.io.k8s.trainjob import trainjob_template
 from capplan.model.errors import InputError
 
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"
@@ -153,9 +162,7 @@ class _Collector:
             ns, name = _meta(it, path)
             kind = str(it.get("kind"))
             if kind == "TrainJob":
-                tr = L.mapping(spec.get("trainer"), f"{path}.spec.trainer")
-                want = int(tr.get("numNodes") or 1)
-                tmpl = {"spec": {"containers": [{"resources": tr.get("resourcesPerNode") or {}}]}}
+                want, tmpl = trainjob_template(self.items, it, ns, path, self.warnings)
                 self.fill((kind, ns, name), "node", want, tmpl, f"{path}.spec.trainer")
                 continue
             for rs_key, rs in spec.items():
@@ -166,7 +173,7 @@ class _Collector:
                     f"{path}.spec.runPolicy.schedulingPolicy",
                 )
                 pc = sched.get("priorityClass")
-                prio = self.classes.get(pc) if isinstance(pc, str) else None
+                prio = self.class_value(pc, f"{path}.spec.runPolicy.schedulingPolicy.priorityClass")
                 for role, r in rs.items():
                     rp = f"{path}.spec.{rs_key}.{role}"
                     r = L.mapping(r, rp)
@@ -178,6 +185,20 @@ class _Collector:
                         f"{rp}.template",
                         prio,
                     )
+
+    def class_value(self, name: Any, path: str) -> int | None:
+        """The value of PriorityClass ``name`` (None if unset; unknown: None with a warning)."""
+        if not isinstance(name, str) or not name:
+            return None
+        if name in self.classes:
+            return self.classes[name]
+        if name in SYSTEM_PRIORITIES:
+            return SYSTEM_PRIORITIES[name]
+        self.warnings.append(
+            f"{path}: PriorityClass {name!r} is not in the input; ignored (add `kubectl get priorityclasses -o json` "
+            "items to the pods file)"
+        )
+        return None
 
     def kueue(self) -> None:
         for i, it in enumerate(self.items):
@@ -237,22 +258,54 @@ class _Collector:
             mm = spec.get("minMember", 1)
             if not isinstance(mm, int) or mm < 0:
                 raise InputError(f"{path}.spec.minMember", "expected a non-negative integer")
-            pc = spec.get("priorityClassName")
-            net = L.mapping(spec.get("networkTopology"), f"{path}.spec.networkTopology")
-            tier = net.get("highestTierAllowed")
-            level = self.order[-1 - tier] if isinstance(tier, int) and 1 <= tier < len(self.order) else None
+            pc = self.class_value(spec.get("priorityClassName"), f"{path}.spec.priorityClassName")
+            level, hard = self.network_topology(spec, path, f"{ns}/{name}")
             for k, p in enumerate(members):
                 if k >= mm:
                     p.gang, p.role = False, "elastic"
-                if isinstance(pc, str) and pc in self.classes and p.priority == self.default:
-                    p.priority = self.classes[pc]
+                if pc is not None and p.priority == self.default:
+                    p.priority = pc
                 if level is not None:
-                    setattr(p, "required" if net.get("mode", "hard") == "hard" else "preferred", level)
+                    setattr(p, "required" if hard else "preferred", level)
             if len(members) < mm:
                 self.warnings.append(
                     f"{path}: PodGroup {ns}/{name} wants minMember {mm} but only "
                     f"{len(members)} pod(s) exist; planning the existing pods"
                 )
+
+    def network_topology(self, spec: dict[str, Any], path: str, who: str) -> tuple[str | None, bool]:
+        """The capplan level of a PodGroup's ``networkTopology`` and whether it is hard.
+
+        ``highestTierName`` names a level (the ``tierName`` capplan's HyperNodes carry);
+        ``highestTierAllowed: t`` is the t-th level above ``node``. A hard limit that maps to no
+        level is an error; a soft one is dropped with a warning.
+        """
+        np_ = f"{path}.spec.networkTopology"
+        net = L.mapping(spec.get("networkTopology"), np_)
+        if not net:
+            return None, False
+        hard = net.get("mode", "hard") == "hard"
+        name, tier = net.get("highestTierName"), net.get("highestTierAllowed")
+        levels = self.order[:-1]
+        if name is not None:
+            field_, level = "highestTierName", str(name) if str(name) in levels else None
+            known = f"levels: {', '.join(levels) or 'none (give --level-label)'}"
+        elif tier is not None:
+            field_ = "highestTierAllowed"
+            ok = isinstance(tier, int) and not isinstance(tier, bool) and tier >= 1
+            if ok and tier >= len(self.order):
+                self.warnings.append(f"{np_}.{field_}: tier {tier} of PodGroup {who} is above every level; no limit")
+                return None, hard
+            level = self.order[-1 - tier] if ok else None
+            known = f"tiers 1..{len(self.order) - 1} ({', '.join(reversed(levels)) or 'none'})"
+        else:
+            return None, hard
+        if level is None:
+            msg = f"PodGroup {who}: {field_} {name if name is not None else tier!r} maps to no capplan level ({known})"
+            if hard:
+                raise InputError(f"{np_}.{field_}", msg + "; add --level-label for it")
+            self.warnings.append(f"{np_}.{field_}: {msg}; soft limit dropped")
+        return level, hard
 
     def kueue_pod_groups(self) -> None:
         seen: set[Key] = set()

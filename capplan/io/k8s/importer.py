@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from capplan.io.k8s import labels as L
 from capplan.io.k8s.gangs import collect_pods
+from capplan.io.k8s.mig import profile_name
 from capplan.io.k8s.nodes import NodeFacts, import_nodes
 from capplan.io.k8s.pods import CRITICAL_PRIORITY, PREEMPTIBLE_ANNOTATION, SLA_ANNOTATION, PodSpec
 from capplan.model.catalog import Catalog
@@ -86,6 +87,7 @@ class _Demands:
             return {
                 "mig": facts.single_profile,
                 "gpu_models": self._with_profile(ask.kind, facts.single_profile, f"{p.path}.spec"),
+                **({"mig_strategy": "single"} if facts.mig_strategy == "single" else {}),
             }
         if ask.kind == "nvidia" and L.GPU_PRODUCT in p.selector:
             vals = p.selector[L.GPU_PRODUCT]
@@ -93,12 +95,13 @@ class _Demands:
             models = sorted(
                 {L.resolve_model(b, self.catalog, L.label_path(sp, L.GPU_PRODUCT)).name for b, _, _ in parts}
             )
-            profs = {s for _, _, s in parts}
+            profs = {profile_name(s) for _, _, s in parts}
             if len(profs) == 1 and (prof := profs.pop()):
-                return {"mig": prof, "gpu_models": models}
+                return {"mig": prof, "gpu_models": models, "mig_strategy": "single"}
             return {"gpus": ask.count, "gpu_models": models}
         if ask.kind == "amd":
-            part = (p.selector.get(L.AMD_PARTITION) or [""])[0].split("_")[0].upper()
+            key = L.first_label(p.selector, L.AMD_PARTITION_KEYS)
+            part = (p.selector[key][0] if key else "").split("_")[0].upper()
             if part and part != "SPX":
                 return {"mig": part, "gpu_models": self._with_profile("amd", part, f"{p.path}.spec")}
             for key in L.AMD_PRODUCT:
@@ -274,7 +277,10 @@ def import_kubernetes(
     meta = {
         "format": META_FORMAT,
         "levels": [list(x) for x in level_labels],
-        "nodes": {n: {"product": f.product, "vendor": f.vendor} for n, f in nodes.facts.items()},
+        "nodes": {
+            n: {"product": f.product, "vendor": f.vendor, **({"selector": f.selector} if f.selector else {})}
+            for n, f in nodes.facts.items()
+        },
         "workloads": {
             w.name: [
                 {
@@ -283,6 +289,7 @@ def import_kubernetes(
                     "owner_kind": p.key[0],
                     "owner": p.key[2],
                     "role": p.role,
+                    **({"node_selector_terms": p.affinity_terms} if p.affinity_terms else {}),
                 }
                 for p in ps
             ]

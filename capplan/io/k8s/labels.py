@@ -18,7 +18,14 @@ MIG_CONFIG = "nvidia.com/mig.config"
 MIG_CONFIG_STATE = "nvidia.com/mig.config.state"
 AMD_PRODUCT = ("amd.com/gpu.product-name", "beta.amd.com/gpu.product-name")
 AMD_DEVICE_ID = ("amd.com/gpu.device-id", "beta.amd.com/gpu.device-id")
-AMD_PARTITION = "amd.com/compute-memory-partition"
+#: The partition label: the key the ROCm node labeller writes (``createLabelPrefix``), its beta twin, and the
+#: key the ROCm user guide documents (older labellers).
+AMD_PARTITION_KEYS = (
+    "amd.com/gpu.compute-memory-partition",
+    "beta.amd.com/gpu.compute-memory-partition",
+    "amd.com/compute-memory-partition",
+)
+AMD_PARTITION = AMD_PARTITION_KEYS[0]
 NVIDIA_GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"
 
@@ -30,6 +37,19 @@ _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(
     rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}$"
 )
+
+
+def first_label(labels: dict[str, str] | dict[str, list[str]], keys: Sequence[str]) -> str | None:
+    """The first of ``keys`` present in ``labels`` (None if none is)."""
+    return next((k for k in keys if k in labels), None)
+
+
+_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
+
+
+def valid_label(key: str, value: str) -> bool:
+    """True for a valid Kubernetes label key and value (value: up to 63 characters, may be empty)."""
+    return bool(_LABEL_KEY.match(key)) and len(key) <= 317 and bool(_LABEL_VALUE.match(value))
 
 
 def label_path(base: str, key: str) -> str:

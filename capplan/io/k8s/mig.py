@@ -31,6 +31,17 @@ def profile_from_resource(suffix: str) -> str | None:
     return base + "".join("+" + x for x in extras.split(".") if x)
 
 
+def profile_name(label: str) -> str:
+    """A profile as GFD or the device plugin spell it (``1g.5gb.me``, ``1g.24gb.me.all``) -> ``1g.5gb+me``.
+
+    Names already in NVIDIA's ``+attr`` form, and names that are no MIG profile, are returned as they are.
+    """
+    if "+" in label:
+        return label
+    m = re.match(r"^((?:\d+c\.)?\d+g\.\d+gb)\.([a-z][a-z0-9.]*)$", label)
+    return f"{m.group(1)}+{m.group(2)}" if m else label
+
+
 def resource_suffix(profile: str) -> str:
     """``1g.10gb+me`` -> ``1g.10gb.me``: the device plugin replaces ``+`` with ``.``."""
     return profile.replace("+", ".")

@@ -17,19 +17,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capplan.io.k8s import labels as L
+from capplan.io.k8s.domains import topology_paths
 from capplan.io.k8s.mig import (
     GpuConfig,
     config_gpus,
     pack_gpu,
     pack_node,
     profile_from_resource,
+    profile_name,
     standard_config,
 )
 from capplan.io.k8s.quantity import count, cpu_milli, memory_mib
 from capplan.model.catalog import Catalog, GpuModel
 from capplan.model.errors import InputError
 from capplan.model.plan import MigSlot
-from capplan.model.problem import Cluster, Domain, GpuMode, Node
+from capplan.model.problem import Cluster, GpuMode, Node
 from capplan.model.units import MIB_PER_GIB
 
 log = logging.getLogger("capplan.io.k8s")
@@ -45,6 +47,8 @@ class NodeFacts:
     product: str | None = None
     single_profile: str | None = None  # `nvidia.com/gpu` / `amd.com/gpu` on this node means this slice
     vendor: str | None = None
+    mig_strategy: str = "mixed"  # the node's `nvidia.com/mig.strategy`
+    selector: dict[str, str] = field(default_factory=dict)  # the label that names the node's GPU product
 
 
 @dataclass
@@ -83,6 +87,17 @@ class _NodeReader:
         self.catalog = catalog
         self.mig_configs = mig_configs
         self.warn = warnings.append
+        self.no_strategy: list[str] = []  # MIG-capable NVIDIA nodes without a nvidia.com/mig.strategy label
+
+    def finish(self) -> None:
+        """Report, in one line, the MIG-capable nodes without a MIG strategy label."""
+        if self.no_strategy:
+            more = ", ..." if len(self.no_strategy) > 5 else ""
+            self.warn(
+                f"{len(self.no_strategy)} MIG-capable node(s) have no {L.MIG_STRATEGY} label "
+                f"({', '.join(self.no_strategy[:5])}{more}); planned as mixed (MIG devices requested as "
+                "nvidia.com/mig-<profile>)"
+            )
 
     def gpus(
         self, name: str, labels: dict[str, str], alloc: dict[str, Any], path: str
@@ -100,6 +115,8 @@ class _NodeReader:
             else:
                 model = self.catalog.get(L.AMD_DEVICE_IDS[str(dev).lower()])
             facts.product, facts.vendor = amd or model.name, "amd"
+            if amd is not None:
+                facts.selector = {key: amd}
             return self._amd(name, model, labels, alloc, path, facts)
         if count(alloc.get(L.NVIDIA_GPU, 0), f'{path}.status.allocatable["{L.NVIDIA_GPU}"]'):
             raise InputError(
@@ -114,9 +131,24 @@ class _NodeReader:
     ) -> tuple[GpuModel | None, int, tuple[GpuMode, ...], NodeFacts]:
         lp = f"{path}.metadata.labels"
         product = labels[L.GPU_PRODUCT].removesuffix("-SHARED")
+        replicas = labels.get("nvidia.com/gpu.replicas", "1")
+        if product != labels[L.GPU_PRODUCT] or (replicas.isdigit() and int(replicas) > 1):
+            self.warn(
+                f"node {name}: GPUs shared by time-slicing/MPS (nvidia.com/gpu.replicas={replicas}); "
+                "imported as whole GPUs"
+            )
         base, _, single = product.partition("-MIG-")
+        single = profile_name(single)
         model = L.resolve_model(base, self.catalog, L.label_path(lp, L.GPU_PRODUCT))
         facts.product, facts.vendor = base, "nvidia"
+        facts.selector = {L.GPU_PRODUCT: labels[L.GPU_PRODUCT]}
+        strategy = labels.get(L.MIG_STRATEGY)
+        if strategy in ("single", "mixed"):
+            facts.mig_strategy = strategy
+        elif strategy is not None and strategy != "none":
+            raise InputError(L.label_path(lp, L.MIG_STRATEGY), f"expected single or mixed, got {strategy!r}")
+        elif model.supports_mig:
+            self.no_strategy.append(name)
         raw_count = labels.get(L.GPU_COUNT, alloc.get(L.NVIDIA_GPU, 0))
         n = count(
             raw_count,
@@ -134,11 +166,13 @@ class _NodeReader:
             for g in range(gpus):
                 k = min(prof.max_count, n - g * prof.max_count)
                 layouts.append(pack_gpu(model, [prof.name] * k))
-            if n % prof.max_count:
-                self.warn(
-                    f"node {name}: {n} x {prof.name} is not a whole number of GPUs; assuming {gpus} GPUs"
-                )
+            self.warn(
+                f"node {name}: single MIG strategy labels count MIG devices, not GPUs; {n} x {prof.name} "
+                f"taken as {gpus} GPU(s) with up to {prof.max_count} each"
+                + ("" if n % prof.max_count == 0 else " (not a whole number of full GPUs)")
+            )
             facts.single_profile = prof.name
+            facts.mig_strategy = "single"
             return model, gpus, _modes(layouts), facts
         if L.GPU_MEMORY in labels and model.memory_gib:
             mem = count(labels[L.GPU_MEMORY], L.label_path(lp, L.GPU_MEMORY))
@@ -169,6 +203,11 @@ class _NodeReader:
         elif cfg_name:
             std = standard_config(model, cfg_name)
             per_gpu = None if isinstance(std, str) else [dict(std) if std is not None else None] * n
+            if per_gpu is None and counts:
+                self.warn(
+                    f"node {name}: MIG config {cfg_name!r} is not a standard one and no --mig-parted file "
+                    "defines it; per-GPU layouts packed from the instance counts"
+                )
         if per_gpu is not None:
             totals: dict[str, int] = {}
             for cfg in per_gpu:
@@ -222,8 +261,14 @@ class _NodeReader:
             if (m := _AMD_MIXED.match(k))
         }
         if not mixed:
-            mode = labels.get(L.AMD_PARTITION, "spx_nps1").split("_")[0].upper()
+            key = L.first_label(labels, L.AMD_PARTITION_KEYS)
+            mode = labels[key].split("_")[0].upper() if key else "SPX"
             mixed = {mode: count(alloc.get(L.AMD_GPU, 0), f'{ap}["{L.AMD_GPU}"]')}
+            if key is None and model.supports_mig and mixed[mode]:
+                self.warn(
+                    f"node {name}: no {L.AMD_PARTITION} label; its {mixed[mode]} {L.AMD_GPU} taken as whole "
+                    "(SPX) GPUs"
+                )
             if mode != "SPX":
                 facts.single_profile = mode
         layouts: list[tuple[MigSlot, ...] | None] = []
@@ -231,7 +276,8 @@ class _NodeReader:
             if not model.supports_mig or mode == "SPX":
                 layouts.extend([None] * parts)
                 continue
-            prof = model.profile(mode, L.label_path(f"{path}.metadata.labels", L.AMD_PARTITION))
+            key = L.first_label(labels, L.AMD_PARTITION_KEYS) or L.AMD_PARTITION
+            prof = model.profile(mode, L.label_path(f"{path}.metadata.labels", key))
             gpus = math.ceil(parts / prof.max_count)
             if parts % prof.max_count:
                 self.warn(f"node {name}: {parts} {mode} partitions are not a whole number of GPUs")
@@ -239,34 +285,18 @@ class _NodeReader:
         return model, len(layouts), _modes(layouts), facts
 
 
-def _topology(
-    raw: list[tuple[str, list[str]]], levels: Sequence[tuple[str, str]], warnings: list[str]
-) -> tuple[list[tuple[str, ...]], list[Domain]]:
-    """Paths per node and the domains, making names unique per level (``parent/name`` on a clash)."""
-    paths = [list(vals) for _, vals in raw]
-    domains: list[Domain] = []
-    for d, (level, label) in enumerate(levels):
-        missing = [name for (name, vals), p in zip(raw, paths, strict=True) if vals[d] == ""]
-        if missing:
-            warnings.append(
-                f"{len(missing)} node(s) have no label {label} ({', '.join(missing[:5])}"
-                f"{', ...' if len(missing) > 5 else ''}); they form the {level} 'unlabelled:{label}'"
-            )
-        for p in paths:
-            if p[d] == "":
-                p[d] = f"unlabelled:{label}"
-        parents: dict[str, set[str | None]] = {}
-        for p in paths:
-            parents.setdefault(p[d], set()).add(p[d - 1] if d else None)
-        for p in paths:
-            if len(parents[p[d]]) > 1:
-                p[d] = f"{p[d - 1]}/{p[d]}"
-        seen: set[str] = set()
-        for p in paths:
-            if p[d] not in seen:
-                seen.add(p[d])
-                domains.append(Domain(level=level, name=p[d], parent=p[d - 1] if d else None))
-    return [tuple(p) for p in paths], domains
+def _planned(today: Sequence[Node], keep_mig: bool) -> tuple[Node, ...]:
+    """The nodes to plan: today's MIG layouts preset (``keep_mig``), MIG-disabled GPUs free.
+
+    A single-strategy node keeps its layout even without ``keep_mig``: its MIG devices are what its
+    pods call ``nvidia.com/gpu``, and capplan never re-partitions such a node.
+    """
+    return tuple(
+        n.model_copy(
+            update={"gpu_modes": relaxed(n.gpu_modes) if keep_mig or n.mig_strategy == "single" else ()}
+        )
+        for n in today
+    )
 
 
 def import_nodes(
@@ -292,7 +322,7 @@ def import_nodes(
         ``nvidia.com/mig.config`` label; otherwise standard names or the count labels are used.
     keep_mig
         Keep today's MIG/partition layouts as preset ``gpu_modes`` (default); with False the
-        planner may re-partition every GPU.
+        planner may re-partition every GPU except those of ``single``-strategy nodes.
     name
         Cluster name.
     """
@@ -330,9 +360,10 @@ def import_nodes(
                 cpu_milli=cpu_milli(alloc["cpu"], f"{path}.status.allocatable.cpu"),
                 memory_mib=memory_mib(alloc["memory"], f"{path}.status.allocatable.memory"),
                 gpu_modes=modes,
+                mig_strategy=f.mig_strategy,
             )
         )
-    paths, domains = _topology(raw, level_labels, warnings)
+    paths, domains = topology_paths(raw, level_labels, warnings)
     levels = (*(lv for lv, _ in level_labels), "node")
     today = Cluster(
         name=name,
@@ -340,8 +371,7 @@ def import_nodes(
         domains=tuple(domains),
         nodes=tuple(Node(path=p, **s) for s, p in zip(specs, paths, strict=True)),
     )
-    nodes = tuple(
-        n.model_copy(update={"gpu_modes": relaxed(n.gpu_modes) if keep_mig else ()}) for n in today.nodes
-    )
+    reader.finish()
+    nodes = _planned(today.nodes, keep_mig)
     cluster = Cluster(name=name, levels=levels, domains=tuple(domains), nodes=nodes)
     return NodesResult(cluster=cluster, facts=facts, today=today, warnings=warnings)

@@ -59,6 +59,7 @@ class PodSpec:
     gang: bool = False
     required: str | None = None
     preferred: str | None = None
+    affinity_terms: list[dict[str, Any]] = field(default_factory=list)  # required nodeSelectorTerms as given
 
     def clone_virtual(self, path: str) -> PodSpec:
         """A not-yet-created sibling with the same template."""
@@ -118,18 +119,41 @@ def gpu_ask(req: Mapping[str, Fraction], path: str) -> GpuAsk:
     return asks[0][1] if asks else GpuAsk(kind="none")
 
 
-def _selector(spec: dict[str, Any], path: str) -> dict[str, list[str]]:
-    """Node-label constraints: nodeSelector plus required node-affinity ``In`` terms (single term only)."""
-    out = {k: [v] for k, v in L.string_map(spec.get("nodeSelector"), f"{path}.nodeSelector").items()}
+_GPU_KEYS = (L.GPU_PRODUCT, *L.AMD_PRODUCT, *L.AMD_PARTITION_KEYS)
+
+
+def node_selector_terms(spec: dict[str, Any], path: str) -> list[dict[str, Any]]:
+    """The pod's required node-affinity ``nodeSelectorTerms`` as written (empty if none)."""
     aff = L.mapping(
         L.mapping(spec.get("affinity"), f"{path}.affinity").get("nodeAffinity"), f"{path}.affinity"
     )
     req = L.mapping(aff.get("requiredDuringSchedulingIgnoredDuringExecution"), f"{path}.affinity")
     terms = req.get("nodeSelectorTerms") or []
-    if isinstance(terms, list) and len(terms) == 1 and isinstance(terms[0], dict):
-        for e in terms[0].get("matchExpressions") or []:
-            if isinstance(e, dict) and e.get("operator") == "In" and isinstance(e.get("values"), list):
-                out[str(e.get("key"))] = [str(v) for v in e["values"]]
+    return [t for t in terms if isinstance(t, dict)] if isinstance(terms, list) else []
+
+
+def _selector(spec: dict[str, Any], path: str, warnings: list[str]) -> dict[str, list[str]]:
+    """Node-label constraints: nodeSelector plus required node-affinity ``In`` terms (single term only).
+
+    A GPU-label constraint capplan cannot read (several terms, another operator) is dropped with a warning.
+    """
+    out = {k: [v] for k, v in L.string_map(spec.get("nodeSelector"), f"{path}.nodeSelector").items()}
+    terms = node_selector_terms(spec, path)
+    exprs = [e for t in terms for e in (t.get("matchExpressions") or []) if isinstance(e, dict)]
+    gpu_exprs = [e for e in exprs if e.get("key") in _GPU_KEYS]
+    if len(terms) > 1 and gpu_exprs:
+        warnings.append(
+            f"{path}.affinity: {len(terms)} alternative node-affinity terms on GPU labels; capplan reads one "
+            "term only, so the GPU constraint is dropped"
+        )
+        return out
+    for e in exprs:
+        if e.get("operator") == "In" and isinstance(e.get("values"), list):
+            out[str(e.get("key"))] = [str(v) for v in e["values"]]
+        elif e in gpu_exprs:
+            warnings.append(
+                f"{path}.affinity: operator {e.get('operator')} on {e.get('key')} is not modelled; dropped"
+            )
     return out
 
 
@@ -167,6 +191,14 @@ def read_pod(
     status = L.mapping(item.get("status"), f"{path}.status")
     ns = str(meta.get("namespace") or "default")
     req = _requests(spec, f"{path}.spec")
+    for r in sorted(req):
+        if req[r] and r.startswith(("nvidia.com/", "amd.com/")) and not (
+            r in (L.NVIDIA_GPU, L.AMD_GPU) or _MIG.match(r) or _AMD_MIXED.match(r)
+        ):
+            warnings.append(
+                f'{path}.spec.containers[*].resources.requests["{r}"]: not modelled (shared or renamed device '
+                "resource); dropped, so the pod is planned without it"
+            )
     node = spec.get("nodeName") if not template else None
     phase = status.get("phase", "Pending")
     return PodSpec(
@@ -181,7 +213,8 @@ def read_pod(
         priority=priority_of(spec, classes, default_priority, f"{path}.spec", warnings),
         labels=L.string_map(meta.get("labels"), f"{path}.metadata.labels"),
         annotations=L.string_map(meta.get("annotations"), f"{path}.metadata.annotations"),
-        selector=_selector(spec, f"{path}.spec"),
+        selector=_selector(spec, f"{path}.spec", warnings),
+        affinity_terms=node_selector_terms(spec, f"{path}.spec"),
     )
 
 

@@ -1,4 +1,7 @@
-"""A fast upper bound on the placed GPU demand per priority: a GPU-level cutting-stock relaxation.
+"""A fast upper bound on the placed value per priority: a GPU-level cutting-stock relaxation.
+
+Items occupy what they hold on each GPU model (their GPUs, share or MIG slice there) and are worth
+their workload's value (:meth:`~capplan.model.problem.Problem.replica_value`), wherever they land.
 
 Every plan packs each GPU with replicas whose per-GPU demand fits in one GPU (``UNITS_PER_GPU``
 units): a whole GPU, shares summing to at most one GPU, or MIG instances using at most all
@@ -53,8 +56,9 @@ class Bound:
 
 @dataclass
 class _Items:
-    sizes: list[dict[int, int]]  # per item type: model id -> units per GPU slot
+    sizes: list[dict[int, int]]  # per item type: model id -> units held per GPU slot
     count: list[int]  # GPU slots
+    value: list[int]  # per slot: the replica's value (Problem.replica_value) per GPU slot
     cpu: list[int]  # per slot
     mem: list[int]
 
@@ -81,8 +85,8 @@ def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> t
 def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int],
            of: dict[str, int] | None = None) -> _Items:
     """Item types of ``ws`` (filling ``of``: workload name -> item type index, when given)."""
-    groups: dict[tuple[tuple[tuple[int, int], ...], int, int], int] = defaultdict(int)
-    key_of: dict[str, tuple[tuple[tuple[int, int], ...], int, int]] = {}
+    groups: dict[tuple[tuple[tuple[int, int], ...], int, int, int], int] = defaultdict(int)
+    key_of: dict[str, tuple[tuple[tuple[int, int], ...], int, int, int]] = {}
     memo: dict[tuple[object, ...], tuple[dict[int, int], int]] = {}
     for w in ws:
         shape = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.gpu_models)
@@ -93,14 +97,15 @@ def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int
             continue
         cpu = (w.cpu_milli // slots) // _CPU_GRID * _CPU_GRID
         mem = (w.memory_mib // slots) // _MEM_GRID * _MEM_GRID
-        groups[(tuple(sorted(sizes.items())), cpu, mem)] += w.replicas * slots
-        key_of[w.name] = (tuple(sorted(sizes.items())), cpu, mem)
+        value = p.replica_value(w) // slots
+        groups[(tuple(sorted(sizes.items())), cpu, mem, value)] += w.replicas * slots
+        key_of[w.name] = (tuple(sorted(sizes.items())), cpu, mem, value)
     keys = sorted(groups)
     if of is not None:
         pos = {k: i for i, k in enumerate(keys)}
         of.update({name: pos[k] for name, k in key_of.items()})
     return _Items(sizes=[dict(k[0]) for k in keys], count=[groups[k] for k in keys],
-                  cpu=[k[1] for k in keys], mem=[k[2] for k in keys])
+                  cpu=[k[1] for k in keys], mem=[k[2] for k in keys], value=[k[3] for k in keys])
 
 
 def _knapsack(sizes: np.ndarray, values: np.ndarray, cap: int) -> tuple[float, dict[int, int]]:
@@ -184,14 +189,14 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
     cost = []
     for j, (i, b) in enumerate(xs):
         s = items.sizes[i][b]
-        cost.append(-float(s) * weight[i])
+        cost.append(-float(items.value[i]) * weight[i])
         rows += [i, link_off[b] + size_rows[b][s], cpu0 + b, mem0 + b]
         cols += [j] * 4
         vals += [1.0, 1.0, float(items.cpu[i]), float(items.mem[i])]
         if i in floor_of:
             rows.append(floor0 + floor_of[i])
             cols.append(j)
-            vals.append(-float(s))
+            vals.append(-float(items.value[i]))
     converged = False
     value = float("inf")
     while True:
@@ -298,7 +303,7 @@ def upper_bound(p: Problem, time_limit: float = 10.0) -> Bound:
     for q in p.priorities:
         items, value, ok, _ = _solve(p, [w for w in p.workloads if w.priority == q], types, deadline)
         converged &= ok
-        hostable = sum(c * max(it.values()) for c, it in zip(items.count, items.sizes, strict=True))
+        hostable = sum(c * v for c, v in zip(items.count, items.value, strict=True))
         out[q] = min(hostable, math.floor(value * (1 + 1e-9) + 1e-6)) if value != float("inf") else hostable
     return Bound(per_priority=out, converged=converged, seconds=time.perf_counter() - t0)
 
@@ -348,13 +353,14 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
             prios = [*above, q]
             parts = [_items(p, [w for w in p.workloads if w.priority == x], models, [k[1] for k in types.keys])
                      for x in prios]
-            merged = _Items(sizes=[], count=[], cpu=[], mem=[])
+            merged = _Items(sizes=[], count=[], cpu=[], mem=[], value=[])
             owner: list[int] = []
             for x, it in zip(prios, parts, strict=True):
                 merged.sizes += it.sizes
                 merged.count += it.count
                 merged.cpu += it.cpu
                 merged.mem += it.mem
+                merged.value += it.value
                 owner += [x] * len(it.count)
             # Floors slightly below the placed units: float tolerance must never cut off that plan.
             floors = [([i for i, o in enumerate(owner) if o == x], achieved.get(x, 0) * (1 - 1e-9) - 1e-6)

@@ -2,17 +2,89 @@
 
 For each node the replica's fit is checked family by family (GPU model, CPU, memory, GPU room,
 isolation, power); the family that rules out the last candidates is reported with numbers, and
-with gangs and required topology the best domain's room is compared with what is needed.
+with gangs, one GPU model per gang and required topology the best domain's room is compared with
+what is needed. Every reason starts with the family (``GPU capacity: ...``), gives its numbers in
+GPUs, and names the workloads that hold the contested capacity on the eligible nodes
+(:class:`Holdings`).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Iterable
 
-from capplan.model.problem import Demand, Workload
-from capplan.model.units import MIB_PER_GIB, MILLI
+import numpy as np
+
+from capplan.model.plan import Assignment
+from capplan.model.problem import Demand, Problem, Workload
+from capplan.model.units import MIB_PER_GIB, MILLI, units_to_gpus
 from capplan.placement.core.state import ClusterState, Placement
 from capplan.placement.core.summary import describe_demand
+
+#: The name each reason starts with, per constraint family.
+FAMILY_LABEL = {
+    "model": "GPU model", "cpu": "host CPU", "memory": "host memory", "gpu": "GPU capacity",
+    "isolation": "isolation", "power": "power", "topology": "topology", "gang": "gang",
+    "one_model": "one GPU model per gang", "capacity": "capacity",
+}
+
+
+class Holdings:
+    """What each workload holds per GPU model of the nodes (``None``: CPU-only nodes).
+
+    GPU units held (a MIG replica holds its profile's compute fraction on the GPU it got), host
+    CPU in milli-cores and host memory in MiB, summed from a plan's assignments.
+    """
+
+    def __init__(self, p: Problem, assignments: Iterable[Assignment]) -> None:
+        self.p = p
+        self.gpu: dict[str | None, Counter[str]] = defaultdict(Counter)
+        self.cpu: dict[str | None, Counter[str]] = defaultdict(Counter)
+        self.mem: dict[str | None, Counter[str]] = defaultdict(Counter)
+        nodes, index = p.cluster.nodes, p.cluster.node_index
+        for a in assignments:
+            w = p.workload(a.workload)
+            node = nodes[index[a.node]]
+            m = node.gpu_model if node.gpus else None
+            d = p.can_host(w, node)
+            if d is not None and d.units:
+                self.gpu[m][w.name] += d.units
+            self.cpu[m][w.name] += w.cpu_milli
+            self.mem[m][w.name] += w.memory_mib
+
+    def competing(self, w: Workload, models: Iterable[str | None], family: str, top: int = 3) -> str:
+        """``; held by A (priority 5): 4 GPUs, ...``: the largest holders of ``family``'s resource."""
+        table, unit = ((self.cpu, "cores") if family == "cpu" else (self.mem, "GiB") if family == "memory"
+                       else (self.gpu, "GPUs"))
+        total: Counter[str] = Counter()
+        for m in set(models):
+            total.update(table.get(m, Counter()))
+        ranked = [(n, x) for n, x in total.most_common() if x > 0][:top]
+        if not ranked:
+            return ""
+
+        def amount(x: int) -> str:
+            v = x / MILLI if unit == "cores" else x / MIB_PER_GIB if unit == "GiB" else units_to_gpus(x)
+            return f"{v:g} {unit}"
+
+        parts = [f"{n}{' itself' if n == w.name else ''} (priority {self.p.workload(n).priority}): {amount(x)}"
+                 for n, x in ranked]
+        more = len([x for x in total.values() if x > 0]) - len(ranked)
+        return "; held by " + ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+def _models_of(st: ClusterState, idx: np.ndarray) -> set[str | None]:
+    return {st.model_of[int(i)] for i in idx}
+
+
+def _gpus_of(st: ClusterState, idx: np.ndarray) -> str:
+    """``8 GPUs, 3 wholly free``: GPUs of nodes ``idx`` and how many have no user."""
+    return f"{int(st.gpu_count[idx].sum())} GPUs, {int(st.free_whole[idx].sum())} wholly free"
+
+
+def value_text(p: Problem, w: Workload, n: int) -> str:
+    """``n`` replicas of ``w`` in GPUs of value (``3 GPUs``)."""
+    return f"{units_to_gpus(n * p.replica_value(w)):g} GPUs"
 
 
 def _ever_fits(st: ClusterState, w: Workload) -> str | None:
@@ -25,12 +97,13 @@ def _ever_fits(st: ClusterState, w: Workload) -> str | None:
         if w.gpus is not None and any(n.gpu_model for n in p.cluster.nodes):
             biggest = max(n.gpus for n in p.cluster.nodes)
             if w.gpus > biggest:
-                return f"needs {what} on one node; the largest node has {biggest} GPUs"
-        return f"needs {what}; no node offers it (cluster GPU models: {', '.join(models) or 'none'})"
+                return f"GPU model: needs {what} on one node; the largest node has {biggest} GPUs"
+        return f"GPU model: needs {what}; no node offers it (cluster GPU models: {', '.join(models) or 'none'})"
     if int(st.cap_cpu[idx].max()) < w.cpu_milli:
-        return f"needs {w.cpu:g} cores per replica; the largest eligible node has {st.cap_cpu[idx].max() / MILLI:g}"
+        return (f"host CPU: needs {w.cpu:g} cores per replica; the largest eligible node has "
+                f"{st.cap_cpu[idx].max() / MILLI:g}")
     if int(st.cap_mem[idx].max()) < w.memory_mib:
-        return (f"needs {w.memory_gib:g} GiB host memory per replica; the largest eligible node has "
+        return (f"host memory: needs {w.memory_gib:g} GiB host memory per replica; the largest eligible node has "
                 f"{st.cap_mem[idx].max() / MIB_PER_GIB:g} GiB")
     return None
 
@@ -77,33 +150,62 @@ FAMILY_TEXT = {
 }
 
 
-def explain(st: ClusterState, w: Workload, missing: int) -> str:
-    """A specific, actionable reason why ``missing`` replicas of ``w`` were not placed."""
+def explain(st: ClusterState, w: Workload, missing: int, holdings: Holdings | None = None) -> str:
+    """A specific, actionable reason why ``missing`` replicas of ``w`` were not placed.
+
+    The text starts with the constraint family, gives the numbers in GPUs and, with
+    ``holdings`` (the plan's assignments), names the workloads holding the contested capacity.
+    """
     p = st.p
     base = _ever_fits(st, w)
     if base:
         return base
     what = describe_demand(p, w)
+    idx, _ = st.eligible(w)
+    need = f"{missing} x {what} ({value_text(p, w, missing)})" if w.has_gpu_demand else f"{missing} x {what}"
+
+    def held(family: str) -> str:
+        return holdings.competing(w, _models_of(st, idx), family) if holdings is not None else ""
+
     lvl = w.topology.required
     if lvl and lvl != "node" and w.replicas > 1:
         best, best_dom = 0, ""
-        for (level, dom), idx in st.domain_nodes.items():
+        for (level, dom), nodes in st.domain_nodes.items():
             if level == lvl:
-                room = _room_in_domain(st, w, [int(i) for i in idx])
+                room = _room_in_domain(st, w, [int(i) for i in nodes])
                 if room > best:
                     best, best_dom = room, dom
         where = f"the best {lvl} ({best_dom}) has room for {best}" if best_dom else f"no {lvl} has room for one"
-        return f"needs {w.replicas} x {what} in one {lvl}; {where}"
+        return f"topology: needs {w.replicas} x {what} in one {lvl}; {where}{held('gpu')}"
+    if w.one_model:
+        empty = ClusterState(p)  # the rule is structural when no model could take the gang even empty
+        rooms = {m: _room_in_domain(empty, w, [int(i) for i in empty.model_nodes[m]]) for m in _models_of(st, idx)}
+        if max(rooms.values(), default=0) < w.replicas <= _room_in_domain(empty, w, [int(i) for i in idx]):
+            per = ", ".join(f"{m}: {r}" for m, r in sorted(rooms.items(), key=lambda x: str(x[0])))
+            return (f"one GPU model per gang: needs {w.replicas} x {what} on one GPU model; even on the empty "
+                    f"cluster the room per model is {per} (set mixed_models: true to allow mixing)")
     fails = node_failures(st, w)
     if fails["fits"]:
         if w.is_gang:
+            if w.one_model:
+                rooms = {m: _room_in_domain(st, w, [int(i) for i in st.model_nodes[m]]) for m in _models_of(st, idx)}
+                room_all = _room_in_domain(st, w, [int(i) for i in idx])
+                if room_all >= w.replicas:
+                    per = ", ".join(f"{m}: {r}" for m, r in sorted(rooms.items(), key=lambda x: str(x[0])))
+                    return (f"one GPU model per gang: needs {w.replicas} x {what} on one GPU model; room per "
+                            f"model {per}, {room_all} across models (set mixed_models: true to allow mixing)"
+                            f"{held('gpu')}")
             room = _room_in_domain(st, w, list(range(len(st.nodes))))
-            return f"gang needs {w.replicas} x {what} at once; the cluster has room for {room}"
+            return (f"gang: needs {w.replicas} x {what} ({value_text(p, w, w.replicas)}) at once; the cluster "
+                    f"has room for {room} ({_gpus_of(st, idx)} on the eligible nodes){held('gpu')}")
         if lvl == "node":
             room = max(_room_in_domain(st, w, [i]) for i in range(len(st.nodes)))
-            return f"needs {w.replicas} x {what} on one node; the best node has room for {room}"
-        return f"ran out of room after placing the others ({missing} of {w.replicas} left)"
+            return (f"topology: needs {w.replicas} x {what} on one node; the best node has room for {room}"
+                    f"{held('gpu')}")
+        return (f"capacity: {missing} of {w.replicas} left after the others were placed ({need}); "
+                f"{_gpus_of(st, idx)} on the eligible nodes{held('gpu')}")
     family = max((f for f in fails if f not in ("model", "fits")), key=lambda f: fails[f], default="model")
     eligible = len(st.nodes) - fails["model"]
     detail = FAMILY_TEXT.get(family, family)
-    return f"needs {what}; {detail} on {fails[family]} of {eligible} eligible nodes"
+    return (f"{FAMILY_LABEL.get(family, family)}: needs {need}; {detail} on {fails[family]} of {eligible} "
+            f"eligible nodes ({_gpus_of(st, idx)}){held(family)}")

@@ -113,6 +113,9 @@ class ClusterState:
                 if d is None:
                     continue
                 per_model[m] = d
+                if d.kind == "mig" and (self.p.single_mig or w.mig_strategy != "mixed"):  # per-node MIG strategies
+                    nodes_ = self.p.cluster.nodes
+                    idx = idx[np.array([self.p.can_host(w, nodes_[i]) is not None for i in idx], dtype=bool)]
                 parts.append(idx[self.gpu_count[idx] >= d.gpus] if d.kind == "whole" else idx)
             nodes = np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
             hit = self._eligible[w.name] = (nodes, per_model)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from capplan.model.plan import Assignment
 from capplan.model.problem import Cluster, Domain, Node, Problem, Workload
-from capplan.placement.core.summary import placed_units
+from capplan.placement.core.summary import capacity_key, placed_units
 
 Key = tuple[str, int]
 PowerShare = Callable[[Domain], int | None]
@@ -20,13 +20,15 @@ PowerShare = Callable[[Domain], int | None]
 
 
 def lex_key(p: Problem, assignments: Sequence[Assignment]) -> tuple[int, ...]:
-    """Guaranteed replicas placed, then (placed units, replicas) per priority, highest first."""
+    """Guaranteed replicas placed, then (placed value, replicas) per priority, highest first, then
+    least capacity held (GPU units held, CPU-only replicas on GPU nodes; negated: larger is better)."""
     g = sum(1 for a in assignments if p.workload(a.workload).sla == "guaranteed")
     units = placed_units(p, list(assignments))
     reps: dict[int, int] = defaultdict(int)
     for a in assignments:
         reps[p.workload(a.workload).priority] += 1
-    return (g, *[x for q in p.priorities for x in (units[q], reps[q])])
+    held, cpu_on_gpu = capacity_key(p, assignments)
+    return (g, *[x for q in p.priorities for x in (units[q], reps[q])], -held, -cpu_on_gpu)
 
 
 def power_minus_busy(p: Problem, assignments: Sequence[Assignment], nodes: Collection[str]) -> PowerShare:

@@ -14,24 +14,51 @@ from capplan.model.units import MILLI, UNITS_PER_GPU, units_to_gpus
 
 
 def placed_units(p: Problem, assignments: Iterable[Assignment]) -> dict[int, int]:
-    """Placed GPU demand units per priority."""
+    """Placed value per priority, in demand units (:meth:`~capplan.model.problem.Problem.replica_value`).
+
+    A replica's value depends on its workload only, never on the node, GPU model or slice it got.
+    """
     out: dict[int, int] = defaultdict(int)
-    nodes = p.cluster.nodes
     for a in assignments:
         w = p.workload(a.workload)
-        d = p.can_host(w, nodes[p.cluster.node_index[a.node]])
-        out[w.priority] += d.units if d is not None else 0
+        out[w.priority] += p.replica_value(w)
     return out
 
 
+def held_units(p: Problem, assignments: Iterable[Assignment]) -> int:
+    """GPU capacity the assignments hold, in demand units (the tie-break after the priorities).
+
+    A replica holds its GPUs, its share, or its MIG profile's compute fraction on the GPU it got
+    (``2g.12gb`` on an A30 holds half a GPU even when the workload is worth 1/7).
+    """
+    total = 0
+    nodes = p.cluster.nodes
+    for a in assignments:
+        d = p.can_host(p.workload(a.workload), nodes[p.cluster.node_index[a.node]])
+        total += d.units if d is not None else 0
+    return total
+
+
+def cpu_pods_on_gpu_nodes(p: Problem, assignments: Iterable[Assignment]) -> int:
+    """CPU-only replicas placed on GPU nodes (they take CPU and memory that GPU work needs)."""
+    nodes = p.cluster.nodes
+    return sum(1 for a in assignments if not p.workload(a.workload).has_gpu_demand
+               and nodes[p.cluster.node_index[a.node]].gpus > 0)
+
+
+def capacity_key(p: Problem, assignments: Iterable[Assignment]) -> tuple[int, int]:
+    """The order after the priorities, smaller is better: GPU units held, CPU-only replicas on GPU nodes."""
+    ass = list(assignments)
+    return (held_units(p, ass), cpu_pods_on_gpu_nodes(p, ass))
+
+
 def eligible_units(p: Problem, w: Workload, types: list[tuple[str | None, int]] | None = None) -> int:
-    """Most demand units ``w`` can contribute: replicas times the largest per-node value (0 if unhostable)."""
-    best = -1
+    """Most value ``w`` can contribute: replicas times one replica's value (0 if no node type can host it)."""
     for model, gpus in types if types is not None else _node_types(p):
         d = p.model_demand(w, model)
         if d is not None and (d.kind != "whole" or d.gpus <= gpus):
-            best = max(best, d.units)
-    return w.replicas * best if best >= 0 else 0
+            return w.replicas * p.replica_value(w)
+    return 0
 
 
 def _node_types(p: Problem) -> list[tuple[str | None, int]]:
@@ -65,6 +92,7 @@ def metrics(p: Problem, assignments: list[Assignment]) -> dict[str, object]:
     """Utilisation metrics of a set of assignments."""
     total_gpus = p.cluster.gpus_total
     units = sum(placed_units(p, assignments).values())
+    held = held_units(p, assignments)
     busy = {(a.node, g) for a in assignments for g in a.gpus}
     cpu_total = sum(n.cpu_milli for n in p.cluster.nodes)
     cpu_used = sum(p.workload(a.workload).cpu_milli for a in assignments)
@@ -73,14 +101,16 @@ def metrics(p: Problem, assignments: list[Assignment]) -> dict[str, object]:
         per_prio[p.workload(a.workload).priority] += 1
     return {
         "gpus_total": total_gpus,
-        "gpus_allocated": units_to_gpus(units),
-        "allocation_pct": round(100 * units / (total_gpus * UNITS_PER_GPU), 4) if total_gpus else 0.0,
+        "gpus_allocated": units_to_gpus(held),
+        "allocation_pct": round(100 * held / (total_gpus * UNITS_PER_GPU), 4) if total_gpus else 0.0,
+        "value_placed": units_to_gpus(units),
         "gpus_touched": len(busy),
         "gpus_idle": total_gpus - len(busy),
         "replicas_total": sum(w.replicas for w in p.workloads),
         "replicas_placed": len(assignments),
         "replicas_placed_per_priority": [per_prio[q] for q in p.priorities],
         "cpu_allocation_pct": round(100 * cpu_used / cpu_total, 4) if cpu_total else 0.0,
+        "cpu_replicas_on_gpu_nodes": cpu_pods_on_gpu_nodes(p, assignments),
     }
 
 
@@ -128,7 +158,7 @@ def summary_text(p: Problem, plan: Plan) -> str:
         n_total = sum(w.replicas for w in ws)
         n_placed = sum(1 for w in ws for r in range(w.replicas) if (w.name, r) in placed)
         lines.append(f"  priority {q:>6}: {n_placed}/{n_total} replicas placed, "
-                     f"{obj:g} GPUs of demand (bound {bnd:g})")
+                     f"value {obj:g} GPUs (bound {bnd:g})")
     m = plan.metrics
     lines.append(f"  GPUs: {m.get('gpus_allocated', 0):g} of {m.get('gpus_total', 0)} allocated "
                  f"({m.get('allocation_pct', 0):.2f}%), CPU {m.get('cpu_allocation_pct', 0):.1f}% allocated")

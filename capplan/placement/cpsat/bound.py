@@ -166,8 +166,9 @@ def stage_terms(ix: Index, c: dict[tuple[str, int], int],
     terms: dict[int, float] = {}
     const = 0.0
     for w in ws:
-        for i, d in ix.cands[w.name].items():
-            terms[c[(w.name, i)]] = float(1 if prio is None else d.units * scale + 1)
-        for r in ix.running_of.get(w.name, []):
-            const += 1 if prio is None else r.demand.units * scale + 1
+        coef = 1 if prio is None else p.replica_value(w) * scale + 1
+        for i in ix.cands[w.name]:
+            terms[c[(w.name, i)]] = float(coef)
+        for _ in ix.running_of.get(w.name, []):
+            const += coef
     return terms, const, float(scale)

@@ -59,6 +59,10 @@ def config_bound(ix: Index, fixed: list[tuple[int | None, int]], target: int | N
     for ni in ix.nodes:
         if ni.model is not None:
             busy[ni.index] = _node(lp, ix, ni.index, on_node[ni.index], iso)
+        else:  # a CPU-only node still has only its CPU and memory (CPU-only pods on it)
+            mine = on_node[ni.index]
+            lp.le({v: float(w.cpu_milli) for w, v in mine if w.cpu_milli}, float(ni.node.cpu_milli))
+            lp.le({v: float(w.memory_mib) for w, v in mine if w.memory_mib}, float(ni.node.memory_mib))
     for budget, members in power_budgets(ix):
         terms: dict[int, float] = {}
         for ni, t in members:

@@ -332,8 +332,30 @@ def placed_count(pm: PlacementModel, w: Workload) -> Any:
     return _sum(v for (wn, _), v in pm.c.items() if wn == w.name) + _sum(pm.run_keep(r) for r in runs)
 
 
+def add_one_model(pm: PlacementModel) -> None:
+    """A training gang's replicas (new and kept) all sit on one GPU model (unless ``mixed_models``)."""
+    nodes = pm.p.cluster.nodes
+    for w in pm.p.workloads:
+        if not w.one_model:
+            continue
+        by_model: dict[str, list[Any]] = defaultdict(list)
+        for (wn, n), v in pm.c.items():
+            if wn == w.name:
+                by_model[str(nodes[n].gpu_model)].append((v, pm.ub[(wn, n)]))
+        for r in pm.ix.running_of.get(w.name, []):
+            by_model[str(nodes[r.node].gpu_model)].append((pm.run_keep(r), 1))
+        if len(by_model) < 2:
+            continue
+        pick = {m: pm.m.new_bool_var(f"model[{w.name},{m}]") for m in sorted(by_model)}
+        pm.m.add_at_most_one(pick.values())
+        for m, items in by_model.items():
+            for v, ub in items:
+                pm.m.add(v <= ub * pick[m])
+
+
 FAMILIES: dict[str, Callable[[PlacementModel], None]] = {
     "counts": add_counts,
+    "models": add_one_model,
     "gpu": add_gpu_exclusivity,
     "mig": add_mig_geometry,
     "fraction": add_fraction_memory,

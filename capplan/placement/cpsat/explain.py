@@ -21,20 +21,23 @@ from ortools.sat.python import cp_model
 
 from capplan.model.plan import Plan
 from capplan.model.problem import Problem, Workload
-from capplan.model.units import UNITS_PER_GPU, units_to_gpus
+from capplan.model.units import units_to_gpus
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.summary import describe_demand
 from capplan.placement.cpsat.constraints import FAMILIES, add_all, placed_count
 from capplan.placement.cpsat.index import build_index
 from capplan.placement.cpsat.model import PlacementModel
 
-_RELAXABLE = ("topology", "isolation", "power", "node", "mig", "fraction", "gpu")
+_RELAXABLE = ("models", "topology", "isolation", "power", "node", "mig", "fraction", "gpu")
+_LABEL = {"models": "one GPU model per gang", "topology": "topology", "isolation": "isolation", "power": "power",
+          "node": "host CPU/memory", "mig": "MIG geometry", "fraction": "GPU shares", "gpu": "GPU capacity"}
 _TEXT = {
+    "models": "no single GPU model has room for the whole gang (set mixed_models: true to allow mixing)",
     "topology": "the required {lvl} domain is too small",
-    "isolation": "isolation: every GPU or node with room would be shared with another tenant",
+    "isolation": "every GPU or node with room would be shared with another tenant",
     "power": "the power budget of its domain cannot feed the GPUs it needs",
     "node": "host CPU or memory of the eligible nodes is too small",
-    "mig": "MIG geometry: the GPUs cannot be partitioned into enough {what} instances",
+    "mig": "the GPUs cannot be partitioned into enough {what} instances",
     "fraction": "GPU shares or GPU memory of the eligible GPUs do not add up",
     "gpu": "not enough GPUs of the right mode on one node",
 }
@@ -94,99 +97,72 @@ def _structural(p: Problem, w: Workload, options: PlanOptions, limit: float) -> 
     blockers = tuple(f for f in _RELAXABLE if _alone(p, w, options, frozenset({f}), limit) > 0)
     room = _alone(p, w, options, frozenset(), limit, relax_gang=True)
     lvl = w.topology.required
+    need = f"{w.replicas} x {what} ({units_to_gpus(w.replicas * p.replica_value(w)):g} GPUs)"
     if "topology" in blockers and lvl:
-        msg = f"needs {w.replicas} x {what} in one {lvl}; at most {max(room, 0)} fit in any one {lvl}"
+        msg = f"topology: needs {need} in one {lvl}; at most {max(room, 0)} fit in any one {lvl}"
     elif blockers:
-        msg = "; ".join(_TEXT[f].format(lvl=lvl, what=w.mig or what) for f in blockers)
-        msg = f"needs {w.replicas} x {what}; {msg} (at most {max(room, 0)} fit even on the empty cluster)"
+        text = "; ".join(f"{_LABEL[f]}: " + _TEXT[f].format(lvl=lvl, what=w.mig or what) for f in blockers)
+        msg = f"{text}; needs {need}, at most {max(room, 0)} fit even on the empty cluster"
     else:
         msg = (
-            f"needs {w.replicas} x {what} at once; at most {max(room, 0)} fit even on the empty cluster "
-            "(several constraints together)"
+            f"several constraints together: needs {need} at once; at most {max(room, 0)} fit even on the "
+            "empty cluster"
         )
     return Explanation(w.name, w.replicas, 0, blockers, msg)
 
 
-def _units(pm: PlacementModel, v: Workload) -> Any:
-    """GPU demand units of ``v`` placed (no running state in the explanation model)."""
-    return sum((pm.demand(v, n).units * x for (wn, n), x in pm.c.items() if wn == v.name), 0)
-
-
 def _competition(p: Problem, w: Workload, plan: Plan, options: PlanOptions, limit: float) -> Explanation:
-    """Force ``w`` in; keep every other workload's planned replicas and GPU demand as far as possible."""
+    """Force ``w`` in; keep every other workload's planned replicas as far as possible.
+
+    A replica's value is fixed by its workload, so the only way another workload gives way is
+    with fewer replicas placed; the lowest priorities are asked first. The answer names those
+    workloads with the GPUs (of value) they would give up.
+    """
     count: dict[str, int] = {}
     for a in plan.assignments:
         count[a.workload] = count.get(a.workload, 0) + 1
-    units = placed_units_by_workload(p, plan)
     q = p.replace(running=())
     pm = PlacementModel(build_index(q, options))
     add_all(pm)
     pm.m.add(placed_count(pm, w) == w.replicas)
     ranks = {prio: k + 1 for k, prio in enumerate(sorted(p.priorities))}
-    big = UNITS_PER_GPU * max((x.replicas for x in p.workloads), default=1) + 1
-    gaps: dict[str, tuple[Any, Any]] = {}
+    gaps: dict[str, Any] = {}
     for v in p.workloads:
         if v.name == w.name or not count.get(v.name):
             continue
         dn = pm.m.new_int_var(0, count[v.name], f"give_replicas[{v.name}]")
-        du = pm.m.new_int_var(0, max(units.get(v.name, 0), 0), f"give_units[{v.name}]")
         pm.m.add(placed_count(pm, v) + dn >= count[v.name])
-        pm.m.add(_units(pm, v) + du >= units.get(v.name, 0))
-        gaps[v.name] = (dn, du)
-    pm.m.minimize(sum((ranks[p.workload(n).priority] * (big * dn + du) for n, (dn, du) in gaps.items()), 0))
+        gaps[v.name] = dn
+    # Lower priorities give way first (weight by rank); within one, the fewest GPUs of value.
+    pm.m.minimize(sum((ranks[p.workload(n).priority] * (p.replica_value(p.workload(n)) + 1) * dn
+                       for n, dn in gaps.items()), 0))
     s = _solver(options, limit)
     st = s.solve(pm.m)
     placed = count.get(w.name, 0)
     what = describe_demand(p, w)
+    need = f"{w.replicas} x {what} ({units_to_gpus(w.replicas * p.replica_value(w)):g} GPUs)"
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Explanation(
-            w.name,
-            w.replicas,
-            placed,
-            (),
-            f"needs {w.replicas} x {what}; no arrangement with it placed was found within {limit:g} s",
-        )
-    give = tuple((n, int(s.value(dn)), int(s.value(du))) for n, (dn, du) in gaps.items() if s.value(dn) or s.value(du))
+        return Explanation(w.name, w.replicas, placed, (),
+                           f"capacity: needs {need}; no arrangement with it placed was found within {limit:g} s")
+    give = tuple((n, int(s.value(dn))) for n, dn in gaps.items() if s.value(dn))
     running = {a.workload for a in p.running}
     parts = []
-    for n, k, u in give:
+    for n, k in give:
         v = p.workload(n)
-        tags = (
-            [f"priority {v.priority}"]
-            + (["preemptible"] if v.preemptible else [])
-            + (["running"] if n in running else [])
-        )
-        if k:
-            verb = "preempted" if v.preemptible else "left out"
-            parts.append(f"{k} replica{'s' if k > 1 else ''} of {n} ({', '.join(tags)}) were {verb}")
-        else:
-            parts.append(
-                f"{n} ({', '.join(tags)}) moved to GPUs where it counts {units_to_gpus(u):g} GPUs of demand less"
-            )
+        tags = [f"priority {v.priority}"] + (["preemptible"] if v.preemptible else []) + (
+            ["running"] if n in running else [])
+        verb = "preempted" if v.preemptible else "left out"
+        gpus = units_to_gpus(k * p.replica_value(v))
+        parts.append(f"{k} replica{'s' if k > 1 else ''} of {n} ({', '.join(tags)}; {gpus:g} GPUs) were {verb}")
     if not parts:
-        msg = (
-            f"needs {w.replicas} x {what}; it fits without displacing anything, so the plan was not "
-            "optimal here (raise --time-limit)"
-        )
+        msg = (f"capacity: needs {need}; it fits without displacing anything, so the plan was not optimal "
+               "here (raise --time-limit)")
     else:
-        higher = [n for n, _, _ in give if p.workload(n).priority >= w.priority]
-        why = (
-            "; the planner keeps them because they have equal or higher priority"
-            if higher
-            else "; enable --allow-preemption / --allow-migration for running ones"
-        )
-        msg = f"needs {w.replicas} x {what}; would fit if " + " and ".join(parts) + why
-    return Explanation(w.name, w.replicas, placed, ("capacity",), msg, tuple((n, k) for n, k, _ in give))
-
-
-def placed_units_by_workload(p: Problem, plan: Plan) -> dict[str, int]:
-    """Demand units placed per workload in ``plan``."""
-    out: dict[str, int] = {}
-    for a in plan.assignments:
-        w = p.workload(a.workload)
-        d = p.can_host(w, p.cluster.nodes[p.cluster.node_index[a.node]])
-        out[w.name] = out.get(w.name, 0) + (d.units if d else 0)
-    return out
+        higher = [n for n, _ in give if p.workload(n).priority >= w.priority]
+        why = ("; the planner keeps them because they have equal or higher priority" if higher
+               else "; enable --allow-preemption / --allow-migration for running ones")
+        msg = f"capacity: needs {need}; would fit if " + " and ".join(parts) + why
+    return Explanation(w.name, w.replicas, placed, ("capacity",), msg, give)
 
 
 def explain_workload(p: Problem, name: str, plan: Plan, options: PlanOptions | None = None) -> Explanation:

@@ -4,12 +4,15 @@ capplan's objective is a strict order, so it is solved *lexicographically*: one 
 per stage, each fixing the optimum (or the best value found) of the previous ones:
 
 1. ``guaranteed``: replicas of guaranteed workloads placed (the SLA, as high as it can be);
-2. one stage per priority, highest first: placed GPU demand, ties broken by replicas placed.
-   Within a stage the two are combined exactly: ``units * (R + 1) + replicas`` where ``R`` is
-   the number of replicas of that priority, so one more demand unit always outweighs any number
-   of replicas;
+2. one stage per priority, highest first: placed value, ties broken by replicas placed. A
+   replica's value is fixed by its workload (:meth:`capplan.model.problem.Problem.replica_value`),
+   never by where it lands. Within a stage the two are combined exactly:
+   ``units * (R + 1) + replicas`` where ``R`` is the number of replicas of that priority, so one
+   more demand unit always outweighs any number of replicas;
 3. ``moves``: fewest evictions plus migration cost;
-4. ``shape``: fewest preferred-topology domains spanned, then least fragmentation (nodes and
+4. ``held``: least capacity held: GPU units held (a MIG replica holds its profile's compute
+   fraction on the GPU it got), then CPU-only replicas on GPU nodes;
+5. ``shape``: fewest preferred-topology domains spanned, then least fragmentation (nodes and
    GPUs touched), combined with a weight larger than the whole fragmentation range.
 
 Weights across priorities would overflow 64-bit integers on large clusters (7000 units per GPU
@@ -43,13 +46,14 @@ def _priority_stage(pm: PlacementModel, q: int) -> Stage:
     scale = sum(w.replicas for w in ws) + 1
     terms: list[Any] = []
     const = 0
-    for (wn, n), v in pm.c.items():
+    value = pm.p.replica_value
+    for (wn, _), v in pm.c.items():
         w = pm.p.workload(wn)
         if w.priority == q:
-            terms.append((pm.demand(w, n).units * scale + 1) * v)
+            terms.append((value(w) * scale + 1) * v)
     for w in ws:
         for r in pm.ix.running_of.get(w.name, []):
-            coef = r.demand.units * scale + 1
+            coef = value(w) * scale + 1
             k = pm.run_keep(r)
             if isinstance(k, int):
                 const += coef * k
@@ -57,10 +61,8 @@ def _priority_stage(pm: PlacementModel, q: int) -> Stage:
                 terms.append(coef * k)
     best = 0
     for w in ws:
-        units = [pm.demand(w, n).units for (wn, n) in pm.c if wn == w.name]
-        units += [r.demand.units for r in pm.ix.running_of.get(w.name, [])]
-        if units:
-            best += w.replicas * (max(units) * scale + 1)
+        if any(wn == w.name for (wn, _) in pm.c) or pm.ix.running_of.get(w.name):
+            best += w.replicas * (value(w) * scale + 1)
     return Stage(f"priority {q}", sum(terms, 0), True, q, scale, const, ceiling=best - const)
 
 
@@ -77,8 +79,34 @@ def build_stages(pm: PlacementModel) -> list[Stage]:
             (pm.p.workload(k[0]).migration_cost * v for k, v in pm.mv.items()), 0
         )
         out.append(Stage("moves", moves, False))
+    out.append(Stage("held", held_expr(pm), False))
     out.append(Stage("shape", _shape(pm), False))
     return out
+
+
+def held_expr(pm: PlacementModel) -> Any:
+    """GPU units held by every replica (new and kept), then CPU-only replicas on GPU nodes.
+
+    Combined as ``held * (C + 1) + cpu_on_gpu`` with ``C`` the number of CPU-only replicas, so
+    one held unit less always outweighs any placement of the CPU-only pods.
+    """
+    nodes = pm.p.cluster.nodes
+    cpu_reps = sum(w.replicas for w in pm.p.workloads if not w.has_gpu_demand)
+    held: list[Any] = []
+    cpu_on_gpu: list[Any] = []
+    for (wn, n), v in pm.c.items():
+        w = pm.p.workload(wn)
+        if w.has_gpu_demand:
+            held.append(pm.demand(w, n).units * v)
+        elif nodes[n].gpus:
+            cpu_on_gpu.append(v)
+    for r in pm.ix.runs:
+        k = pm.run_keep(r)
+        if r.demand.units:
+            held.append(r.demand.units * k)
+        elif nodes[r.node].gpus:
+            cpu_on_gpu.append(k)
+    return sum(held, 0) * (cpu_reps + 1) + sum(cpu_on_gpu, 0)
 
 
 def _shape(pm: PlacementModel) -> Any:
@@ -115,7 +143,7 @@ def _shape(pm: PlacementModel) -> Any:
 
 
 def fix_at_ceiling(pm: PlacementModel, st: Stage) -> None:
-    """A priority stage at its ceiling places every replica at its largest demand: say so explicitly.
+    """A priority stage at its ceiling places every replica: say so explicitly.
 
     Implied by ``expr >= ceiling``, but as per-workload equalities (on the shared count
     variables) they fix the instance counts by propagation, which lets the cluster-wide cuts
@@ -125,13 +153,8 @@ def fix_at_ceiling(pm: PlacementModel, st: Stage) -> None:
         if w.priority != st.priority:
             continue
         runs = pm.ix.running_of.get(w.name, [])
-        units = [pm.demand(w, n).units for (wn, n) in pm.c if wn == w.name] + [r.demand.units for r in runs]
-        if not units:
+        if not runs and not any(wn == w.name for wn, _ in pm.c):
             continue
-        best = max(units)
-        for (wn, n), v in pm.c.items():
-            if wn == w.name and pm.demand(w, n).units < best:
-                pm.m.add(v == 0)
         kept = sum((pm.run_keep(r) for r in runs), 0)
         if any(wn == w.name for wn, _ in pm.c):
             pm.m.add(placed_new(pm, w) + kept == w.replicas)

@@ -12,7 +12,7 @@ from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Problem
 from capplan.model.validate import check_plan
 from capplan.placement.core.options import PlanOptions
-from capplan.placement.core.reasons import explain
+from capplan.placement.core.reasons import Holdings, explain
 from capplan.placement.core.state import ClusterState
 from capplan.placement.core.summary import make_plan, placed_units, trivial_bound
 from capplan.placement.cpsat.bound import stage_bounds
@@ -178,6 +178,7 @@ def from_solution(
 
 def unplaced_of(p: Problem, assignments: list[Any], evictions: list[Any]) -> list[Unplaced]:
     st = ClusterState.with_assignments(p, list(assignments))
+    holdings = Holdings(p, assignments)
     placed = {a.key for a in assignments}
     evicted = {(e.workload, e.replica): e for e in evictions}
     out: list[Unplaced] = []
@@ -187,5 +188,6 @@ def unplaced_of(p: Problem, assignments: list[Any], evictions: list[Any]) -> lis
             out.append(Unplaced(workload=w.name, replicas=tuple(ev), reason=evicted[(w.name, ev[0])].reason))
         missing = [r for r in range(w.replicas) if (w.name, r) not in placed and (w.name, r) not in evicted]
         if missing:
-            out.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=explain(st, w, len(missing))))
+            reason = explain(st, w, len(missing), holdings)
+            out.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=reason))
     return out

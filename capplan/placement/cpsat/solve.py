@@ -40,7 +40,7 @@ _PRESOLVE_MAX_VARS = 15_000
 # (512 nodes x 240 workloads = 123k pairs: about 37 s to build, constrain, stage and hint).
 _BUILD_SECONDS_PER_PAIR = 2e-4
 _TIE_BREAK_GRACE = 1.0  # seconds a stage whose units are proven keeps searching for the replica tie-break
-_WEIGHT = {"guaranteed": 1.0, "moves": 0.5, "shape": 0.5}  # share of the remaining time; priorities 2.0
+_WEIGHT = {"guaranteed": 1.0, "moves": 0.5, "held": 0.5, "shape": 0.5}  # share of the remaining time; priorities 2.0
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):
@@ -225,7 +225,8 @@ def _solve_stages(
             # Cut off before a solution of its own (a tiny budget on a busy machine): the response's bound may
             # be a default (0), not a bound. Keep only bounds CP-SAT reported while searching.
             bound = cb.bound if st.maximize else -math.inf
-        if status == cp_model.INFEASIBLE or (bound < value if st.maximize else bound > value):
+        tol = 1e-6 * max(1.0, abs(value))  # CP-SAT reports large objectives with float rounding
+        if status == cp_model.INFEASIBLE or (bound < value - tol if st.maximize else bound > value + tol):
             # Not a bound: CP-SAT reports one on the wrong side of a known solution when it stops
             # before computing any (e.g. a stage cut off at once on a slow machine), and a stage
             # "infeasible" under an incumbent that meets it would be a modelling error. Claim nothing.
@@ -290,7 +291,7 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
     groups = break_node_symmetry(pm)
     stages = build_stages(pm)
     if not repair_racks:  # a rack's small solve: only the placement stages count (see repair.lex_key)
-        stages = [st for st in stages if st.priority is not None or st.name == "guaranteed"]
+        stages = [st for st in stages if st.priority is not None or st.name in ("guaranteed", "held")]
     for var, value in greedy_hint(pm, sort_plan_nodes(pm, greedy, groups)).items():
         pm.m.add_hint(var, value)
     if repairable:  # on large models the build takes much of the 30%: the stages get a quarter of what is left

@@ -24,7 +24,7 @@ from capplan.model.catalog import MigProfile
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU
-from capplan.placement.heuristics.choose import Demands, _placement_masks
+from capplan.placement.heuristics.choose import Demands, _placement_masks, cpu_pod_cost
 from capplan.placement.heuristics.fleet import FREE, MIG, SHARED, WHOLE, Choice, FleetState
 from capplan.placement.heuristics.score import Scorer
 
@@ -176,10 +176,10 @@ class BulkPlacer:
             node_free = (UNITS_PER_GPU - st.used[idx]).sum(axis=1)
             # A node with a MIG GPU that still has room first, then the fullest node.
             fresh = ~((st.mode[idx] == MIG) & (gcap > 0)).any(axis=1)
-            cost = fresh * 1e9 + node_free * 1e3
+            # The smallest slice that serves the workload first (least capacity held).
+            cost = d.units * 1e10 + fresh * 1e9 + node_free * 1e3
         else:
-            free_units = (UNITS_PER_GPU - st.used[idx]).sum(axis=1)
-            cost = free_units * 4.0 + (st.cpu[idx] - w.cpu_milli) / np.maximum(st.cpu[idx], 1)
+            cost = cpu_pod_cost(st, w, idx)
         return np.stack([cap.astype(np.float64), np.asarray(cost, dtype=np.float64)], axis=1)
 
     def evaluate(self, w: Workload, d: Demand, group: Hashable, idx: np.ndarray) -> np.ndarray:

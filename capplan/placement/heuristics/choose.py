@@ -30,7 +30,7 @@ class Demands:
         """(demand per model id, indices of eligible nodes)."""
         cpu_only = w.gpus is None and w.mig is None and w.gpu_fraction is None
         # GPU demand depends only on the GPU fields, so workloads of one shape share an entry.
-        key: object = w.name if cpu_only else (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib,
+        key: object = w.name if cpu_only else (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.mig_strategy,
                                                None if w.gpu_models is None else tuple(w.gpu_models))
         hit = self._cache.get(key)
         if hit is None:
@@ -47,9 +47,20 @@ class Demands:
             ok = np.array([d is not None for d in per], dtype=bool)[st.model_id]
             if w.gpus is not None:
                 ok &= st.gpu_count >= w.gpus
+            if w.mig is not None and (p.single_mig or w.mig_strategy != "mixed"):  # per-node MIG strategies
+                ok &= np.array([p.can_host(w, n) is not None for n in p.cluster.nodes], dtype=bool)
             hit = (per, np.flatnonzero(ok))
             self._cache[key] = hit
         return hit
+
+
+def cpu_pod_cost(st: FleetState, w: Workload, idx: np.ndarray) -> np.ndarray:
+    """Cost of a CPU-only replica on each node of ``idx``: CPU-only nodes first (GPU nodes keep
+    their CPU and memory for GPU work), then the node with the fewest free GPU units, then the fullest CPU."""
+    free_units = np.where(st.exists[idx], UNITS_PER_GPU - st.used[idx], 0).sum(axis=1)
+    gpu_node = st.gpu_count[idx] > 0
+    return np.asarray(gpu_node * 1e12 + free_units * 4.0
+                      + (st.cpu[idx] - w.cpu_milli) / np.maximum(st.cpu[idx], 1))
 
 
 @cache
@@ -79,9 +90,7 @@ def choose(st: FleetState, dem: Demands, w: Workload, scorer: Scorer,
     kinds = {d.kind for d in (per[m] for m in np.unique(st.model_id[idx])) if d is not None}
     kind = kinds.pop() if len(kinds) == 1 else "mig"
     if kind == "none":
-        free_units = (UNITS_PER_GPU - st.used[idx]).sum(axis=1)
-        cost = free_units * 4.0 + (st.cpu[idx] - w.cpu_milli) / np.maximum(st.cpu[idx], 1)
-        return Choice(node=int(idx[int(np.argmin(cost))]))
+        return Choice(node=int(idx[int(np.argmin(cpu_pod_cost(st, w, idx)))]))
     if kind == "whole":
         k = w.gpus or 0
         idx = idx[(st.free_whole[idx] >= k) & (st.power_headroom(idx) >= k * st.tdp[idx])]
@@ -157,7 +166,7 @@ def _mig(st: FleetState, per: list[Demand | None], w: Workload, idx: np.ndarray)
         flat = int(np.argmin(key))
         r, rest = divmod(flat, st.g * len(starts))
         gi, si = divmod(rest, len(starts))
-        cand = (float(key.flat[flat]), 0.0, 0.0)
+        cand = (float(d.units), float(key.flat[flat]), 0.0)  # the smallest slice held first
         if best is None or cand < best[0]:
             best = (cand, Choice(node=int(sub[r]), gpus=(gi,), slot=MigSlot(profile=prof.name,
                                                                              start=int(starts[si]))))

@@ -101,7 +101,8 @@ class FleetPlacer:
             return []
         if bulk_ok(self.st):
             per, _ = self.dem.of(w)
-            return self.bulk.place(w, per, n, None if within is None else self.candidates(w, within))
+            per_node = w.mig is not None and (self.st.p.single_mig or w.mig_strategy != "mixed")  # per-node strategies
+            return self.bulk.place(w, per, n, None if within is None and not per_node else self.candidates(w, within))
         out: list[Choice] = []
         last: int | None = None
         for _ in range(n):
@@ -141,10 +142,10 @@ class FleetPlacer:
         return np.asarray(np.minimum(np.minimum(cpu, mem), gpu))
 
     def place_in_domain(self, w: Workload, n: int, level: str, fixed: str | None,
-                        all_or_nothing: bool) -> list[Choice]:
-        """Place ``n`` replicas inside one domain of ``level``, tightest feasible domain first."""
+                        all_or_nothing: bool, within: np.ndarray | None = None) -> list[Choice]:
+        """Place ``n`` replicas inside one domain of ``level`` (and ``within``), tightest feasible domain first."""
         st = self.st
-        _, eligible = self.dem.of(w)
+        eligible = self.candidates(w, within)
         if level == self.p.cluster.levels[-1]:
             dom = np.arange(st.n, dtype=np.int64)
             names = [x.name for x in self.p.cluster.nodes]
@@ -164,6 +165,8 @@ class FleetPlacer:
         best: list[Choice] = []
         for d in order[:_DOMAIN_TRIES]:
             nodes = np.flatnonzero(dom == d)
+            if within is not None:
+                nodes = np.intersect1d(nodes, within, assume_unique=True)
             mark = st.checkpoint()
             got = self.place_many(w, n, nodes)
             if len(got) == n or (not all_or_nothing and len(got) > len(best)):
@@ -176,23 +179,46 @@ class FleetPlacer:
                 continue
             st.rollback(mark)
         if best and not all_or_nothing:
-            return self.place_many(w, n, np.flatnonzero(dom == best_dom))
+            nodes = np.flatnonzero(dom == best_dom)
+            return self.place_many(w, n, nodes if within is None else np.intersect1d(nodes, within))
         return []
 
     def place_workload(self, w: Workload, n: int, running_nodes: list[int],
                        target: np.ndarray | None = None) -> list[Choice]:
-        """Place ``n`` more replicas of ``w`` by its gang and topology rules (``target`` nodes first)."""
+        """Place ``n`` more replicas of ``w`` by its gang, GPU-model and topology rules (``target`` nodes first)."""
+        if not w.one_model:
+            return self._place_rules(w, n, running_nodes, target, None)
+        st = self.st
+        per, eligible = self.dem.of(w)
+        def held(m: int) -> int:
+            d = per[m]
+            return d.units if d is not None else 0
+
+        models = sorted({int(m) for m in st.model_id[eligible]}, key=lambda m: (held(m), m))
+        if running_nodes:
+            models = [m for m in models if m in {int(st.model_id[i]) for i in running_nodes}]
+        for m in models:  # one GPU model per gang: the model holding least first
+            mark = st.checkpoint()
+            got = self._place_rules(w, n, running_nodes, target, np.flatnonzero(st.model_id == m))
+            if len(got) == n:
+                st.commit()
+                return got
+            st.rollback(mark)
+        return []
+
+    def _place_rules(self, w: Workload, n: int, running_nodes: list[int], target: np.ndarray | None,
+                     within: np.ndarray | None) -> list[Choice]:
         cl = self.p.cluster
         lvl = w.topology.required
         if lvl:
             fixed = cl.domain_of(cl.nodes[running_nodes[0]], lvl) if running_nodes else None
-            got = self.place_in_domain(w, n, lvl, fixed, w.is_gang)
+            got = self.place_in_domain(w, n, lvl, fixed, w.is_gang, within)
         elif w.is_gang:
             got = []
             if w.topology.preferred:
-                got = self.place_in_domain(w, n, w.topology.preferred, None, True)
+                got = self.place_in_domain(w, n, w.topology.preferred, None, True, within)
             if not got:
-                got = self.place_gang(w, n)
+                got = self.place_gang(w, n, within)
         else:
             got = self.place_many(w, n, target) if target is not None else []
             if len(got) < n:

@@ -10,6 +10,7 @@ import numpy as np
 from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Problem, Workload
 from capplan.placement.core.options import PlanOptions
+from capplan.placement.core.reasons import Holdings
 from capplan.placement.heuristics.explain import explain_fleet
 from capplan.placement.heuristics.fleet import FleetState
 from capplan.placement.heuristics.placer import FleetPlacer, batch_order
@@ -64,19 +65,24 @@ def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = N
         missing = free_ids[len(got):]
         if missing:
             missed.append((w, missing))
-    return assignments, explain_all(placer, missed), placer
+    return assignments, explain_all(placer, missed, assignments), placer
 
 
-def explain_all(placer: FleetPlacer, missed: list[tuple[Workload, list[int]]]) -> list[Unplaced]:
-    """Reasons for the unplaced replicas, on the final occupancy; workloads of one shape share one text."""
+def explain_all(placer: FleetPlacer, missed: list[tuple[Workload, list[int]]],
+                assignments: list[Assignment] | None = None) -> list[Unplaced]:
+    """Reasons for the unplaced replicas, on the final occupancy; workloads of one shape share one text.
+
+    With ``assignments`` (the plan's) each reason names the workloads holding the contested capacity.
+    """
     memo: dict[tuple[object, ...], str] = {}
     out = []
+    holdings = Holdings(placer.p, assignments) if assignments is not None and missed else None
     for w, missing in missed:
         key = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, None if w.gpu_models is None else
                tuple(w.gpu_models), w.cpu_milli, w.memory_mib, w.tenant, w.isolation, w.topology.required,
-               w.is_gang, w.replicas, len(missing))
+               w.is_gang, w.one_model, w.replicas, len(missing))
         if key not in memo:
-            memo[key] = explain_fleet(placer, w, len(missing))
+            memo[key] = explain_fleet(placer, w, len(missing), holdings)
         out.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=memo[key]))
     return out
 

@@ -80,7 +80,7 @@ class Shape:
 
     @property
     def value(self) -> float:
-        """Placed GPU demand of one replica, in GPUs."""
+        """Value of one replica, in GPUs (whole GPUs and shares only: equal to ``Problem.replica_value``)."""
         return (self.gpus * UNITS_PER_GPU if self.gpus else self.units) / UNITS_PER_GPU
 
 

@@ -99,14 +99,19 @@ def test_sample_nodes(nodes_doc: dict[str, Any]) -> None:
     )
     assert nodes["mi300x-spx-0"].gpus == 8 and nodes["mi300x-spx-0"].gpu_modes == ()
     assert nodes["cpu-0"].gpu_model is None and nodes["cpu-0"].path == ("block-2", "rack-4")
-    assert nodes["cpu-2"].path == ("block-2", "unlabelled:cloud.provider.com/topology-rack")
-    assert any("no label cloud.provider.com/topology-rack" in w for w in res.warnings)
+    # a node without a rack label is its own rack, never part of a made-up shared one
+    assert nodes["cpu-2"].path == ("block-2", "node:cpu-2")
+    racks = {n.path[1] for n in res.cluster.nodes}
+    assert not any(r.startswith("unlabelled") for r in racks)
+    unlabelled = [w for w in res.warnings if "no label cloud.provider.com/topology-rack" in w]
+    assert len(unlabelled) == 1 and unlabelled[0].startswith("1 node(s)") and "its own rack" in unlabelled[0]
 
 
 def test_reconfigure_drops_layouts(nodes_doc: dict[str, Any]) -> None:
-    """With keep_mig=False no GPU keeps a preset mode; today's layouts stay in `today`."""
+    """With keep_mig=False only single-strategy nodes keep preset modes; today's layouts stay in `today`."""
     res = import_nodes(nodes_doc, LEVELS, load_catalog(), keep_mig=False)
-    assert all(n.gpu_modes == () for n in res.cluster.nodes)
+    assert all(n.gpu_modes == () for n in res.cluster.nodes if n.mig_strategy != "single")
+    assert all(n.single_profile == "1g.5gb" for n in res.cluster.nodes if n.mig_strategy == "single")
     assert any(n.gpu_modes for n in res.today.nodes)
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from capplan.io.k8s.importer import import_kubernetes
@@ -28,7 +30,7 @@ def _apply_mig_parted(
     nodes: dict[str, Any], config: dict[str, Any], labels: dict[str, Any]
 ) -> dict[str, Any]:
     out = copy.deepcopy(nodes)
-    chosen = {e["node"]: e["labels"]["nvidia.com/mig.config"] for e in labels["nodes"]}
+    chosen = {e["metadata"]["name"]: e["metadata"]["labels"]["nvidia.com/mig.config"] for e in labels["items"]}
     for it in out["items"]:
         name, lab, alloc = it["metadata"]["name"], it["metadata"]["labels"], it["status"]["allocatable"]
         if name not in chosen:
@@ -60,15 +62,58 @@ def _apply_mig_parted(
     return out
 
 
-def _apply_bindings(pods: dict[str, Any], doc: dict[str, Any], scenario: Any) -> dict[str, Any]:
+def _merge(pod_spec: dict[str, Any], patch: dict[str, Any]) -> None:
+    """Strategic merge of a pin patch: nodeSelector is a map (keys merge); nodeSelectorTerms is atomic.
+
+    Asserts Kubernetes' rule for scheduling-gated pods: existing requirements are only added to.
+    """
+    if "nodeSelector" in patch:
+        pod_spec.setdefault("nodeSelector", {}).update(patch["nodeSelector"])
+    if "affinity" in patch:
+        path = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+        old = pod_spec
+        for k in path:
+            old = old.get(k) or {}
+        new = patch["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        before = old.get("nodeSelectorTerms") or []
+        if before:
+            assert len(before) == len(new["nodeSelectorTerms"])
+            for t0, t1 in zip(before, new["nodeSelectorTerms"], strict=True):
+                assert all(e in t1["matchExpressions"] for e in t0.get("matchExpressions") or [])
+        pod_spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})[path[-1]] = new
+
+
+def _pinned_node(pod_spec: dict[str, Any]) -> str:
+    """The one node a pinned pod can go to (every affinity term must allow it)."""
+    if "kubernetes.io/hostname" in (pod_spec.get("nodeSelector") or {}):
+        return str(pod_spec["nodeSelector"]["kubernetes.io/hostname"])
+    terms = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    hosts = [set(e["values"]) for t in terms for e in t["matchExpressions"] if e["key"] == "kubernetes.io/hostname"]
+    assert len(hosts) == len(terms) and len(set.intersection(*hosts)) == 1
+    return str(next(iter(set.intersection(*hosts))))
+
+
+def _apply_bindings(
+    pods: dict[str, Any], podlist: dict[str, Any], doc: dict[str, Any], scenario: Any
+) -> dict[str, Any]:
+    """Play a binding controller: patch the listed pods (``kubectl patch``), create the missing ones, bind all."""
     out = copy.deepcopy(pods)
     by_name = {
         (it["metadata"].get("namespace"), it["metadata"]["name"]): it
         for it in out["items"]
         if it["kind"] == "Pod"
     }
+    assert podlist["apiVersion"] == "v1" and podlist["kind"] == "List"
+    for item in podlist["items"]:
+        assert item["apiVersion"] == "v1" and item["kind"] == "Pod" and set(item) == {"apiVersion", "kind",
+                                                                                      "metadata", "spec"}
+        pod = by_name[(item["metadata"]["namespace"], item["metadata"]["name"])]
+        _merge(pod["spec"], item["spec"])
+        pod["metadata"].setdefault("annotations", {}).update(item["metadata"]["annotations"])
+    listed = {(it["metadata"]["namespace"], it["metadata"]["name"]) for it in podlist["items"]}
     for b in doc["bindings"]:
         if b.get("pod"):
+            assert (b["namespace"], b["pod"]) in listed
             pod = by_name[(b["namespace"], b["pod"])]
         else:  # the owner creates the missing replica; copy a sibling or build it from the workload
             w = scenario.workload(b["workload"])
@@ -101,50 +146,98 @@ def _apply_bindings(pods: dict[str, Any], doc: dict[str, Any], scenario: Any) ->
                 "status": {},
             }
             out["items"].append(pod)
-        pod["spec"]["nodeName"] = b["node"]
+            _merge(pod["spec"], b["patch"]["spec"])
+        pod["spec"]["nodeName"] = _pinned_node(pod["spec"])
+        assert pod["spec"]["nodeName"] == b["node"]
         pod["status"]["phase"] = "Running"
     return out
 
 
-def test_round_trip(tmp_path: Path) -> None:
-    """Every planned replica is running after the exports are applied, and the re-import validates."""
+@pytest.mark.parametrize("style", ["nodeSelector", "affinity"])
+def test_round_trip(tmp_path: Path, style: str) -> None:
+    """import -> plan -> export -> apply -> re-import keeps the layout: every replica runs where planned."""
     scen, plan_f = tmp_path / "c.yaml", tmp_path / "plan.json"
-    assert k8s_main(import_sample_argv(scen, *LEVEL_ARGS)) == 0
+    pods = json.loads((DATA / "pods.json").read_text())
+    if style == "affinity":  # pending pods that already carry a GPU-product affinity: the patch must keep it
+        term = {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In",
+                                      "values": ["NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"]}]}
+        for it in pods["items"]:
+            if it["metadata"]["name"].startswith("bert-pretrain-"):
+                it["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [copy.deepcopy(term)]}}}
+    pods_f = tmp_path / "pods.json"
+    pods_f.write_text(json.dumps(pods))
+    argv = import_sample_argv(scen, *LEVEL_ARGS)
+    argv[argv.index(str(DATA / "pods.json"))] = str(pods_f)
+    assert k8s_main(argv) == 0
     problem = load_scenario(scen)
     plan = solve(problem, "greedy")
     plan_f.write_text(plan.to_json())
     mig, bind = tmp_path / "mig.yaml", tmp_path / "bind.json"
     assert k8s_main(["export", "mig-parted", str(scen), str(plan_f), "-o", str(mig)]) == 0
-    assert k8s_main(["export", "bindings", str(scen), str(plan_f), "-o", str(bind)]) == 0
+    assert k8s_main(["export", "bindings", str(scen), str(plan_f), "-o", str(bind), "--patch", style]) == 0
     config = yaml.safe_load(mig.read_text())
     parse_mig_parted(config)
     labels = json.loads((tmp_path / "mig.yaml.node-labels.json").read_text())
+    assert labels["apiVersion"] == "v1" and labels["kind"] == "List"
+    chosen = {e["metadata"]["name"]: e["metadata"]["labels"]["nvidia.com/mig.config"] for e in labels["items"]}
     nodes2 = _apply_mig_parted(json.loads((DATA / "nodes.json").read_text()), config, labels)
+    podlist = json.loads(bind.read_text())
+    if style == "affinity":
+        kept = [i for i in podlist["items"] if i["metadata"]["name"].startswith("bert-pretrain-")]
+        assert kept and all(
+            i["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+                "nodeSelectorTerms"][0]["matchExpressions"][0] == term["matchExpressions"][0] for i in kept)
     pods2 = _apply_bindings(
-        json.loads((DATA / "pods.json").read_text()), json.loads(bind.read_text()), problem
+        pods,
+        podlist,
+        json.loads((tmp_path / "bind.json.actions.json").read_text()),
+        problem,
     )
     res = import_kubernetes(nodes2, pods2, LEVELS, load_catalog(), config["mig-configs"])
     assert not [w for w in res.warnings if "pending" in w]
     p2 = res.problem
     assert len(p2.running) == len(plan.assignments) == sum(w.replicas for w in p2.workloads)
+
+    def layout(assignments: Any) -> Counter[tuple[str, str, int, str | None]]:
+        return Counter((a.workload, a.node, len(a.gpus), a.mig.profile if a.mig else None) for a in assignments)
+
+    assert layout(p2.running) == layout(plan.assignments)  # every replica runs where the plan put it
+    assert {n.name: n.mig_strategy for n in p2.cluster.nodes} == {n.name: n.mig_strategy for n in problem.cluster.nodes}
     keep = solve(p2, "greedy")  # nothing left to place: the plan keeps everything where it runs
     assert check_plan(p2, keep) == [] and not keep.unplaced and set(keep.assignments) == set(p2.running)
     # the MIG instances on each node are exactly those of the exported configuration
     for n in p2.cluster.nodes:
-        if n.name in {e["node"] for e in labels["nodes"]}:
+        if n.name in chosen:
             got = sorted(s.profile for m in n.gpu_modes for s in (m.layout or ()))
-            cfg = config["mig-configs"][
-                n.name
-                and next(e["labels"]["nvidia.com/mig.config"] for e in labels["nodes"] if e["node"] == n.name)
-            ]
             want = sorted(
                 p
-                for e in cfg
+                for e in config["mig-configs"][chosen[n.name]]
                 if e["mig-enabled"]
                 for p, c in e["mig-devices"].items()
                 for _ in range(c * (8 if e["devices"] == "all" else len(e["devices"])))
             )
             assert got == want, n.name
+
+
+def test_affinity_patch_adds_to_existing_terms() -> None:
+    """--patch affinity keeps every existing term and adds the hostname to each (allowed on gated pods)."""
+    from capplan.io.k8s.export import pin_patch
+
+    terms = [
+        {"matchExpressions": [
+            {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-H100-80GB-HBM3"]}]},
+        {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-H200"]}],
+         "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["bad"]}]},
+    ]
+    spec = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": copy.deepcopy(terms)}}}, "nodeSelector": {"team": "a"}}
+    _merge(spec, pin_patch("h100-1", "affinity", terms))
+    got = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert [t["matchExpressions"][:-1] for t in got] == [t["matchExpressions"] for t in terms]
+    assert got[1]["matchFields"] == terms[1]["matchFields"] and _pinned_node(spec) == "h100-1"
+    _merge(spec, pin_patch("h100-1", "nodeSelector"))
+    assert spec["nodeSelector"] == {"team": "a", "kubernetes.io/hostname": "h100-1"}
 
 
 def test_mig_config_of_plan(tmp_path: Path) -> None:

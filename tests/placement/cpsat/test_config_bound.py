@@ -85,3 +85,12 @@ def test_running_replicas_are_not_handled() -> None:
         running=[{"workload": "w", "replica": 0, "node": "n1", "gpus": [0]}],
     )
     assert config_bound(build_index(p, PlanOptions()), [], 0) is None
+
+
+def test_cpu_only_nodes_keep_their_cpu_limit() -> None:
+    """CPU-only pods on a CPU-only node are bounded by its cores (4 x 16 cores asked, 32 cores: 2 fit)."""
+    p = problem_from_data({"cluster": {"levels": ["node"], "nodes": [{"name": "c1", "cpu": 32, "memory_gib": 64}]},
+                           "workloads": [{"name": "w", "replicas": 4, "cpu": 16, "sla": "guaranteed"}]})
+    ix = build_index(p, PlanOptions())
+    config = config_bound(ix, [], None)
+    assert config is not None and config < 2.01

@@ -2,7 +2,10 @@
 
 The search enumerates every concrete placement of every replica (node, GPU indices, MIG start,
 share), prunes with the independent validator's resource check and scores leaves with the
-objective definition (guaranteed replicas, then per priority: GPU demand, then replicas).
+objective definition, written here from the contract of docs/concepts.md: guaranteed replicas,
+then per priority the placed value (fixed by the workload: GPUs, the share, or the smallest
+compute fraction of a fitting MIG profile on an allowed model) and replicas, then least capacity
+held (GPU units held, then CPU-only replicas on GPU nodes).
 """
 
 from __future__ import annotations
@@ -15,11 +18,10 @@ from typing import Any
 import pytest
 
 from capplan.model.plan import Assignment, MigSlot, Plan
-from capplan.model.problem import Problem
-from capplan.model.units import MILLI
+from capplan.model.problem import Problem, Workload
+from capplan.model.units import MILLI, UNITS_PER_GPU
 from capplan.model.validate import check_assignments
 from capplan.placement import solve
-from capplan.placement.core.summary import placed_units
 
 from .conftest import ONE_WORKER, node, scenario
 
@@ -61,14 +63,44 @@ def _candidates(p: Problem, wname: str, replica: int) -> list[Assignment]:
     return out
 
 
+def value(p: Problem, w: Workload) -> int:
+    """A replica's value in 1/7000 GPU, from the workload and the catalog only."""
+    if w.gpus is not None:
+        return w.gpus * UNITS_PER_GPU
+    if w.gpu_fraction is not None:
+        return round(w.gpu_fraction * 1000) * 7
+    if w.mig is None:
+        return 0
+    allowed = [p.catalog.get(m) for m in w.gpu_models] if w.gpu_models else list(p.catalog.models)
+    need = (w.gpu_memory_gib or 0) * 1024
+    fractions = [pr.compute_slices * UNITS_PER_GPU // m.compute_slices for m in allowed for pr in m.profiles
+                 if pr.memory_gib * 1024 >= need and (pr.name == w.mig if w.mig != "auto" else "+" not in pr.name)]
+    return min(fractions, default=0)
+
+
+def held(p: Problem, a: Assignment) -> int:
+    """GPU capacity one assignment holds: its GPUs, its share, or its MIG instance's compute slices."""
+    n = next(x for x in p.cluster.nodes if x.name == a.node)
+    if a.mig is not None:
+        model = p.catalog.get(str(n.gpu_model))
+        prof = next(pr for pr in model.profiles if pr.name == a.mig.profile)
+        return prof.compute_slices * UNITS_PER_GPU // model.compute_slices
+    if a.fraction is not None:
+        return round(a.fraction * 1000) * 7
+    return len(a.gpus) * UNITS_PER_GPU
+
+
 def key(p: Problem, assignments: list[Assignment] | tuple[Assignment, ...]) -> tuple[int, ...]:
-    """Lexicographic objective: guaranteed replicas, then (units, replicas) per priority, highest first."""
-    units = placed_units(p, assignments)
+    """Lexicographic objective: guaranteed replicas, then (value, replicas) per priority, highest first,
+    then least GPU capacity held and fewest CPU-only replicas on GPU nodes (negated: larger is better)."""
     g = sum(1 for a in assignments if p.workload(a.workload).sla == "guaranteed")
     out = [g]
     for q in p.priorities:
-        out += [units[q], sum(1 for a in assignments if p.workload(a.workload).priority == q)]
-    return tuple(out)
+        mine = [a for a in assignments if p.workload(a.workload).priority == q]
+        out += [sum(value(p, p.workload(a.workload)) for a in mine), len(mine)]
+    gpu_nodes = {n.name for n in p.cluster.nodes if n.gpus}
+    cpu_pods = sum(1 for a in assignments if a.node in gpu_nodes and not a.gpus)
+    return (*out, -sum(held(p, a) for a in assignments), -cpu_pods)
 
 
 def _groups_ok(p: Problem, chosen: list[Assignment]) -> bool:
@@ -76,6 +108,8 @@ def _groups_ok(p: Problem, chosen: list[Assignment]) -> bool:
     for w in p.workloads:
         mine = [a for a in chosen if a.workload == w.name]
         if w.is_gang and 0 < len(mine) < w.replicas:
+            return False
+        if w.kind == "training" and not w.mixed_models and len({nodes[a.node].gpu_model for a in mine}) > 1:
             return False
         lvl = w.topology.required
         if lvl and len({p.cluster.domain_of(nodes[a.node], lvl) for a in mine}) > 1:
@@ -129,6 +163,8 @@ def random_tiny(seed: int) -> Problem:
             nodes.append(
                 node(f"h{i}", "H100-SXM5-80GB", gpus=rnd.choice([1, 2]), cpu=rnd.choice([6, 12]), mem=64)
             )
+    if rnd.random() < 0.3:  # a CPU-only node: CPU pods belong there (the capacity tie-break)
+        nodes.append(node("c", None, cpu=rnd.choice([6, 12]), mem=64))
     ws: list[dict[str, Any]] = []
     left = 5
     for j in range(rnd.choice([2, 3])):
@@ -176,7 +212,7 @@ def random_tiny(seed: int) -> Problem:
 
 @pytest.mark.parametrize("seed", range(24))
 def test_cpsat_matches_exhaustive_search(seed: int) -> None:
-    """CP-SAT proves the same lexicographic optimum the exhaustive search finds."""
+    """CP-SAT proves the same lexicographic optimum the exhaustive search finds, capacity held included."""
     p = random_tiny(seed)
     plan: Plan = solve(p, "cpsat", ONE_WORKER)
     assert key(p, plan.assignments) == exhaustive_best(p)
@@ -188,7 +224,6 @@ def test_cpsat_matches_exhaustive_search(seed: int) -> None:
 def test_every_strategys_bound_covers_the_exhaustive_optimum(seed: int) -> None:
     """Each strategy's bound per priority is at least the lexicographic optimum's placed demand there."""
     import capplan.placement.strategies  # noqa: F401  (registers the built-in strategies)
-    from capplan.model.units import UNITS_PER_GPU
     from capplan.placement import STRATEGIES, PlanOptions
 
     p = random_tiny(seed)
