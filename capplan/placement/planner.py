@@ -67,10 +67,10 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
         problems = [f"{type(exc).__name__}: {exc}"]
         log.exception("strategy %s failed", name)
     if problems:
-        plan = _fallback(p, name, opts, problems, t0)
+        plan = assert_valid(p, _fallback(p, name, opts, problems, t0))  # checked once more: never emit a bad plan
     if not plan.solve_seconds:
         plan = plan.model_copy(update={"solve_seconds": round(time.perf_counter() - t0, 4)})
-    return assert_valid(p, plan)
+    return plan
 
 
 def _fallback(p: Problem, name: str, opts: PlanOptions, problems: list[str], t0: float) -> Plan:
