@@ -30,7 +30,9 @@ def run_one(gpus: int, strategy: str, time_limit: float) -> dict[str, Any]:
     """Build, solve (validated) and measure one size in this process."""
     from fleet_bench import synthetic
 
-    import capplan.placement.strategies  # noqa: F401  (strategy imports outside the timing)
+    from capplan.placement.strategies import STRATEGIES, loaded
+
+    loaded(STRATEGIES[strategy])  # strategy imports outside the timing
     from capplan.io.scenario import problem_from_data
     from capplan.model.catalog import load_catalog
     from capplan.placement import PlanOptions, solve

@@ -146,7 +146,9 @@ def _write_instances() -> list[Path]:
 
 
 def _one(path: str, planner: str, limit: float, workers: int, q: Any) -> None:
-    import capplan.placement.strategies  # noqa: F401  (every strategy, OR-Tools, ... before the clock starts)
+    from capplan.placement.strategies import STRATEGIES, loaded
+
+    loaded(STRATEGIES[planner])  # the strategy's modules (OR-Tools, ...) imported before the clock starts
     from capplan.io.scenario import load_scenario
     from capplan.placement import PlanOptions, solve
     p = load_scenario(path)

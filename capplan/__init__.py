@@ -2,21 +2,37 @@
 
 The main entry points are :func:`load_scenario` (a validated, immutable :class:`Problem`),
 :func:`solve` (one planner interface, many strategies; the result is checked by the independent
-validator) and :func:`check_plan` (the validator itself). ``STRATEGIES`` and ``register`` are
-loaded on first use (PEP 562), so ``import capplan`` does not load OR-Tools.
+validator) and :func:`check_plan` (the validator itself). Every name is loaded on first use
+(PEP 562), so ``import capplan`` loads nothing heavy (no OR-Tools, no pydantic).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from capplan.io.scenario import dump_scenario, load_scenario, problem_from_data
-from capplan.model.catalog import Catalog, GpuModel, MigProfile, load_catalog
-from capplan.model.errors import CapplanError, InputError, PlanValidationError
-from capplan.model.plan import Assignment, Eviction, Migration, MigSlot, Plan, Unplaced
-from capplan.model.problem import Cluster, Node, Problem, Workload
-from capplan.model.validate import assert_valid, check_plan
-from capplan.placement import PlanOptions, solve
+if TYPE_CHECKING:
+    from capplan.io.scenario import dump_scenario, load_scenario, problem_from_data
+    from capplan.model.catalog import Catalog, GpuModel, MigProfile, load_catalog
+    from capplan.model.errors import CapplanError, InputError, PlanValidationError
+    from capplan.model.plan import Assignment, Eviction, Migration, MigSlot, Plan, Unplaced
+    from capplan.model.problem import Cluster, Node, Problem, Workload
+    from capplan.model.validate import assert_valid, check_plan
+    from capplan.placement import PlanOptions, solve
+
+# Where each public name lives; loaded on first use (PEP 562), so that ``import capplan`` (and the
+# start of ``python -m capplan``, where Ctrl-C must end as "interrupted") stays light.
+_HOMES = {
+    "capplan.io.scenario": ("dump_scenario", "load_scenario", "problem_from_data"),
+    "capplan.model.catalog": ("Catalog", "GpuModel", "MigProfile", "load_catalog"),
+    "capplan.model.errors": ("CapplanError", "InputError", "PlanValidationError"),
+    "capplan.model.plan": ("Assignment", "Eviction", "Migration", "MigSlot", "Plan", "Unplaced"),
+    "capplan.model.problem": ("Cluster", "Node", "Problem", "Workload"),
+    "capplan.model.validate": ("assert_valid", "check_plan"),
+    "capplan.placement": ("PlanOptions", "solve"),
+    "capplan.placement.strategies": ("STRATEGIES", "register"),
+}
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 __version__ = "0.1.0"
 
@@ -29,8 +45,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("STRATEGIES", "register"):
-        from capplan.placement import strategies
-
-        return getattr(strategies, name)
+    if name in _HOME:
+        value = getattr(import_module(_HOME[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'capplan' has no attribute {name!r}")

@@ -10,8 +10,13 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``capplan`` command; return the exit code (the console script's entry point)."""
-    from capplan.cli.main import main as _main
+    try:
+        from capplan.cli.main import main as _main
+    except KeyboardInterrupt:  # Ctrl-C while starting up: the documented "interrupted" path
+        import sys
 
+        print("interrupted", file=sys.stderr)
+        return 1
     return _main(argv)
 
 

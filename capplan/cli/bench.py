@@ -37,11 +37,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--nodes", required=True, metavar="NODES.csv")
     p.add_argument("--pods", required=True, metavar="PODS.csv")
     _common(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, output_dir=True)
     p = bsub.add_parser("synthetic", help="a synthetic fleet and workload from a YAML config")
     p.add_argument("--config", required=True, metavar="FILE", help="generator config (see benchmarks/configs/)")
     _common(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, output_dir=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -53,3 +53,14 @@ def seed(text: str) -> int:
     if not 0 <= value <= SEED_MAX:
         raise argparse.ArgumentTypeError(f"must be in 0..{SEED_MAX}, got {text!r}")
     return value
+
+
+def gap(text: str) -> float:
+    """An argparse type: a relative gap, a finite number in ``0..1``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in 0..1, got {text!r}") from None
+    if not math.isfinite(value) or not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a finite number in 0..1, got {text!r}")
+    return value

@@ -11,9 +11,13 @@ import argparse
 import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Sequence
+from types import FrameType
 
 from capplan import __version__
 from capplan.cli import alibaba, bench, common, explain, k8s, report, reserve, sweep
@@ -26,17 +30,23 @@ from capplan.cli.common import (
     add_catalog_option,
     add_prices_option,
 )
+from capplan.io.files import check_output
 from capplan.model.errors import InputError, PlanValidationError
 
 log = logging.getLogger("capplan")
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
+    """``capplan plan``: ``--time-limit`` bounds the whole command (parse, solve, validate, write); the
+    solve gets what is left after loading, less the expected cost of writing."""
+    started = time.perf_counter()
     from capplan.io.files import write_text_atomic
     from capplan.io.scenario import load_scenario
     from capplan.placement import solve
+    from capplan.placement.core.budget import WRITE_COST, reserve
     from capplan.placement.core.options import PlanOptions
     from capplan.placement.core.summary import summary_text
+    from capplan.placement.planner import MIN_SOLVE_SECONDS
 
     problem = load_scenario(args.scenario, args.catalog)
     prices = None
@@ -48,10 +58,15 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         raise InputError("--prices", "only used with --report FILE")
     from capplan.cli.progress import stderr_progress
 
-    opts = PlanOptions(time_limit=args.time_limit, seed=args.seed, allow_preemption=args.allow_preemption,
+    left = args.time_limit - (time.perf_counter() - started) - reserve(problem, args.time_limit, WRITE_COST)
+    opts = PlanOptions(time_limit=max(MIN_SOLVE_SECONDS, left), seed=args.seed,
+                       allow_preemption=args.allow_preemption,
                        allow_migration=args.allow_migration, workers=args.workers,
                        progress=stderr_progress(quiet=args.quiet))
+    log.info("scenario loaded at %.2f s; the solve gets %.2f s of the %g s limit",
+             time.perf_counter() - started, opts.time_limit, args.time_limit)
     plan = solve(problem, args.strategy, opts)
+    log.info("plan validated at %.2f s", time.perf_counter() - started)
     text = plan.to_json()
     if args.output:
         write_text_atomic(args.output, text)
@@ -61,6 +76,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         report.write_report(problem, plan, args.report, prices)
     if not args.quiet:
         print(summary_text(problem, plan), file=sys.stderr)
+    log.info("plan written at %.2f s", time.perf_counter() - started)
     return EXIT_GUARANTEE if plan.status == "infeasible" else EXIT_OK
 
 
@@ -182,28 +198,76 @@ COMMANDS = (explain, reserve, bench, k8s, sweep, report)
 IMPORT_SOURCES = (alibaba, k8s)
 
 
+class _Interrupt:
+    """SIGINT handler: remembers the interrupt, so that an error it causes (a KeyboardInterrupt
+    inside an extension module's import becomes an ImportError) still ends as "interrupted"."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+
+def _interrupted() -> int:
+    """Report the interrupt; return the exit code of the documented "interrupted" path.
+
+    When the KeyboardInterrupt was raised inside Python code that an extension module ran (OR-Tools
+    runs some through the C API), CPython marks it "unhandled" although capplan handled it, and at
+    exit kills itself with SIGINT instead of returning the exit code; the mark is cleared here.
+    """
+    print("interrupted", file=sys.stderr)
+    try:
+        import ctypes
+
+        ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 0
+    except (ImportError, ValueError, AttributeError):  # another interpreter or version: nothing to clear
+        pass
+    return EXIT_INTERNAL
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse an output path that cannot be written before any work starts."""
+    out = getattr(args, "output", None)
+    if out and out != "-":
+        check_output(out, "output", directory=getattr(args, "output_dir", False))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``capplan`` command; return the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="capplan: %(message)s",
-                        stream=sys.stderr)
+    interrupt = _Interrupt()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, interrupt)
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                            format="capplan: %(message)s", stream=sys.stderr)
+        _check_outputs(args)
         code: int = args.func(args)
+        if interrupt.seen:  # the KeyboardInterrupt was swallowed (raised inside a weakref callback, say)
+            return _interrupted()
         return code
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        for line in exc.lines():
+            print(f"error: {line}", file=sys.stderr)
         return EXIT_INPUT
     except PlanValidationError as exc:
         print(f"internal error: a planner produced an invalid plan (not written): {exc}", file=sys.stderr)
         return EXIT_INTERNAL
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERNAL
+        return _interrupted()
     except Exception:
+        if interrupt.seen:
+            return _interrupted()
         traceback.print_exc()
         print("internal error: please report this with the input that caused it", file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ def add_parser(subparsers: Any) -> None:
         "--time-limit", type=common.seconds, default=60.0, metavar="S", help="solver time limit per solve (s)"
     )
     p.add_argument("--threads", type=common.workers, default=1, help="solver threads (default 1, deterministic)")
-    p.add_argument("--gap", type=float, default=1e-4, help="relative MIP gap (default 1e-4)")
+    p.add_argument("--gap", type=common.gap, default=1e-4, help="relative MIP gap (default 1e-4)")
     p.add_argument(
         "--method",
         choices=("auto", "extensive", "decomposition"),
@@ -55,7 +55,7 @@ def add_parser(subparsers: Any) -> None:
         "join changes with commas to combine them (arguments may come in any order)",
     )
     add_catalog_option(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, output_dir=True)
 
 
 def run(args: argparse.Namespace) -> int:

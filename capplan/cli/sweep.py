@@ -222,7 +222,7 @@ def add_parser(sub: Any) -> None:
         help="local processes (default), serial, or ray (pip install 'capplan[ray]')",
     )
     add_catalog_option(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, output_dir=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,6 +15,8 @@ pods, CPU-only otherwise. The trace has no topology: levels are ``[node]``.
 from __future__ import annotations
 
 import csv
+import io
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,7 @@ from typing import Any
 
 from capplan.io.scenario import problem_from_data
 from capplan.model.catalog import Catalog, load_catalog
+from capplan.model.decode import LIMITS, read_text
 from capplan.model.errors import InputError
 from capplan.model.problem import Problem
 from capplan.model.units import MIB_PER_GIB, MILLI
@@ -60,18 +63,22 @@ class TracePod:
         return self.num_gpu * self.gpu_milli
 
 
-def _rows(path: str | Path, required: tuple[str, ...], what: str) -> Iterator[tuple[int, dict[str, str]]]:
+def _rows(path: str | Path, required: tuple[str, ...], what: str,
+          most: int) -> Iterator[tuple[int, dict[str, str]]]:
+    text = read_text(path, f"{what} file")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
-        fh = open(path, newline="", encoding="utf-8")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise InputError("", f"cannot read {what} file {path}: {exc.strerror}") from None
-    with fh:
-        reader = csv.DictReader(fh)
         cols = reader.fieldnames or []
         missing = [c for c in required if c not in cols]
         if missing:
             raise InputError(f"{path}:1", f"{what} file lacks column(s) {missing}; found {cols}")
-        yield from enumerate(reader, start=2)
+        for i, row in enumerate(reader, start=2):
+            if i - 1 > most:
+                raise InputError(f"{path}:{i}", f"more than {most} {what} rows, over the limit "
+                                                "(see docs/formats.md, Limits)")
+            yield i, row
+    except csv.Error as exc:
+        raise InputError(f"{path}:{reader.line_num}", f"not a valid CSV {what} file: {exc}") from None
 
 
 def _int(row: dict[str, str], key: str, where: str, default: int | None = None) -> int:
@@ -79,7 +86,10 @@ def _int(row: dict[str, str], key: str, where: str, default: int | None = None) 
     if raw == "" and default is not None:
         return default
     try:
-        val = int(float(raw))
+        number = float(raw)
+        if not math.isfinite(number) or abs(number) > LIMITS.magnitude:
+            raise InputError(f"{where}.{key}", f"{raw} is not a finite number within ±{LIMITS.magnitude:g}")
+        val = int(number)
     except ValueError:
         raise InputError(f"{where}.{key}", f"expected a whole number, got {raw!r}") from None
     if val < 0:
@@ -90,9 +100,12 @@ def _int(row: dict[str, str], key: str, where: str, default: int | None = None) 
 def read_nodes(path: str | Path) -> list[TraceNode]:
     """Read a node CSV of the trace."""
     out = []
-    for line, row in _rows(path, NODE_COLUMNS, "node"):
+    for line, row in _rows(path, NODE_COLUMNS, "node", LIMITS.nodes):
         where = f"{path}:{line}"
-        out.append(TraceNode(name=row["sn"].strip(), cpu_milli=_int(row, "cpu_milli", where),
+        name = (row.get("sn") or "").strip()
+        if not name:
+            raise InputError(f"{where}.sn", "every node needs its id (sn)")
+        out.append(TraceNode(name=name, cpu_milli=_int(row, "cpu_milli", where),
                              memory_mib=_int(row, "memory_mib", where), gpus=_int(row, "gpu", where, 0),
                              model=(row.get("model") or "").strip()))
     if not out:
@@ -103,7 +116,7 @@ def read_nodes(path: str | Path) -> list[TraceNode]:
 def read_pods(path: str | Path) -> list[TracePod]:
     """Read a pod CSV of the trace (any variant: default, cpu*, gpushare*, gpuspec*, multigpu*)."""
     out = []
-    for line, row in _rows(path, POD_REQUIRED, "pod"):
+    for line, row in _rows(path, POD_REQUIRED, "pod", LIMITS.total_replicas):
         where = f"{path}:{line}"
         num_gpu, gpu_milli = _int(row, "num_gpu", where), _int(row, "gpu_milli", where)
         if num_gpu == 0:

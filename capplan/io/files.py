@@ -1,41 +1,69 @@
-"""File input and output at the edge: safe YAML/JSON loading and atomic writes."""
+"""File input and output at the edge: bounded, strict YAML/JSON loading and atomic writes.
+
+Reading goes through :mod:`capplan.model.decode` (size, UTF-8, nesting, alias and number limits,
+duplicate keys refused). Writing is atomic (a temporary file in the same folder, then a rename)
+and the new file gets the permissions the umask allows (0644 under umask 022), or keeps the
+mode of the file it replaces.
+"""
 
 from __future__ import annotations
 
-import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from capplan.model.decode import LIMITS, Limits, decode, read_text
 from capplan.model.errors import InputError
+
+__all__ = ["LIMITS", "Limits", "check_output", "load_yaml_or_json", "write_bytes_atomic", "write_text_atomic"]
 
 
 def load_yaml_or_json(path: str | Path, what: str = "file") -> Any:
-    """Read a YAML (or JSON, a subset of YAML) file with the safe loader.
+    """Read a YAML (or JSON, a subset of YAML) file into plain data, within :data:`LIMITS`.
 
-    ``-`` reads standard input. Raises :class:`InputError` for unreadable or malformed files.
+    ``-`` reads standard input. Files named ``*.json`` are parsed as JSON. Raises
+    :class:`InputError` for unreadable, oversized, non-UTF-8 or malformed files, naming the field
+    path of a duplicate key, a non-finite or out-of-range number or too deep a nesting.
     """
     p = str(path)
-    try:
-        if p == "-":
-            import sys
+    return decode(read_text(p, what), f"{what} {p}", as_json=p.endswith(".json"))
 
-            text = sys.stdin.read()
-        else:
-            text = Path(p).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("", f"{what} {p} does not exist") from None
+
+def check_output(path: str | Path, what: str = "output", directory: bool = False) -> None:
+    """Check, before any work starts, that ``path`` can be written (a file, or a folder with ``directory``).
+
+    Missing parent folders are fine (they are created on writing) as long as the nearest existing
+    one is a writable folder.
+
+    Raises
+    ------
+    InputError
+        If ``path`` is a folder (for a file) or a file (for a folder), lies below a regular file,
+        or its folder is not writable.
+    """
+    target = Path(path)
+    if target.is_dir() and not directory:
+        raise InputError("", f"{what} {target} is a folder; give a file name")
+    if target.exists() and directory and not target.is_dir():
+        raise InputError("", f"{what} {target} is a file; give a folder")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise InputError("", f"{what} {target} is not writable")
+    parent = target if directory and target.is_dir() else target.parent
+    probe = parent
+    while not probe.exists():
+        if probe.is_symlink() or probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise InputError("", f"{what} {target}: {probe} is a file, not a folder")
+    try:  # a real probe: os.access says yes to root even where nothing can be created (/proc)
+        fd, tmp = tempfile.mkstemp(prefix=".capplan-probe.", dir=probe)
+        os.close(fd)
+        os.unlink(tmp)
     except OSError as exc:
-        raise InputError("", f"cannot read {what} {p}: {exc.strerror}") from None
-    try:
-        if p.endswith(".json"):
-            return json.loads(text)
-        return yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise InputError("", f"{what} {p} is not valid YAML/JSON: {exc}") from None
+        raise InputError("", f"{what} {target}: cannot write in {probe} ({exc.strerror})") from None
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -46,17 +74,44 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
+def _current_umask() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # no /proc: read it by setting it (and put it back at once)
+    os.umask(mask)
+    return mask
+
+
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (see :func:`write_text_atomic`)."""
+    """Write ``data`` to ``path`` atomically (see :func:`write_text_atomic`).
+
+    A new file gets mode ``0666 & ~umask``; a replaced file keeps its mode.
+    """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        mode = 0o666 & ~_current_umask()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise InputError("", f"cannot write {target}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), mode)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError("", f"cannot write {target}: {exc.strerror}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

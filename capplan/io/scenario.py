@@ -8,6 +8,7 @@ Every error names the field path, e.g. ``cluster.blocks[0].racks[1].nodes[0].gpu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,10 @@ from pydantic import ValidationError
 
 from capplan.io.files import load_yaml_or_json
 from capplan.model.catalog import Catalog, load_catalog
-from capplan.model.errors import InputError, suggest
+from capplan.model.decode import LIMITS
+from capplan.model.errors import ErrorList, InputError, describe, suggest
 from capplan.model.plan import MigSlot, input_error_from
-from capplan.model.problem import Cluster, Domain, GpuMode, Node, Problem
+from capplan.model.problem import Cluster, Domain, GpuMode, Node, Problem, Workload
 from capplan.model.units import MIB_PER_GIB, MILLI, cores_to_milli, gib_to_mib
 
 _NODE_KEYS = {"name", "name_prefix", "count", "gpu", "gpus", "cpu", "memory_gib", "gpu_modes", "mig_strategy"}
@@ -31,22 +33,33 @@ def plural(level: str) -> str:
     return level + ("es" if level.endswith(("s", "x", "ch", "sh")) else "s")
 
 
-def _require_mapping(obj: Any, path: str) -> dict[str, Any]:
+def _require_mapping(obj: Any, path: str, what: str = "a mapping") -> dict[str, Any]:
     if not isinstance(obj, dict):
-        raise InputError(path, f"expected a mapping, got {type(obj).__name__}")
+        raise InputError(path, f"expected {what}, got {describe(obj)}")
     return obj
 
 
 def _number(obj: dict[str, Any], key: str, path: str, default: float | None = None,
-            integer: bool = False, positive: bool = False) -> float:
+            integer: bool = False, positive: bool = False, most: float | None = None) -> float:
     val = obj.get(key, default)
     if val is None:
         raise InputError(f"{path}.{key}", "is required")
     if isinstance(val, bool) or not isinstance(val, int | float) or (integer and not isinstance(val, int)):
         raise InputError(f"{path}.{key}", f"expected {'an integer' if integer else 'a number'}, got {val!r}")
+    if not math.isfinite(val):
+        raise InputError(f"{path}.{key}", f"expected a finite number, got {val!r}")
     if val < 0 or (positive and val == 0):
         raise InputError(f"{path}.{key}", f"must be {'positive' if positive else 'zero or more'}, got {val}")
+    if most is not None and val > most:
+        raise InputError(f"{path}.{key}", f"{val} is over the limit of {most:g} (see docs/formats.md, Limits)")
     return float(val)
+
+
+def _name(obj: dict[str, Any], key: str, path: str, what: str) -> str:
+    val = obj.get(key)
+    if not isinstance(val, str) or not val.strip():
+        raise InputError(f"{path}.{key}", f"{what} must be a non-empty string, got {val!r}")
+    return val
 
 
 def _gpu_modes(raw: Any, gpus: int, path: str) -> tuple[GpuMode, ...]:
@@ -59,128 +72,216 @@ def _gpu_modes(raw: Any, gpus: int, path: str) -> tuple[GpuMode, ...]:
         e = _require_mapping(entry, f"{path}[{i}]")
         extra = set(e) - {"gpus", "mode", "layout"}
         if extra:
-            raise InputError(f"{path}[{i}].{sorted(extra)[0]}", "unknown field; use gpus, mode and layout")
+            key = sorted(map(str, extra))[0]
+            raise InputError(f"{path}[{i}].{key}", f"unknown field{suggest(key, ['gpus', 'mode', 'layout'])}; "
+                                                   "use gpus, mode and layout")
         sel = e.get("gpus", "all")
         idx = list(range(gpus)) if sel == "all" else sel
         if not isinstance(idx, list) or not all(isinstance(g, int) and not isinstance(g, bool) for g in idx):
             raise InputError(f"{path}[{i}].gpus", "expected `all` or a list of GPU indices")
+        if len(idx) > gpus:
+            raise InputError(f"{path}[{i}].gpus", f"lists {len(idx)} GPUs, the node has {gpus}")
+        if e.get("layout") is not None and not isinstance(e["layout"], list):
+            raise InputError(f"{path}[{i}].layout", "expected a list of {profile, start}")
         try:
             layout = None if e.get("layout") is None else tuple(MigSlot.model_validate(s) for s in e["layout"])
             out.extend(GpuMode(gpu=g, mode=e.get("mode"), layout=layout) for g in idx)
         except ValidationError as exc:
             raise input_error_from(exc, f"{path}[{i}]") from None
-        except TypeError:
-            raise InputError(f"{path}[{i}].layout", "expected a list of {profile, start}") from None
     return tuple(out)
 
 
-def _nodes(raw: Any, path: str, parents: tuple[str, ...], catalog: Catalog) -> list[Node]:
+class _Budget:
+    """Running totals of the cluster, checked before a node entry is expanded."""
+
+    def __init__(self) -> None:
+        self.nodes = 0
+        self.gpus = 0
+
+    def take(self, count: int, gpus: int, path: str) -> None:
+        if self.nodes + count > LIMITS.nodes:
+            raise InputError(path, f"the cluster would have {self.nodes + count} nodes, over the limit of "
+                                   f"{LIMITS.nodes} (see docs/formats.md, Limits)")
+        if self.gpus + count * gpus > LIMITS.gpus:
+            raise InputError(path, f"the cluster would have {self.gpus + count * gpus} GPUs, over the limit of "
+                                   f"{LIMITS.gpus} (see docs/formats.md, Limits)")
+        self.nodes += count
+        self.gpus += count * gpus
+
+
+def _node(e: dict[str, Any], p: str, parents: tuple[str, ...], catalog: Catalog, budget: _Budget) -> list[Node]:
+    extra = set(e) - _NODE_KEYS
+    if extra:
+        key = sorted(map(str, extra))[0]
+        raise InputError(f"{p}.{key}", f"unknown node field{suggest(key, _NODE_KEYS)}")
+    if ("name" in e) == ("name_prefix" in e):
+        raise InputError(p, "give either `name`, or `name_prefix` with `count`")
+    gpus = int(_number(e, "gpus", p, default=0, integer=True, most=LIMITS.gpus_per_node))
+    model = e.get("gpu")
+    if model is not None:
+        if not isinstance(model, str):
+            raise InputError(f"{p}.gpu", f"expected a GPU model name, got {model!r}")
+        model = catalog.get(model, f"{p}.gpu").name
+        if gpus == 0:
+            raise InputError(f"{p}.gpus", f"a node with gpu: {model} needs gpus > 0")
+    elif gpus:
+        raise InputError(f"{p}.gpu", "a node with GPUs needs its GPU model (`gpu:`); see `capplan catalog`")
+    if "name" in e:
+        names = [_name(e, "name", p, "a node name")]
+    else:
+        prefix = _name(e, "name_prefix", p, "a node name prefix")
+        count = int(_number(e, "count", p, integer=True, positive=True, most=LIMITS.nodes))
+        budget.take(count, gpus, f"{p}.count")
+        names = [f"{prefix}{k}" for k in range(1, count + 1)]
+    if "name" in e:
+        budget.take(1, gpus, p)
+    common = dict(path=parents, gpu_model=model, gpus=gpus,
+                  cpu_milli=cores_to_milli(_number(e, "cpu", p, most=LIMITS.cpu_cores)),
+                  memory_mib=gib_to_mib(_number(e, "memory_gib", p, most=LIMITS.memory_gib)),
+                  gpu_modes=_gpu_modes(e.get("gpu_modes"), gpus, f"{p}.gpu_modes"))
+    strategy = e.get("mig_strategy", "mixed")
+    if strategy not in ("mixed", "single"):
+        raise InputError(f"{p}.mig_strategy", f"expected mixed or single, got {strategy!r}")
+    common["mig_strategy"] = strategy
+    try:
+        return [Node(name=n, **common) for n in names]
+    except ValidationError as exc:
+        raise input_error_from(exc, p) from None
+
+
+def _nodes(raw: Any, path: str, parents: tuple[str, ...], catalog: Catalog, budget: _Budget,
+           errors: ErrorList) -> list[Node]:
     if not isinstance(raw, list):
-        raise InputError(path, "expected a list of nodes")
+        raise InputError(path, f"expected a list of nodes, got {describe(raw)}")
     out: list[Node] = []
     for i, entry in enumerate(raw):
-        p = f"{path}[{i}]"
-        e = _require_mapping(entry, p)
-        extra = set(e) - _NODE_KEYS
-        if extra:
-            key = sorted(extra)[0]
-            raise InputError(f"{p}.{key}", f"unknown node field{suggest(key, _NODE_KEYS)}")
-        if ("name" in e) == ("name_prefix" in e):
-            raise InputError(p, "give either `name`, or `name_prefix` with `count`")
-        gpus = int(_number(e, "gpus", p, default=0, integer=True))
-        model = e.get("gpu")
-        if model is not None:
-            if not isinstance(model, str):
-                raise InputError(f"{p}.gpu", "expected a GPU model name")
-            model = catalog.get(model, f"{p}.gpu").name
-            if gpus == 0:
-                raise InputError(f"{p}.gpus", f"a node with gpu: {model} needs gpus > 0")
-        elif gpus:
-            raise InputError(f"{p}.gpu", "a node with GPUs needs its GPU model (`gpu:`); see `capplan catalog`")
-        common = dict(path=parents, gpu_model=model, gpus=gpus,
-                      cpu_milli=cores_to_milli(_number(e, "cpu", p)),
-                      memory_mib=gib_to_mib(_number(e, "memory_gib", p)),
-                      gpu_modes=_gpu_modes(e.get("gpu_modes"), gpus, f"{p}.gpu_modes"))
-        strategy = e.get("mig_strategy", "mixed")
-        if strategy not in ("mixed", "single"):
-            raise InputError(f"{p}.mig_strategy", f"expected mixed or single, got {strategy!r}")
-        common["mig_strategy"] = strategy
-        if "name" in e:
-            names = [str(e["name"])]
-        else:
-            count = int(_number(e, "count", p, integer=True, positive=True))
-            names = [f"{e['name_prefix']}{k}" for k in range(1, count + 1)]
-        try:
-            out.extend(Node(name=n, **common) for n in names)
-        except ValidationError as exc:
-            raise input_error_from(exc, p) from None
+        with errors.catch():
+            p = f"{path}[{i}]"
+            out.extend(_node(_require_mapping(entry, p), p, parents, catalog, budget))
     return out
 
 
 def _level(container: dict[str, Any], levels: Sequence[str], depth: int, parents: tuple[str, ...],
-           path: str, catalog: Catalog, domains: list[Domain], nodes: list[Node]) -> None:
+           path: str, catalog: Catalog, domains: list[Domain], nodes: list[Node], budget: _Budget,
+           errors: ErrorList) -> None:
     key = plural(levels[depth])
     allowed = {key} | ({"name", "power_kw"} if depth else {"name", "levels"})
     extra = set(container) - allowed
     if extra:
-        bad = sorted(extra)[0]
-        raise InputError(f"{path}.{bad}" if path else bad,
-                         f"unexpected field; with levels {list(levels)} this level holds `{key}:`")
+        bad = str(sorted(map(str, extra))[0])
+        hint = suggest(bad, allowed)
+        errors.add(InputError(f"{path}.{bad}" if path else bad,
+                              f"unexpected field{hint}; with levels {list(levels)} this level holds `{key}:`"))
     items = container.get(key)
     here = f"{path}.{key}" if path else key
     if items is None:
         raise InputError(here, f"is required: list the {key} here")
     if depth == len(levels) - 1:
-        nodes.extend(_nodes(items, here, parents, catalog))
+        nodes.extend(_nodes(items, here, parents, catalog, budget, errors))
         return
     if not isinstance(items, list):
-        raise InputError(here, f"expected a list of {key}")
+        raise InputError(here, f"expected a list of {key}, got {describe(items)}")
     for i, item in enumerate(items):
-        p = f"{here}[{i}]"
-        d = _require_mapping(item, p)
-        if not isinstance(d.get("name"), str):
-            raise InputError(f"{p}.name", f"each {levels[depth]} needs a name")
-        power = d.get("power_kw")
-        power_w = None if power is None else round(_number(d, "power_kw", p) * 1000)
-        domains.append(Domain(level=levels[depth], name=d["name"], parent=parents[-1] if parents else None,
-                              power_w=power_w))
-        _level(d, levels, depth + 1, (*parents, d["name"]), p, catalog, domains, nodes)
+        with errors.catch():
+            p = f"{here}[{i}]"
+            d = _require_mapping(item, p)
+            name = _name(d, "name", p, f"each {levels[depth]}'s name")
+            power = d.get("power_kw")
+            power_w = None if power is None else round(_number(d, "power_kw", p, most=LIMITS.power_kw) * 1000)
+            domains.append(Domain(level=levels[depth], name=name, parent=parents[-1] if parents else None,
+                                  power_w=power_w))
+            _level(d, levels, depth + 1, (*parents, name), p, catalog, domains, nodes, budget, errors)
 
 
-def parse_cluster(raw: Any, catalog: Catalog) -> Cluster:
-    """Build a :class:`Cluster` from the ``cluster:`` mapping of a scenario."""
-    c = _require_mapping(raw, "cluster")
+def parse_cluster(raw: Any, catalog: Catalog, errors: ErrorList | None = None) -> Cluster:
+    """Build a :class:`Cluster` from the ``cluster:`` mapping of a scenario.
+
+    Problems are collected in ``errors`` (and raised together at the end when it is not given).
+    """
+    own = errors is None
+    errs = ErrorList() if errors is None else errors
+    c = _require_mapping(raw, "cluster", "a mapping with `levels:` and the list of its outermost level")
     levels = c.get("levels", ["node"])
-    if not isinstance(levels, list) or not levels or not all(isinstance(x, str) for x in levels):
+    if not isinstance(levels, list) or not levels or not all(isinstance(x, str) and x for x in levels):
         raise InputError("cluster.levels", "expected a list of level names, outermost first, e.g. [rack, node]")
     if levels[-1] != "node":
         raise InputError("cluster.levels", "the innermost level must be `node`, e.g. [block, rack, node]")
+    if len(levels) > 16 or len(set(levels)) != len(levels):
+        raise InputError("cluster.levels", "give at most 16 distinct levels")
+    name = c.get("name", "cluster")
+    if not isinstance(name, str):
+        errs.add(InputError("cluster.name", f"expected a string, got {name!r}"))
     domains: list[Domain] = []
     nodes: list[Node] = []
-    _level(c, levels, 0, (), "cluster", catalog, domains, nodes)
-    return Cluster(name=str(c.get("name", "cluster")), levels=tuple(levels), domains=tuple(domains),
-                   nodes=tuple(nodes))
+    with errs.catch():
+        _level(c, levels, 0, (), "cluster", catalog, domains, nodes, _Budget(), errs)
+    if own:
+        errs.raise_any()
+    return Cluster(name=str(name), levels=tuple(levels), domains=tuple(domains), nodes=tuple(nodes))
+
+
+def _workloads(raw: list[Any], errors: ErrorList) -> list[Workload]:
+    out: list[Workload] = []
+    total = 0
+    for i, item in enumerate(raw):
+        with errors.catch():
+            if not isinstance(item, dict):
+                raise InputError(f"workloads[{i}]", f"expected a mapping (name, replicas, ...), got {describe(item)}")
+            replicas = item.get("replicas", 1)
+            if isinstance(replicas, int) and not isinstance(replicas, bool) and 0 < replicas <= LIMITS.replicas:
+                total += replicas
+                if total - replicas <= LIMITS.total_replicas < total:  # said once, where the total goes over
+                    raise InputError(f"workloads[{i}].replicas", f"brings the total to {total} replicas, over the "
+                                     f"limit of {LIMITS.total_replicas} (see docs/formats.md, Limits)")
+            try:
+                out.append(Workload.model_validate(item))
+            except ValidationError as exc:
+                raise input_error_from(exc, f"workloads[{i}]", Workload) from None
+    return out
 
 
 def problem_from_data(data: Any, catalog: Catalog | None = None) -> Problem:
-    """Build a validated :class:`Problem` from parsed scenario data (a dict)."""
+    """Build a validated :class:`Problem` from parsed scenario data (a dict).
+
+    Raises
+    ------
+    InputError
+        With every problem found (up to :data:`~capplan.model.errors.MAX_ERRORS`), each naming its field path.
+    """
     cat = catalog or load_catalog()
-    d = _require_mapping(data, "")
+    if not isinstance(data, dict):
+        raise InputError("", f"a scenario is a mapping with `cluster:` and `workloads:` (see docs/formats.md), "
+                             f"got {describe(data)}")
+    d = data
+    errors = ErrorList()
     extra = set(d) - _TOP_KEYS
-    if extra:
-        bad = sorted(extra)[0]
-        raise InputError(bad, f"unknown top-level field{suggest(bad, _TOP_KEYS)}; expected cluster, workloads, running")
+    for bad in sorted(map(str, extra)):
+        errors.add(InputError(bad, f"unknown top-level field{suggest(bad, _TOP_KEYS)}; "
+                                   "expected cluster, workloads, running"))
+    for key in ("name", "description"):
+        if d.get(key) is not None and not isinstance(d[key], str):
+            errors.add(InputError(key, f"expected a string, got {d[key]!r}"))
+    cluster: Cluster | None = None
     if "cluster" not in d:
-        raise InputError("cluster", "is required")
-    cluster = parse_cluster(d["cluster"], cat)
+        errors.add(InputError("cluster", "is required"))
+    else:
+        with errors.catch():
+            cluster = parse_cluster(d["cluster"], cat, errors)
+    lists: dict[str, list[Any]] = {}
     for key in ("workloads", "running"):
         if d.get(key) is not None and not isinstance(d[key], list):
-            raise InputError(key, "expected a list")
+            errors.add(InputError(key, f"expected a list, got {describe(d[key])}"))
+        lists[key] = d.get(key) or [] if isinstance(d.get(key), list | None) else []
+        if len(lists[key]) > LIMITS.total_replicas:  # each entry is at least one replica
+            raise InputError(key, f"{len(lists[key])} entries, over the limit of {LIMITS.total_replicas} replicas "
+                                  "(see docs/formats.md, Limits)")
+    workloads = _workloads(lists["workloads"], errors)
+    errors.raise_any()
     try:
-        return Problem.model_validate({"cluster": cluster, "workloads": d.get("workloads") or [],
-                                       "running": d.get("running") or [], "catalog": cat})
+        return Problem.model_validate({"cluster": cluster, "workloads": workloads,
+                                       "running": lists["running"], "catalog": cat})
     except ValidationError as exc:
-        raise input_error_from(exc, "") from None
+        raise input_error_from(exc, "", Problem) from None
 
 
 def load_scenario(path: str | Path, catalog_paths: Sequence[str | Path] = ()) -> Problem:

@@ -14,11 +14,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from capplan.model.errors import InputError, suggest
-from capplan.model.units import UNITS_PER_GPU, Frozen
+from capplan.model.decode import decode, read_text
+from capplan.model.errors import InputError, describe, suggest
+from capplan.model.units import UNITS_PER_GPU, Bool, Float, Frozen, Int, Name, Str
 
 
 class MigProfile(Frozen):
@@ -38,12 +38,12 @@ class MigProfile(Frozen):
         Allowed start indices on the memory-slice axis.
     """
 
-    name: str
-    compute_slices: int = Field(gt=0)
-    memory_slices: int = Field(gt=0)
-    memory_gib: float = Field(gt=0)
-    max_count: int = Field(gt=0)
-    starts: tuple[int, ...]
+    name: Name
+    compute_slices: Int = Field(gt=0, le=64)
+    memory_slices: Int = Field(gt=0, le=64)
+    memory_gib: Float = Field(gt=0)
+    max_count: Int = Field(gt=0, le=64)
+    starts: tuple[Int, ...]
 
 
 class GpuModel(Frozen):
@@ -55,18 +55,18 @@ class GpuModel(Frozen):
     for cost reports (on-demand list prices, see docs/catalog.md); None when unknown.
     """
 
-    name: str
-    vendor: str = "unknown"
-    memory_gib: float | None = Field(default=None, gt=0)
-    tdp_w: int | None = Field(default=None, ge=0)
-    aliases: tuple[str, ...] = ()
+    name: Name
+    vendor: Str = "unknown"
+    memory_gib: Float | None = Field(default=None, gt=0)
+    tdp_w: Int | None = Field(default=None, ge=0, le=100_000)
+    aliases: tuple[Name, ...] = ()
     partitioning: Literal["none", "mig", "partition"] = "none"
-    compute_slices: int = Field(default=0, ge=0)
-    memory_slices: int = Field(default=0, ge=0)
-    homogeneous: bool = False
+    compute_slices: Int = Field(default=0, ge=0, le=64)
+    memory_slices: Int = Field(default=0, ge=0, le=64)
+    homogeneous: Bool = False
     profiles: tuple[MigProfile, ...] = ()
-    price_per_gpu_hour: float | None = Field(default=None, ge=0)
-    source: str = ""
+    price_per_gpu_hour: Float | None = Field(default=None, ge=0)
+    source: Str = ""
 
     @model_validator(mode="after")
     def _check_geometry(self) -> GpuModel:
@@ -153,8 +153,14 @@ class Catalog(Frozen):
         try:
             return self.index[name]
         except KeyError:
-            raise InputError(path, f"unknown GPU model {name!r}{suggest(name, self.index)}; "
+            raise InputError(path, f"unknown GPU model {name!r}{self.suggest(name)}; "
                                    "see `capplan catalog` or add it with --catalog FILE") from None
+
+    def suggest(self, name: str) -> str:
+        """A ``did you mean`` hint for an unknown model: its family first (``H101`` -> ``H100-...``)."""
+        if not isinstance(name, str):
+            return ""
+        return suggest(name, [*self.names(), *self.index], family=self.names())
 
     def merged(self, other: Catalog) -> Catalog:
         """Return a catalog with ``other``'s models added, replacing models of the same name."""
@@ -163,15 +169,16 @@ class Catalog(Frozen):
 
 
 def _parse(data: Any, origin: str) -> Catalog:
+    from capplan.model.plan import input_error_from
+
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
+        got = "" if isinstance(data, dict) else describe(data)
         raise InputError("models", f"{origin}: a catalog file needs a top-level `models:` list "
-                                   "(or an `aliases:` map)")
+                                   "(or an `aliases:` map)" + (f", got {got}" if got else ""))
     try:
         return Catalog.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) if isinstance(x, str) else f"[{x}]" for x in err["loc"]).replace(".[", "[")
-        raise InputError(loc, f"{origin}: {err['msg']}") from None
+        raise input_error_from(exc, "", Catalog, origin=origin) from None
 
 
 @lru_cache(maxsize=1)
@@ -182,7 +189,7 @@ def builtin_catalog() -> Catalog:
     first = {"nvidia.yaml": 0, "amd.yaml": 1}
     for entry in sorted(root.iterdir(), key=lambda e: (first.get(e.name, 2), e.name)):
         if entry.name.endswith(".yaml"):
-            models.extend(yaml.safe_load(entry.read_text(encoding="utf-8"))["models"])
+            models.extend(decode(entry.read_text(encoding="utf-8"), entry.name)["models"])
     return _parse({"models": models}, "built-in catalog")
 
 
@@ -190,24 +197,20 @@ def load_catalog(paths: Sequence[str | Path] | Iterable[str | Path] = ()) -> Cat
     """Load the built-in catalog, then each user catalog file in order (later files override)."""
     cat = builtin_catalog()
     for p in paths:
-        path = Path(p)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise InputError("", f"cannot read catalog file {path}: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            raise InputError("", f"catalog file {path} is not valid YAML: {exc}") from None
+        path = str(p)
+        data = decode(read_text(path, "catalog file"), f"catalog file {path}", as_json=path.endswith(".json"))
         if not isinstance(data, dict):
+            got = describe(data)
             raise InputError("models", f"{path}: a catalog file needs a top-level `models:` list "
-                                       "(or an `aliases:` map)")
+                                       f"(or an `aliases:` map), got {got}")
         extra = set(data) - {"models", "aliases"}
         if extra:
             key = sorted(extra)[0]
             raise InputError(key, f"{path}: unknown top-level field{suggest(key, ['models', 'aliases'])}; "
                                   "expected models and/or aliases")
         if "models" in data or "aliases" not in data:
-            cat = cat.merged(_parse({"models": data.get("models")}, str(path)))
-        cat = with_aliases(cat, data.get("aliases"), str(path))
+            cat = cat.merged(_parse({"models": data.get("models")}, path))
+        cat = with_aliases(cat, data.get("aliases"), path)
     return cat
 
 

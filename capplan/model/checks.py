@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from capplan.model.catalog import GpuModel
-from capplan.model.errors import InputError, suggest
+from capplan.model.errors import ErrorList, InputError, suggest
 
 if TYPE_CHECKING:
     from capplan.model.plan import MigSlot
-    from capplan.model.problem import Problem
+    from capplan.model.problem import Node, Problem, Workload
 
 
 def check_layout(model: GpuModel, layout: tuple[MigSlot, ...], path: str) -> None:
@@ -38,7 +38,7 @@ def check_layout(model: GpuModel, layout: tuple[MigSlot, ...], path: str) -> Non
 
 
 def check_problem(p: Problem) -> None:
-    """Raise :class:`InputError` for the first cross-reference error in ``p``."""
+    """Raise :class:`InputError` with the cross-reference errors of ``p`` (all of them, up to a cap)."""
     cl = p.cluster
     levels = cl.levels
     if not levels or levels[-1] != "node":
@@ -53,67 +53,86 @@ def check_problem(p: Problem) -> None:
             raise InputError(f"cluster.{d.level}s", f"duplicate {d.level} name {d.name!r}")
         domains[d.level].add(d.name)
     seen_nodes: set[str] = set()
+    errors = ErrorList()
     for n in cl.nodes:
-        where = f"cluster node {n.name!r}"
-        if n.name in seen_nodes:
-            raise InputError(where, f"duplicate node name {n.name!r}; node names must be unique")
-        seen_nodes.add(n.name)
-        if len(n.path) != len(levels) - 1:
-            raise InputError(where, f"node must sit inside one domain of each level {list(levels[:-1])}")
-        for lvl, dom in zip(levels[:-1], n.path, strict=True):
-            if dom not in domains[lvl]:
-                raise InputError(where, f"unknown {lvl} {dom!r}")
-        if (n.gpu_model is None) != (n.gpus == 0):
-            raise InputError(f"{where}.gpu", "give both `gpu` (the model) and `gpus` (count > 0), "
-                                             "or neither for a CPU-only node")
-        model = p.catalog.get(n.gpu_model, f"{where}.gpu") if n.gpu_model else None
-        if model is not None and model.name != n.gpu_model:
-            raise InputError(f"{where}.gpu", f"use the canonical model name {model.name!r}")
-        seen_gpu: set[int] = set()
-        for m in n.gpu_modes:
-            if m.gpu >= n.gpus or m.gpu in seen_gpu:
-                raise InputError(f"{where}.gpu_modes", f"GPU index {m.gpu} is out of range or repeated "
-                                                       f"(the node has GPUs 0..{n.gpus - 1})")
-            seen_gpu.add(m.gpu)
-            assert model is not None
-            if m.mode == "mig" and not model.supports_mig:
-                raise InputError(f"{where}.gpu_modes", f"{model.name} does not support MIG")
-            if m.layout is not None:
-                if m.mode != "mig":
-                    raise InputError(f"{where}.gpu_modes", "a MIG layout needs mode: mig")
-                check_layout(model, m.layout, f"{where}.gpu_modes.layout")
-        if n.mig_strategy == "single" and any(m.mode == "mig" for m in n.gpu_modes) and n.single_profile is None:
-            raise InputError(f"{where}.gpu_modes", "a node with mig_strategy: single runs MIG on every GPU with "
-                                                   "instances of one profile (a layout per GPU), or no MIG at all")
-    _check_workloads(p, set(levels))
-    _check_running(p)
+        with errors.catch():
+            _check_node(p, n, levels, domains, seen_nodes)
+    with errors.catch():
+        _check_workloads(p, set(levels))
+    if not errors:  # the running state is checked against a sound cluster and workloads
+        with errors.catch():
+            _check_running(p)
+    errors.raise_any()
+
+
+def _check_node(p: Problem, n: Node, levels: tuple[str, ...], domains: dict[str, set[str]],
+                seen_nodes: set[str]) -> None:
+    where = f"cluster node {n.name!r}"
+    if n.name in seen_nodes:
+        raise InputError(where, f"duplicate node name {n.name!r}; node names must be unique")
+    seen_nodes.add(n.name)
+    if len(n.path) != len(levels) - 1:
+        raise InputError(where, f"node must sit inside one domain of each level {list(levels[:-1])}")
+    for lvl, dom in zip(levels[:-1], n.path, strict=True):
+        if dom not in domains[lvl]:
+            raise InputError(where, f"unknown {lvl} {dom!r}")
+    if (n.gpu_model is None) != (n.gpus == 0):
+        raise InputError(f"{where}.gpu", "give both `gpu` (the model) and `gpus` (count > 0), "
+                                         "or neither for a CPU-only node")
+    model = p.catalog.get(n.gpu_model, f"{where}.gpu") if n.gpu_model else None
+    if model is not None and model.name != n.gpu_model:
+        raise InputError(f"{where}.gpu", f"use the canonical model name {model.name!r}")
+    seen_gpu: set[int] = set()
+    for m in n.gpu_modes:
+        if m.gpu >= n.gpus or m.gpu in seen_gpu:
+            raise InputError(f"{where}.gpu_modes", f"GPU index {m.gpu} is out of range or repeated "
+                                                   f"(the node has GPUs 0..{n.gpus - 1})")
+        seen_gpu.add(m.gpu)
+        assert model is not None
+        if m.mode == "mig" and not model.supports_mig:
+            raise InputError(f"{where}.gpu_modes", f"{model.name} does not support MIG")
+        if m.layout is not None:
+            if m.mode != "mig":
+                raise InputError(f"{where}.gpu_modes", "a MIG layout needs mode: mig")
+            check_layout(model, m.layout, f"{where}.gpu_modes.layout")
+    if n.mig_strategy == "single" and any(m.mode == "mig" for m in n.gpu_modes) and n.single_profile is None:
+        raise InputError(f"{where}.gpu_modes", "a node with mig_strategy: single runs MIG on every GPU with "
+                                               "instances of one profile (a layout per GPU), or no MIG at all")
 
 
 def _check_workloads(p: Problem, levels: set[str]) -> None:
-    from capplan.model.problem import unknown_profile_error
-
     names: set[str] = set()
     all_profiles = {pr.name for m in p.catalog.models for pr in m.profiles}
+    errors = ErrorList()
     for i, w in enumerate(p.workloads):
-        path = f"workloads[{i}]"
-        if w.name in names:
-            raise InputError(f"{path}.name", f"duplicate workload name {w.name!r}; names must be unique")
-        names.add(w.name)
-        models = [p.catalog.get(m, f"{path}.gpu_models[{j}]") for j, m in enumerate(w.gpu_models or ())]
-        if w.gpu_models is not None and not w.gpu_models:
-            raise InputError(f"{path}.gpu_models", "an empty list allows no GPU; omit the field to allow any")
-        if w.mig is not None and w.mig != "auto":
-            if w.mig not in all_profiles:
-                present = w.gpu_models or [n.gpu_model for n in p.cluster.nodes if n.gpu_model]
-                raise unknown_profile_error(f"{path}.mig", w.mig, p.catalog, present)
-            for j, m in enumerate(models):
-                if w.mig not in {pr.name for pr in m.profiles}:
-                    raise InputError(f"{path}.gpu_models[{j}]", f"{m.name} does not support profile {w.mig!r}")
-        for field in ("required", "preferred"):
-            lvl = getattr(w.topology, field)
-            if lvl is not None and lvl not in levels:
-                raise InputError(f"{path}.topology.{field}",
-                                 f"unknown topology level {lvl!r}{suggest(lvl, levels)}; levels: {sorted(levels)}")
+        with errors.catch():
+            _check_workload(p, i, w, names, all_profiles, levels)
+    errors.raise_any()
+
+
+def _check_workload(p: Problem, i: int, w: Workload, names: set[str], all_profiles: set[str],
+                    levels: set[str]) -> None:
+    from capplan.model.problem import unknown_profile_error
+
+    path = f"workloads[{i}]"
+    if w.name in names:
+        raise InputError(f"{path}.name", f"duplicate workload name {w.name!r}; names must be unique")
+    names.add(w.name)
+    models = [p.catalog.get(m, f"{path}.gpu_models[{j}]") for j, m in enumerate(w.gpu_models or ())]
+    if w.gpu_models is not None and not w.gpu_models:
+        raise InputError(f"{path}.gpu_models", "an empty list allows no GPU; omit the field to allow any")
+    if w.mig is not None and w.mig != "auto":
+        if w.mig not in all_profiles:
+            present = w.gpu_models or [n.gpu_model for n in p.cluster.nodes if n.gpu_model]
+            raise unknown_profile_error(f"{path}.mig", w.mig, p.catalog, present)
+        for j, m in enumerate(models):
+            if w.mig not in {pr.name for pr in m.profiles}:
+                raise InputError(f"{path}.gpu_models[{j}]", f"{m.name} does not support profile {w.mig!r}")
+    for field in ("required", "preferred"):
+        lvl = getattr(w.topology, field)
+        if lvl is not None and lvl not in levels:
+            raise InputError(f"{path}.topology.{field}",
+                             f"unknown topology level {lvl!r}{suggest(lvl, levels)}; levels: {sorted(levels)}")
 
 
 def _check_running(p: Problem) -> None:

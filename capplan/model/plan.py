@@ -7,12 +7,13 @@ Schema generated from these models.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
-from capplan.model.errors import InputError
-from capplan.model.units import Frozen
+from capplan.model.errors import InputError, close_matches, describe, suggest
+from capplan.model.units import Float, Frozen, Int, Name, Str
 
 Status = Literal["optimal", "feasible", "infeasible", "unknown"]
 PLAN_FORMAT_VERSION = 1
@@ -21,19 +22,19 @@ PLAN_FORMAT_VERSION = 1
 class MigSlot(Frozen):
     """A MIG instance (or AMD partition): its profile and start on the memory-slice axis."""
 
-    profile: str
-    start: int = Field(ge=0)
+    profile: Name
+    start: Int = Field(ge=0, le=64)
 
 
 class Assignment(Frozen):
     """Where one replica runs: a node and, for GPU demands, the GPU indices and slice or share."""
 
-    workload: str
-    replica: int = Field(ge=0)
-    node: str
-    gpus: tuple[int, ...] = ()
+    workload: Name
+    replica: Int = Field(ge=0)
+    node: Name
+    gpus: tuple[Int, ...] = ()
     mig: MigSlot | None = None
-    fraction: float | None = Field(default=None, gt=0, le=1)
+    fraction: Float | None = Field(default=None, gt=0, le=1)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -44,28 +45,28 @@ class Assignment(Frozen):
 class Unplaced(Frozen):
     """Replicas of one workload left unplaced, with a reason a user can act on."""
 
-    workload: str
-    replicas: tuple[int, ...]
-    reason: str
+    workload: Name
+    replicas: tuple[Int, ...]
+    reason: Str
 
 
 class Eviction(Frozen):
     """A running replica the plan stops to make room for higher-priority work."""
 
-    workload: str
-    replica: int
-    node: str
-    reason: str
+    workload: Name
+    replica: Int
+    node: Name
+    reason: Str
 
 
 class Migration(Frozen):
     """A running replica the plan moves from one node (or GPU) to another."""
 
-    workload: str
-    replica: int
-    from_node: str
-    to_node: str
-    reason: str
+    workload: Name
+    replica: Int
+    from_node: Name
+    to_node: Name
+    reason: Str
 
 
 class Plan(Frozen):
@@ -76,15 +77,15 @@ class Plan(Frozen):
     highest priority whose objective is below its bound (0 when every bound is met).
     """
 
-    format_version: int = PLAN_FORMAT_VERSION
+    format_version: Int = PLAN_FORMAT_VERSION
     status: Status
-    strategy: str
-    objective: tuple[float, ...] = ()
-    bound: tuple[float, ...] = ()
-    priorities: tuple[int, ...] = ()
-    gap: float = Field(default=0.0, ge=0)
-    solve_seconds: float = Field(default=0.0, ge=0)
-    seed: int = 0
+    strategy: Str
+    objective: tuple[Float, ...] = ()
+    bound: tuple[Float, ...] = ()
+    priorities: tuple[Int, ...] = ()
+    gap: Float = Field(default=0.0, ge=0)
+    solve_seconds: Float = Field(default=0.0, ge=0)
+    seed: Int = 0
     assignments: tuple[Assignment, ...] = ()
     unplaced: tuple[Unplaced, ...] = ()
     evictions: tuple[Eviction, ...] = ()
@@ -93,9 +94,20 @@ class Plan(Frozen):
 
     def to_json(self) -> str:
         """Serialise to the JSON plan format: one line per assignment, null fields left out."""
-        data = self.model_dump(mode="json", exclude_none=True)
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"assignments"})
         parts = []
-        for key, val in data.items():
+        for key in type(self).model_fields:
+            if key == "assignments":
+                val: Any = self.assignments
+                if val:
+                    items = ",\n".join([_assignment_line(a) for a in self.assignments])
+                    parts.append(f' "assignments": [\n{items}\n ]')
+                    continue
+                val = []
+            elif key in data:
+                val = data[key]
+            else:
+                continue
             if isinstance(val, list) and val and isinstance(val[0], dict):
                 items = ",\n".join(f"  {json.dumps(x)}" for x in val)
                 parts.append(f" {json.dumps(key)}: [\n{items}\n ]")
@@ -109,15 +121,32 @@ class Plan(Frozen):
         try:
             return cls.model_validate_json(text)
         except ValidationError as exc:
-            raise input_error_from(exc, "") from None
+            raise input_error_from(exc, "", Plan) from None
 
     @classmethod
     def from_data(cls, data: Any) -> Plan:
         """Build a plan from already-parsed JSON data."""
         try:
+            if not isinstance(data, dict):
+                raise InputError("", f"a plan is a JSON object, got {describe(data)}")
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise input_error_from(exc, "") from None
+            raise input_error_from(exc, "", Plan) from None
+
+
+_str = json.encoder.encode_basestring_ascii  # what json.dumps uses
+
+
+def _assignment_line(a: Assignment) -> str:
+    """``json.dumps`` of the assignment's JSON dump (null fields left out), indented by two: the same
+    text without going through pydantic's serialiser and the generic encoder (a plan may hold 200k)."""
+    line = (f'  {{"workload": {_str(a.workload)}, "replica": {int(a.replica)}, "node": {_str(a.node)}, '
+            f'"gpus": [{", ".join([str(int(g)) for g in a.gpus])}]')
+    if a.mig is not None:
+        line += f', "mig": {{"profile": {_str(a.mig.profile)}, "start": {int(a.mig.start)}}}'
+    if a.fraction is not None:
+        line += f', "fraction": {json.dumps(a.fraction)}'
+    return line + "}"
 
 
 def json_schema() -> dict[str, Any]:
@@ -139,11 +168,84 @@ def loc_path(prefix: str, loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def input_error_from(exc: ValidationError, prefix: str) -> InputError:
-    """Convert the first error of a pydantic ValidationError into an :class:`InputError`."""
-    err = exc.errors()[0]
-    loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith("function-")))
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = "unknown field; check its spelling (see docs/formats.md)"
-    return InputError(loc_path(prefix, loc), msg)
+def _unwrap(ann: Any) -> list[Any]:
+    """The types an annotation may hold (Optional, unions and Annotated taken apart)."""
+    origin = get_origin(ann)
+    if origin is Annotated:
+        return _unwrap(get_args(ann)[0])
+    if origin in (Union, UnionType):
+        return [t for a in get_args(ann) for t in _unwrap(a)]
+    return [ann]
+
+
+def _fields_at(model: Any, loc: tuple[int | str, ...]) -> list[str]:
+    """Field names of the pydantic model found at ``loc`` below ``model`` (empty if none)."""
+    types = [model]
+    for part in loc:
+        nxt: list[Any] = []
+        for t in types:
+            for u in _unwrap(t):
+                origin = get_origin(u)
+                if isinstance(u, type) and issubclass(u, BaseModel) and isinstance(part, str):
+                    if part in u.model_fields:
+                        nxt.append(u.model_fields[part].annotation)
+                elif origin in (tuple, list) and isinstance(part, int):
+                    nxt.extend(a for a in get_args(u) if a is not Ellipsis)
+                elif origin is dict:
+                    nxt.append(get_args(u)[1])
+        if not nxt:
+            return []  # a union branch name or a field without a model
+        types = nxt
+    names: list[str] = []
+    for t in types:
+        for u in _unwrap(t):
+            if isinstance(u, type) and issubclass(u, BaseModel):
+                names.extend(u.model_fields)
+    return names
+
+
+def _clean(loc: Any) -> tuple[int | str, ...]:
+    scalars = {"int", "str", "float", "bool", "tuple[float, ...]", "tuple[int, ...]", "tuple[str, ...]"}
+    return tuple(x for x in loc if not (isinstance(x, str) and (x.startswith(("function-", "lax-", "strict-"))
+                                                                  or x in scalars)))
+
+
+def input_error_from(exc: ValidationError, prefix: str, model: Any = None, origin: str = "") -> InputError:
+    """Convert every error of a pydantic ValidationError into one :class:`InputError`.
+
+    With ``model`` (the validated class), an unknown field is named with a ``did you mean`` hint
+    from the fields allowed at its place, and the "missing" error of the field it misspells is
+    dropped (``term_period`` is reported as unknown, not ``term_periods`` as missing).
+    """
+    errors = exc.errors()
+    problems: list[tuple[str, str]] = []
+    replaced: set[tuple[int | str, ...]] = set()
+    extra: list[tuple[tuple[int | str, ...], str]] = []
+    for err in errors:
+        loc = _clean(err["loc"])
+        if err["type"] == "extra_forbidden" and loc:
+            allowed = _fields_at(model, loc[:-1]) if model is not None else []
+            key = str(loc[-1])
+            close = close_matches(key, allowed, 1) if allowed else []
+            missing = {_clean(e["loc"]) for e in errors if e["type"] == "missing"}
+            if close and (*loc[:-1], close[0]) in missing:
+                replaced.add((*loc[:-1], close[0]))
+            hint = suggest(key, allowed) if allowed else ""
+            extra.append((loc, f"unknown field {key!r}{hint}" + ("" if hint else "; check its spelling "
+                                                                  "(see docs/formats.md)")))
+    extra_locs = {loc: msg for loc, msg in extra}
+    for err in errors:
+        loc = _clean(err["loc"])
+        if loc in extra_locs:
+            msg = extra_locs.pop(loc)
+        elif err["type"] == "extra_forbidden" or (err["type"] == "missing" and loc in replaced):
+            continue
+        elif err["type"] == "missing":
+            msg = "is required"
+        else:
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            if err["type"] in ("int_type", "float_type", "bool_type", "string_type", "literal_error"):
+                msg += f", got {err['input']!r}"[:120]
+        problems.append((loc_path(prefix, loc), f"{origin}: {msg}" if origin else msg))
+    unique = list(dict.fromkeys(problems))
+    return InputError.of(unique or [(prefix, str(exc))])

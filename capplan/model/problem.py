@@ -16,9 +16,10 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from capplan.model.catalog import Catalog, GpuModel, MigProfile
+from capplan.model.decode import LIMITS
 from capplan.model.errors import InputError, suggest
 from capplan.model.plan import Assignment, MigSlot
-from capplan.model.units import MILLI, UNITS_PER_GPU, Frozen, cores_to_milli, gib_to_mib
+from capplan.model.units import MILLI, UNITS_PER_GPU, Bool, Float, Frozen, Int, Name, Str, cores_to_milli, gib_to_mib
 
 Kind = Literal["training", "inference", "shared"]
 Isolation = Literal["none", "tenant", "node"]
@@ -32,10 +33,10 @@ MigStrategy = Literal["mixed", "single"]
 class Domain(Frozen):
     """A topology domain above the node level (a block, a rack, ...)."""
 
-    level: str
-    name: str
-    parent: str | None = None
-    power_w: int | None = Field(default=None, ge=0)
+    level: Name
+    name: Name
+    parent: Str | None = None
+    power_w: Int | None = Field(default=None, ge=0, le=LIMITS.power_kw * 1000)
 
 
 class GpuMode(Frozen):
@@ -45,7 +46,7 @@ class GpuMode(Frozen):
     one, any valid MIG instance may be created.
     """
 
-    gpu: int = Field(ge=0)
+    gpu: Int = Field(ge=0, lt=LIMITS.gpus_per_node)
     mode: Literal["whole", "mig", "shared"]
     layout: tuple[MigSlot, ...] | None = None
 
@@ -58,12 +59,12 @@ class Node(Frozen):
     as ``nvidia.com/gpu``; only ``mig_strategy: single`` workloads of that profile use them.
     """
 
-    name: str
-    path: tuple[str, ...] = ()
-    gpu_model: str | None = None
-    gpus: int = Field(default=0, ge=0)
-    cpu_milli: int = Field(ge=0)
-    memory_mib: int = Field(ge=0)
+    name: Name
+    path: tuple[Str, ...] = ()
+    gpu_model: Str | None = None
+    gpus: Int = Field(default=0, ge=0, le=LIMITS.gpus_per_node)
+    cpu_milli: Int = Field(ge=0, le=LIMITS.cpu_cores * MILLI)
+    memory_mib: Int = Field(ge=0, le=LIMITS.memory_gib * 1024)
     gpu_modes: tuple[GpuMode, ...] = ()
     mig_strategy: MigStrategy = "mixed"
 
@@ -90,8 +91,8 @@ class Node(Frozen):
 class Cluster(Frozen):
     """Topology levels (outermost first, ending with ``node``), domains and nodes."""
 
-    name: str = "cluster"
-    levels: tuple[str, ...] = ("node",)
+    name: Str = "cluster"
+    levels: tuple[Name, ...] = ("node",)
     domains: tuple[Domain, ...] = ()
     nodes: tuple[Node, ...] = ()
 
@@ -115,8 +116,8 @@ class Cluster(Frozen):
 class Topology(Frozen):
     """Topology wishes: ``required`` level (all replicas in one domain), ``preferred`` (pack tightly)."""
 
-    required: str | None = None
-    preferred: str | None = None
+    required: Str | None = None
+    preferred: Str | None = None
 
 
 class Workload(Frozen):
@@ -129,25 +130,25 @@ class Workload(Frozen):
     single-strategy nodes of that profile (the default ``mixed`` asks ``nvidia.com/mig-<profile>``).
     """
 
-    name: str = Field(min_length=1)
+    name: Name
     kind: Kind = "inference"
-    replicas: int = Field(default=1, gt=0)
-    gpus: int | None = Field(default=None, gt=0)
-    mig: str | None = None
-    gpu_fraction: float | None = Field(default=None, gt=0, lt=1)
-    gpu_memory_gib: float | None = Field(default=None, ge=0)
-    cpu: float = Field(default=0, ge=0)
-    memory_gib: float = Field(default=0, ge=0)
-    gpu_models: tuple[str, ...] | None = None
+    replicas: Int = Field(default=1, gt=0, le=LIMITS.replicas)
+    gpus: Int | None = Field(default=None, gt=0, le=LIMITS.gpus_per_node)
+    mig: Name | None = None
+    gpu_fraction: Float | None = Field(default=None, gt=0, lt=1)
+    gpu_memory_gib: Float | None = Field(default=None, ge=0, le=LIMITS.memory_gib)
+    cpu: Float = Field(default=0, ge=0, le=LIMITS.cpu_cores)
+    memory_gib: Float = Field(default=0, ge=0, le=LIMITS.memory_gib)
+    gpu_models: tuple[Name, ...] | None = None
     topology: Topology = Topology()
-    tenant: str = "default"
+    tenant: Name = "default"
     isolation: Isolation = "none"
-    priority: int = 0
+    priority: Int = Field(default=0, ge=-LIMITS.weight, le=LIMITS.weight)
     sla: Sla = "best-effort"
-    preemptible: bool = False
-    migratable: bool = False
-    migration_cost: int = Field(default=1, ge=0)
-    mixed_models: bool = False
+    preemptible: Bool = False
+    migratable: Bool = False
+    migration_cost: Int = Field(default=1, ge=0, le=LIMITS.weight)
+    mixed_models: Bool = False
     mig_strategy: MigStrategy = "mixed"
 
     @model_validator(mode="after")

@@ -7,7 +7,18 @@ these helpers convert once, when a problem is built.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, Strict
+
+#: Strict scalar types: no coercion of ``"3"`` to 3, ``3.0`` to 3 or ``"yes"`` to True.
+Int = Annotated[int, Strict()]
+Bool = Annotated[bool, Strict()]
+Str = Annotated[str, Strict()]
+#: A number (an integer is accepted); never a string or a boolean. Finite by :class:`Frozen`.
+Float = Annotated[float, Strict()]
+#: A non-empty string: a name.
+Name = Annotated[str, Strict(), Field(min_length=1)]
 
 #: Demand units per whole GPU. 7000 is divisible by 7, 4 and 8 (MIG / A30 / MI300X compute
 #: slices) and by 1000 (milli-GPU fractions), so every demand is an exact integer.
@@ -17,9 +28,9 @@ MIB_PER_GIB = 1024
 
 
 class Frozen(BaseModel):
-    """Immutable, strictly validated pydantic model (unknown fields are errors)."""
+    """Immutable, strictly validated pydantic model (unknown fields and NaN or infinite numbers are errors)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 def gib_to_mib(gib: float) -> int:

@@ -8,6 +8,7 @@ through :func:`assert_valid` before it is returned; a violation raises
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -153,11 +154,47 @@ def _check_gpu(node: Node, model: GpuModel, g: int,
     return v
 
 
+class _Shapes:
+    """Per-plan caches for :func:`_shape`: the outcome of a shape check depends only on the workload,
+    request (GPUs, MIG, share, GPU memory, allowed models), the node's GPU model, and the assignment's
+    GPU count, MIG profile and share (GPU indices are checked per assignment), so a
+    clean outcome is computed once per such key (violations are always recomputed with their text)."""
+
+    def __init__(self, p: Problem) -> None:
+        self.p = p
+        self.memo: dict[tuple[object, ...], tuple[int, int]] = {}
+        self.models: dict[str, GpuModel] = {}
+
+    def model(self, name: str) -> GpuModel:
+        m = self.models.get(name)
+        if m is None:
+            m = self.models[name] = self.p.catalog.get(name)
+        return m
+
+    def check(self, w: Workload, a: Assignment, node: Node) -> tuple[list[str], int, int]:
+        """Same result as :func:`_shape`."""
+        gs = a.gpus
+        n = len(gs)
+        ok_idx = 0 <= gs[0] < node.gpus if n == 1 else len(set(gs)) == n and all(0 <= g < node.gpus for g in gs)
+        if not ok_idx:
+            return _shape(self.p, w, a, node)
+        key = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, None if w.gpu_models is None else tuple(w.gpu_models),
+               node.gpu_model, n, None if a.mig is None else a.mig.profile, a.mig is None, a.fraction)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return [], hit[0], hit[1]
+        v, units, mem = _shape(self.p, w, a, node)
+        if not v:
+            self.memo[key] = (units, mem)
+        return v, units, mem
+
+
 def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str]:
     """Check resource rules of a set of assignments (shapes, GPUs, MIG, CPU, memory, isolation, power)."""
     v: list[str] = []
     nodes = {n.name: n for n in p.cluster.nodes}
     works = {w.name: w for w in p.workloads}
+    shapes = _Shapes(p)
     per_gpu: dict[tuple[str, int], list[tuple[Assignment, Workload, int]]] = defaultdict(list)
     per_node: dict[str, list[tuple[Assignment, Workload]]] = defaultdict(list)
     for a in assignments:
@@ -165,29 +202,45 @@ def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str
         if w is None or node is None:
             v.append(f"{a.workload}[{a.replica}]: unknown workload or node {a.node!r}")
             continue
-        sv, _, mem = _shape(p, w, a, node)
-        v.extend(sv)
+        sv, _, mem = shapes.check(w, a, node)
+        if sv:
+            v.extend(sv)
         per_node[node.name].append((a, w))
+        nname = node.name
         for g in a.gpus:
             if 0 <= g < node.gpus:
-                per_gpu[(node.name, g)].append((a, w, mem))
-    for (nname, g), items in sorted(per_gpu.items()):
+                per_gpu[(nname, g)].append((a, w, mem))
+    gpu_v: list[tuple[tuple[str, int], list[str]]] = []
+    for (nname, g), items in per_gpu.items():
         node = nodes[nname]
+        if len(items) == 1 and items[0][1].gpus is not None and not node.gpu_modes:
+            continue  # one replica alone on a whole GPU of a node without preset modes: nothing to check
         assert node.gpu_model is not None
-        v.extend(_check_gpu(node, p.catalog.get(node.gpu_model), g, items))
-    for nname, nitems in sorted(per_node.items()):
+        gv = _check_gpu(node, shapes.model(node.gpu_model), g, items)
+        if gv:
+            gpu_v.append(((nname, g), gv))
+    for _, gv in sorted(gpu_v):
+        v.extend(gv)
+    node_v: list[tuple[str, list[str]]] = []
+    for nname, nitems in per_node.items():
         node = nodes[nname]
         cpu = sum(w.cpu_milli for _, w in nitems)
         mem = sum(w.memory_mib for _, w in nitems)
+        nv: list[str] = []
         if cpu > node.cpu_milli:
-            v.append(f"node {nname}: CPU {cpu / MILLI:g} cores requested, {node.cpu_milli / MILLI:g} available")
+            nv.append(f"node {nname}: CPU {cpu / MILLI:g} cores requested, {node.cpu_milli / MILLI:g} available")
         if mem > node.memory_mib:
-            v.append(f"node {nname}: memory {mem} MiB requested, {node.memory_mib} MiB available")
-        tenants = {w.tenant for _, w in nitems}
-        if len(tenants) > 1 and any(w.isolation == "node" for _, w in nitems):
-            v.append(f"node {nname}: node isolation violated, tenants {sorted(tenants)} share it")
+            nv.append(f"node {nname}: memory {mem} MiB requested, {node.memory_mib} MiB available")
+        if any(w.isolation == "node" for _, w in nitems):
+            tenants = {w.tenant for _, w in nitems}
+            if len(tenants) > 1:
+                nv.append(f"node {nname}: node isolation violated, tenants {sorted(tenants)} share it")
+        if nv:
+            node_v.append((nname, nv))
+    for _, nv in sorted(node_v):
+        v.extend(nv)
     v.extend(_check_mig_strategy(p, per_node))
-    v.extend(_check_power(p, {k for k in per_gpu}))
+    v.extend(_check_power(p, set(per_gpu)))
     return v
 
 
@@ -228,10 +281,12 @@ def _check_power(p: Problem, busy: set[tuple[str, int]]) -> list[str]:
     draw: dict[tuple[str, str], int] = defaultdict(int)
     levels = p.cluster.levels
     unknown: set[str] = set()
-    for n in p.cluster.nodes:
-        count = sum(1 for g in range(n.gpus) if (n.name, g) in busy)
-        if not count:
-            continue
+    busy_per_node: dict[str, int] = defaultdict(int)
+    for nname, _ in busy:  # the work scales with the busy GPUs, never with the GPUs declared
+        busy_per_node[nname] += 1
+    nodes = {n.name: n for n in p.cluster.nodes}
+    for nname, count in sorted(busy_per_node.items()):
+        n = nodes[nname]
         assert n.gpu_model is not None
         tdp = p.catalog.get(n.gpu_model).tdp_w
         for lvl, dom in zip(levels[:-1], n.path, strict=True):
@@ -273,6 +328,19 @@ def check_plan(p: Problem, plan: Plan) -> list[str]:
     v.extend(_check_groups(p, placed))
     v.extend(_check_running(p, plan, placed))
     v.extend(_check_summary(p, plan, placed))
+    v.extend(_check_numbers(plan))
+    return v
+
+
+def _check_numbers(plan: Plan) -> list[str]:
+    """The plan's own numbers: finite objective, bound, gap and time; a gap in 0..1."""
+    v = [f"{name} {list(values)} holds a value that is not a finite number"
+         for name, values in (("objective", plan.objective), ("bound", plan.bound))
+         if not all(math.isfinite(x) for x in values)]
+    if not math.isfinite(plan.gap) or not 0 <= plan.gap <= 1:
+        v.append(f"gap {plan.gap} is not a finite number in 0..1")
+    if not math.isfinite(plan.solve_seconds) or plan.solve_seconds < 0:
+        v.append(f"solve_seconds {plan.solve_seconds} is not a finite number >= 0")
     return v
 
 
@@ -303,6 +371,11 @@ def _check_running(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignm
     evicted = {(e.workload, e.replica): e for e in plan.evictions}
     migrated = {(m.workload, m.replica): m for m in plan.migrations}
     prio = {w.name: w.priority for w in p.workloads}
+    newcomer: dict[str, int] = {}  # per node, the highest priority of a replica placed there that was not running
+    if evicted:
+        for x in plan.assignments:
+            if x.workload in prio and x.key not in running:
+                newcomer[x.node] = max(newcomer.get(x.node, prio[x.workload]), prio[x.workload])
     for key, e in evicted.items():
         w = p.workload(e.workload) if e.workload in prio else None
         if key not in running or w is None:
@@ -312,8 +385,7 @@ def _check_running(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignm
             v.append(f"{w.name} is not preemptible but replica {e.replica} is evicted")
         if key in placed:
             v.append(f"{w.name}[{e.replica}] is evicted and placed at once; list it as a migration")
-        if not any(a.node == e.node and prio[a.workload] > w.priority and a.key not in running
-                   for a in plan.assignments if a.workload in prio):
+        if newcomer.get(e.node, w.priority) <= w.priority:
             v.append(f"{w.name}[{e.replica}] is evicted without a higher-priority replica taking its node")
     for key, m in migrated.items():
         if key not in running or m.workload not in prio:
@@ -344,12 +416,15 @@ def _check_summary(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignm
     if tuple(plan.priorities) != p.priorities:
         v.append(f"priorities {list(plan.priorities)} differ from the problem's {list(p.priorities)}")
         return v
-    nodes = {n.name: n for n in p.cluster.nodes}
     units: dict[int, int] = defaultdict(int)
+    nodes = {n.name: n for n in p.cluster.nodes}
+    value: dict[str, int] = {}  # per workload: the value is fixed by the workload
     for a in placed.values():
         w, node = works.get(a.workload), nodes.get(a.node)
         if w is not None and node is not None:
-            units[w.priority] += replica_value(p, w)
+            if w.name not in value:
+                value[w.name] = replica_value(p, w)
+            units[w.priority] += value[w.name]
     expected = [units_to_gpus(units[q]) for q in p.priorities]
     if len(plan.objective) != len(expected) or any(abs(x - y) > _TOL for x, y in zip(plan.objective, expected,
                                                                                        strict=False)):

@@ -21,6 +21,10 @@ from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.progress import Heartbeat
 
 log = logging.getLogger(__name__)
+log.addHandler(logging.NullHandler())
+
+MIN_SOLVE_SECONDS = 0.05
+"""The least time a strategy is given, however little of the limit is left (it then returns its fastest plan)."""
 
 
 def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None, **kw: Any) -> Plan:
@@ -34,7 +38,9 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
         ``auto`` (by size) or a registered name (``greedy``, ``cpsat``, ``heuristic``, ``lns``,
         ``decompose``, ``patterns``, or one added with :func:`~capplan.placement.strategies.register`).
     options
-        Solver settings; keyword arguments override its fields.
+        Solver settings; keyword arguments override its fields. ``time_limit`` covers the strategy
+        and the validation of its plan: the strategy gets the limit less the validator's expected
+        share (:mod:`capplan.placement.core.budget`) and less the time its module takes to import.
 
     Raises
     ------
@@ -48,24 +54,33 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     A strategy that raises or returns a plan the validator rejects is a bug; rather than failing, the
     greedy plan is returned with ``metrics.fallback_from`` (the failed strategy) and ``metrics.warning``.
     """
-    from capplan.placement.strategies import STRATEGIES, choose_strategy
+    start = time.perf_counter()
+    from capplan.placement.core.budget import VALIDATE_COST, reserve
+    from capplan.placement.strategies import STRATEGIES, choose_strategy, loaded
 
     opts = replace(options or PlanOptions(), **kw)
     name = choose_strategy(p) if strategy == "auto" else strategy
     if name not in STRATEGIES:
         raise InputError("strategy", f"unknown strategy {name!r}{suggest(name, STRATEGIES)}; "
                                      f"choose from {', '.join(sorted(STRATEGIES))} or auto")
+    fn = loaded(STRATEGIES[name])  # the import counts against the limit, outside the strategy's clock
+    keep = reserve(p, opts.time_limit, VALIDATE_COST)
+    left = opts.time_limit - (time.perf_counter() - start) - keep
+    log.info("strategy %s ready at %.2f s; it gets %.2f s (%.2f s kept for the validator)", name,
+             time.perf_counter() - start, max(MIN_SOLVE_SECONDS, left), keep)
     t0 = time.perf_counter()
     beat = Heartbeat(opts.progress, name) if opts.progress else None
     try:
         with beat or contextlib.nullcontext():
-            plan = STRATEGIES[name](p, replace(opts, progress=beat) if beat else opts)
+            run = replace(opts, time_limit=max(MIN_SOLVE_SECONDS, left), progress=beat or opts.progress)
+            plan = fn(p, run)
         problems = check_plan(p, plan)
     except (InputError, KeyboardInterrupt, MemoryError):
         raise
     except Exception as exc:  # a strategy bug must not cost the user the plan: fall back below
         problems = [f"{type(exc).__name__}: {exc}"]
         log.exception("strategy %s failed", name)
+    log.info("strategy %s returned at %.2f s", name, time.perf_counter() - start)
     if problems:
         plan = assert_valid(p, _fallback(p, name, opts, problems, t0))  # checked once more: never emit a bad plan
     if not plan.solve_seconds:

@@ -7,25 +7,89 @@ so ``import capplan`` does not load OR-Tools.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
+from capplan.model.plan import Plan
 from capplan.model.problem import Problem
-from capplan.placement.core.options import Strategy
-from capplan.placement.cpsat.solve import plan_cpsat
-from capplan.placement.decompose import plan_decompose
-from capplan.placement.greedy import plan_greedy
-from capplan.placement.heuristics.run import plan_heuristic
-from capplan.placement.lns import plan_lns
-from capplan.placement.patterns import plan_patterns, suits
+from capplan.placement.core.options import PlanOptions, Strategy
+
+Loader = Callable[[], Callable[..., Plan]]
+
+
+# Each loader imports its strategy when first called (``patterns`` and ``heuristic`` never load OR-Tools).
+def _greedy() -> Callable[..., Plan]:
+    from capplan.placement.greedy import plan_greedy
+
+    return plan_greedy
+
+
+def _cpsat() -> Callable[..., Plan]:
+    from capplan.placement.cpsat.solve import plan_cpsat
+
+    return plan_cpsat
+
+
+def _heuristic() -> Callable[..., Plan]:
+    from capplan.placement.heuristics.run import plan_heuristic
+
+    return plan_heuristic
+
+
+def _lns() -> Callable[..., Plan]:
+    from capplan.placement.lns import plan_lns
+
+    return plan_lns
+
+
+def _decompose() -> Callable[..., Plan]:
+    from capplan.placement.decompose import plan_decompose
+
+    return plan_decompose
+
+
+def _patterns() -> Callable[..., Plan]:
+    from capplan.placement.patterns.strategy import plan_patterns
+
+    return plan_patterns
+
+
+class _Lazy:
+    """A strategy imported on its first call; picklable (it holds a module-level loader), so it can
+    be passed to process pools like a function."""
+
+    def __init__(self, load: Loader) -> None:
+        self.load = load
+
+    def __call__(self, p: Problem, options: PlanOptions, **kw: Any) -> Plan:
+        return self.load()(p, options, **kw)
+
+    def __repr__(self) -> str:
+        return f"lazy {self.load.__name__.lstrip('_')}"
+
 
 STRATEGIES: dict[str, Strategy] = {
-    "greedy": plan_greedy,
-    "cpsat": plan_cpsat,
-    "heuristic": plan_heuristic,
-    "lns": plan_lns,
+    "greedy": _Lazy(_greedy),
+    "cpsat": _Lazy(_cpsat),
+    "heuristic": _Lazy(_heuristic),
+    "lns": _Lazy(_lns),
     # a composite strategy gets its part solver passed in (a partial pickles for process pools and Ray)
-    "decompose": functools.partial(plan_decompose, part=plan_heuristic),
-    "patterns": plan_patterns,
+    "decompose": functools.partial(_Lazy(_decompose), part=_Lazy(_heuristic)),
+    "patterns": _Lazy(_patterns),
 }
+
+
+def loaded(fn: Strategy) -> Strategy:
+    """``fn`` with its modules imported (a table entry is imported on first use)."""
+    if isinstance(fn, _Lazy):
+        real: Strategy = fn.load()
+        return real
+    if isinstance(fn, functools.partial):
+        loaded(fn.func)
+        for v in fn.keywords.values():
+            if isinstance(v, _Lazy):
+                v.load()
+    return fn
 
 
 def register(name: str, fn: Strategy) -> None:
@@ -38,6 +102,8 @@ def choose_strategy(p: Problem) -> str:
     replicas = sum(w.replicas for w in p.workloads)
     if "cpsat" in STRATEGIES and replicas <= 5000 and len(p.cluster.nodes) <= 1000:
         return "cpsat"
+    from capplan.placement.patterns.strategy import suits
+
     if "patterns" in STRATEGIES and suits(p):
         return "patterns"  # many interchangeable nodes: node-pattern column generation
     if "lns" in STRATEGIES and replicas <= 20000 and len(p.cluster.nodes) <= 2000:

@@ -13,136 +13,137 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from capplan.io.files import load_yaml_or_json
-from capplan.model.errors import InputError
-from capplan.model.units import Frozen
+from capplan.model.errors import InputError, describe
+from capplan.model.plan import input_error_from
+from capplan.model.units import Bool, Float, Frozen, Int, Name, Str
 
 #: A period reference: a label such as ``2027-03`` (``2027-03-01`` for weekly horizons)
 #: or a 0-based period index.
-PeriodRef = int | str
+PeriodRef = Int | Str
 #: Demand of one class: one number for every period, or one number per period.
-DemandSeries = float | tuple[float, ...]
+DemandSeries = Float | tuple[Float, ...]
 
 
 class Horizon(Frozen):
     """Planning horizon: ``periods`` periods of one ``period`` each, from ``start``."""
 
-    start: str
-    periods: int = Field(gt=0, le=520)
+    start: Str
+    periods: Int = Field(gt=0, le=520)
     period: Literal["month", "week"] = "month"
-    hours_per_period: float | None = Field(default=None, gt=0)
+    hours_per_period: Float | None = Field(default=None, gt=0)
 
 
 class Site(Frozen):
     """A data-centre site with finite power and rack space."""
 
-    name: str = Field(min_length=1)
-    power_kw: float | None = Field(default=None, gt=0)
-    rack_units: float | None = Field(default=None, gt=0)
-    max_installs_per_period: int | None = Field(default=None, ge=0)
-    power_price_per_kwh: float = Field(default=0.0, ge=0)
-    pue: float = Field(default=1.0, ge=1.0)
+    name: Name
+    power_kw: Float | None = Field(default=None, gt=0)
+    rack_units: Float | None = Field(default=None, gt=0)
+    max_installs_per_period: Int | None = Field(default=None, ge=0)
+    power_price_per_kwh: Float = Field(default=0.0, ge=0)
+    pue: Float = Field(default=1.0, ge=1.0)
 
 
 class FleetEntry(Frozen):
     """GPUs installed today at a site; they leave service at the start of ``retire``."""
 
-    site: str
-    model: str
-    count: int = Field(ge=0)
+    site: Str
+    model: Str
+    count: Int = Field(ge=0)
     retire: PeriodRef | None = None
-    power_w: float | None = Field(default=None, gt=0)
-    rack_units_per_gpu: float = Field(default=1.0, ge=0)
+    power_w: Float | None = Field(default=None, gt=0)
+    rack_units_per_gpu: Float = Field(default=1.0, ge=0)
 
 
 class InFlightOrder(Frozen):
     """An order already placed (cannot be cancelled); in service from ``arrival``."""
 
-    site: str
-    model: str
-    count: int = Field(ge=0)
+    site: Str
+    model: Str
+    count: Int = Field(ge=0)
     arrival: PeriodRef
-    power_w: float | None = Field(default=None, gt=0)
-    rack_units_per_gpu: float = Field(default=1.0, ge=0)
+    power_w: Float | None = Field(default=None, gt=0)
+    rack_units_per_gpu: Float = Field(default=1.0, ge=0)
 
 
 class Tier(Frozen):
     """A priority tier: ``guaranteed`` (service level) or ``flexible`` (deferrable, lost at a penalty)."""
 
-    name: str = Field(min_length=1)
+    name: Name
     kind: Literal["guaranteed", "flexible"]
-    service_level: float = Field(default=1.0, gt=0, le=1)
-    penalty_per_gpu_hour: float | None = Field(default=None, ge=0)
-    max_deferral_periods: int = Field(default=0, ge=0)
-    deferral_penalty_per_gpu_hour: float = Field(default=0.0, ge=0)
-    spot: bool | None = None
+    service_level: Float = Field(default=1.0, gt=0, le=1)
+    penalty_per_gpu_hour: Float | None = Field(default=None, ge=0)
+    max_deferral_periods: Int = Field(default=0, ge=0)
+    deferral_penalty_per_gpu_hour: Float = Field(default=0.0, ge=0)
+    spot: Bool | None = None
 
 
 class WorkloadClass(Frozen):
     """A workload class: acceptable GPU models with relative throughput, tier and gang shape."""
 
-    name: str = Field(min_length=1)
-    tier: str
-    models: dict[str, float] = Field(min_length=1)
-    gang_size: int = Field(default=1, ge=1)
+    name: Name
+    tier: Str
+    models: dict[Name, Float] = Field(min_length=1)
+    gang_size: Int = Field(default=1, ge=1)
     topology: Literal["node", "site"] = "node"
 
 
 class Purchase(Frozen):
     """Buying GPUs: lead time, lots, supply cap, depreciation."""
 
-    name: str | None = None
-    model: str
-    sites: tuple[str, ...] | None = None
-    lead_time: int = Field(ge=0)
-    unit_cost: float = Field(ge=0)
-    power_w: float | None = Field(default=None, gt=0)
-    rack_units_per_gpu: float = Field(default=1.0, ge=0)
-    lot_size: int = Field(default=1, ge=1)
-    supply_cap: int | None = Field(default=None, ge=0)
-    depreciation_periods: int = Field(default=36, ge=1)
+    name: Str | None = None
+    model: Str
+    sites: tuple[Name, ...] | None = None
+    lead_time: Int = Field(ge=0)
+    unit_cost: Float = Field(ge=0)
+    power_w: Float | None = Field(default=None, gt=0)
+    rack_units_per_gpu: Float = Field(default=1.0, ge=0)
+    lot_size: Int = Field(default=1, ge=1)
+    supply_cap: Int | None = Field(default=None, ge=0)
+    depreciation_periods: Int = Field(default=36, ge=1)
 
 
 class Reserved(Frozen):
     """A cloud reserved term: GPUs committed for ``term_periods`` from a start period."""
 
-    name: str | None = None
-    model: str
-    term_periods: int = Field(ge=1)
-    price_per_gpu_hour: float = Field(ge=0)
-    block_gpus: int = Field(default=1, ge=1)
-    max_gpus: int | None = Field(default=None, ge=0)
+    name: Str | None = None
+    model: Str
+    term_periods: Int = Field(ge=1)
+    price_per_gpu_hour: Float = Field(ge=0)
+    block_gpus: Int = Field(default=1, ge=1)
+    max_gpus: Int | None = Field(default=None, ge=0)
     start_window: tuple[PeriodRef, PeriodRef] | None = None
 
 
 class CalendarBlock(Frozen):
     """Calendar capacity blocks (fixed size and duration, bounded count, start window)."""
 
-    name: str | None = None
-    model: str
-    gpus_per_block: int = Field(ge=1)
-    duration_periods: int = Field(ge=1)
-    max_blocks: int = Field(ge=0)
-    price_per_gpu_hour: float = Field(ge=0)
+    name: Str | None = None
+    model: Str
+    gpus_per_block: Int = Field(ge=1)
+    duration_periods: Int = Field(ge=1)
+    max_blocks: Int = Field(ge=0)
+    price_per_gpu_hour: Float = Field(ge=0)
     start_window: tuple[PeriodRef, PeriodRef] | None = None
 
 
 class OnDemand(Frozen):
     """On-demand cloud GPUs, bought per scenario and period (recourse)."""
 
-    name: str | None = None
-    model: str
-    price_per_gpu_hour: float = Field(ge=0)
-    max_gpus: float | None = Field(default=None, ge=0)
+    name: Str | None = None
+    model: Str
+    price_per_gpu_hour: Float = Field(ge=0)
+    max_gpus: Float | None = Field(default=None, ge=0)
 
 
 class Spot(Frozen):
     """Spot GPUs: cheap, interrupted at ``interruption_rate``; only for tiers that allow spot."""
 
-    name: str | None = None
-    model: str
-    price_per_gpu_hour: float = Field(ge=0)
-    interruption_rate: float = Field(default=0.0, ge=0, lt=1)
-    max_gpus: float | None = Field(default=None, ge=0)
+    name: Str | None = None
+    model: Str
+    price_per_gpu_hour: Float = Field(ge=0)
+    interruption_rate: Float = Field(default=0.0, ge=0, lt=1)
+    max_gpus: Float | None = Field(default=None, ge=0)
 
 
 class Options(Frozen):
@@ -158,17 +159,17 @@ class Options(Frozen):
 class Scenario(Frozen):
     """One demand scenario with its probability; demand in reference GPUs per class."""
 
-    name: str = Field(min_length=1)
-    probability: float = Field(gt=0, le=1)
+    name: Name
+    probability: Float = Field(gt=0, le=1)
     demand: dict[str, DemandSeries]
 
 
 class PlanningFile(Frozen):
     """The whole planning file (see ``docs/reservations.md``)."""
 
-    name: str = ""
+    name: Str = ""
     horizon: Horizon
-    gpus_per_node: int = Field(default=8, ge=1)
+    gpus_per_node: Int = Field(default=8, ge=1)
     sites: tuple[Site, ...] = ()
     fleet: tuple[FleetEntry, ...] = ()
     in_flight: tuple[InFlightOrder, ...] = ()
@@ -179,38 +180,22 @@ class PlanningFile(Frozen):
     demand_quantiles: dict[str, dict[str, DemandSeries]] | None = None
 
 
-def _loc(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in ("int", "str", "float", "tuple[float, ...]", "tuple[int, ...]"):
-            continue  # union branch names pydantic appends; not a field
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
 def parse_planning(data: Any, origin: str = "planning file") -> PlanningFile:
     """Validate raw (already loaded) data as a :class:`PlanningFile`.
 
     Raises
     ------
     InputError
-        Naming the field path of the first problem.
+        Naming the field path of every problem (up to a cap); a misspelled field is named with a
+        ``did you mean`` hint.
     """
     if not isinstance(data, dict):
-        raise InputError("", f"{origin}: expected a mapping with horizon, tiers, classes, options, scenarios")
+        raise InputError("", f"{origin}: a planning file is a mapping with horizon, tiers, classes, options and "
+                             f"scenarios (see docs/reservations.md), got {describe(data)}")
     try:
         return PlanningFile.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field; check the spelling against docs/reservations.md"
-        elif err["type"] == "missing":
-            msg = "required field is missing"
-        raise InputError(_loc(tuple(err["loc"])), f"{origin}: {msg}") from None
+        raise input_error_from(exc, "", PlanningFile, origin=origin) from None
 
 
 def load_planning(path: str | Path) -> PlanningFile:

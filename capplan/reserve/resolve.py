@@ -162,7 +162,7 @@ def _listed(r: Resolver, class_names: list[str]) -> Scenarios:
     for i, sc in enumerate(r.pf.scenarios):
         for cname in sc.demand:
             if cname not in class_names:
-                raise InputError(f"scenarios[{i}].demand.{cname}", f"unknown class{suggest(cname, class_names)}")
+                raise InputError(f"scenarios[{i}].demand.{cname}", _unknown_class(cname, class_names))
         names.append(sc.name)
         probs.append(sc.probability)
         demand.append([r.series(sc.demand.get(c, 0.0), f"scenarios[{i}].demand.{c}") for c in class_names])
@@ -181,7 +181,7 @@ def _levels(r: Resolver, class_names: list[str]) -> list[str]:
     for cname, qs in r.pf.demand_quantiles.items():
         path = f"demand_quantiles.{cname}"
         if cname not in class_names:
-            raise InputError(path, f"unknown class{suggest(cname, class_names)}")
+            raise InputError(path, _unknown_class(cname, class_names))
         for k in qs:
             if not _QUANTILE_KEY.match(k) or not 0 < float(k[1:]) < 100:
                 raise InputError(f"{path}.{k}", "quantile keys are p<percent>, e.g. p10, p50, p90")
@@ -217,3 +217,9 @@ def _quantiles(r: Resolver, class_names: list[str]) -> Scenarios:
                         f"is below {levels[j - 1]}; quantiles must not decrease",
                     )
     return names, probs, demand
+
+
+def _unknown_class(name: str, class_names: list[str]) -> str:
+    """``unknown class 'x' (did you mean ...?)``, or the list of classes when nothing is close."""
+    hint = suggest(name, class_names)
+    return f"unknown class {name!r}{hint}" + ("" if hint else f"; the classes are {', '.join(class_names)}")

@@ -110,7 +110,7 @@ def test_yaml_loaded_safely(tmp_path: Path) -> None:
     """A YAML file with a Python object tag is rejected, not executed."""
     f = tmp_path / "evil.yaml"
     f.write_text("cluster: !!python/object/apply:os.system ['echo hacked']\n")
-    with pytest.raises(InputError, match="not valid YAML"):
+    with pytest.raises(InputError, match="unsupported YAML tag"):
         load_scenario(f)
 
 
@@ -127,3 +127,59 @@ def test_replace_revalidates() -> None:
         p.replace(workloads=p.workloads + p.workloads[:1])
     smaller = p.replace(workloads=p.workloads[:1])
     assert [w.name for w in smaller.workloads] == ["pretrain"]
+
+
+def test_every_error_at_once() -> None:
+    """All the problems of a file are reported together, each with its field path."""
+    d = base()
+    d["workloadz"] = []
+    d["workloads"][0]["replicas"] = "3"
+    d["workloads"][1]["preemptible"] = "yes"
+    d["workloads"][2]["nmae"] = "x"
+    with pytest.raises(InputError) as ei:
+        problem_from_data(d)
+    paths = [p for p, _ in ei.value.problems]
+    assert paths[0] == "workloadz" and "did you mean 'workloads'" in ei.value.problems[0][1]
+    assert {"workloads[0].replicas", "workloads[1].preemptible", "workloads[2].nmae"} <= set(paths)
+    assert "did you mean 'name'" in dict(ei.value.problems)["workloads[2].nmae"]
+    assert "workloads[2].name" not in paths  # the misspelling is the error, not a missing name
+
+
+def test_errors_are_capped() -> None:
+    """At most 20 problems are listed, and the rest are counted."""
+    d = base()
+    d["workloads"] = [{"name": f"w{i}", "gpus": "1"} for i in range(30)]
+    with pytest.raises(InputError) as ei:
+        problem_from_data(d)
+    assert len(ei.value.problems) == 20 and ei.value.lines()[-1] == "... and 10 more error(s)"
+
+
+@pytest.mark.parametrize(("model", "first"), [("H101", "H100-"), ("h100", "H100-"), ("H100-SXM5-80G", "H100-SXM5"),
+                                             ("A101", "A10")])
+def test_unknown_gpu_model_suggests_its_family(model: str, first: str) -> None:
+    """An unknown model suggests the near misses and its family first: H101 -> H100-..."""
+    d = base()
+    d["cluster"]["blocks"][0]["racks"][0]["nodes"][0]["gpu"] = model
+    with pytest.raises(InputError, match=r"did you mean '(?P<m>[^']+)'") as ei:
+        problem_from_data(d)
+    assert ei.value.message.split("did you mean '")[1].startswith(first), ei.value.message
+
+
+@pytest.mark.parametrize(("data", "needle"), [(None, "got an empty file"), ([1, 2], "got a list"),
+                                              ("text", "got the text 'text'")])
+def test_not_a_mapping_said_plainly(data: Any, needle: str) -> None:
+    """An empty or non-mapping scenario is described in words, not as a Python type name."""
+    with pytest.raises(InputError, match=needle):
+        problem_from_data(data)
+
+
+def test_cross_reference_errors_at_once() -> None:
+    """Duplicate names, unknown models and profiles are all reported together, each with its path."""
+    nodes = [{"name": "n1", "gpu": "H100-SXM5-80GB", "gpus": 8, "cpu": 1, "memory_gib": 1},
+             {"name": "n1", "cpu": 1, "memory_gib": 1}]
+    works = [{"name": "a", "gpus": 1, "gpu_models": ["H101"]}, {"name": "b", "mig": "3g.41gb"},
+             {"name": "a", "gpus": 1}]
+    with pytest.raises(InputError) as ei:
+        problem_from_data({"cluster": {"nodes": nodes}, "workloads": works})
+    assert [p for p, _ in ei.value.problems] == ["cluster node 'n1'", "workloads[0].gpu_models[0]",
+                                                 "workloads[1].mig", "workloads[2].name"]

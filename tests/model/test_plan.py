@@ -34,3 +34,34 @@ def test_malformed_plan_names_field() -> None:
                         "assignments": [{"workload": "w", "replica": -1, "node": "n"}]})
     with pytest.raises(InputError, match="status"):
         Plan.from_data({"status": "great", "strategy": "x"})
+
+
+def _generic_json(plan: Plan) -> str:
+    """The plan format written the slow, generic way (pydantic dump, one json.dumps per item)."""
+    import json
+
+    parts = []
+    for key, val in plan.model_dump(mode="json", exclude_none=True).items():
+        if isinstance(val, list) and val and isinstance(val[0], dict):
+            items = ",\n".join(f"  {json.dumps(x)}" for x in val)
+            parts.append(f" {json.dumps(key)}: [\n{items}\n ]")
+        else:
+            parts.append(f" {json.dumps(key)}: {json.dumps(val)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+def test_to_json_fast_path_matches_generic_encoding() -> None:
+    from capplan.model.plan import Assignment, MigSlot, Unplaced
+
+    plan = Plan(status="feasible", strategy="x", objective=(1.5,), bound=(2.0,), priorities=(0,),
+                assignments=(Assignment(workload="wé\"1", replica=0, node="n\\1", gpus=(0, 3)),
+                             Assignment(workload="cpu", replica=2, node="n2"),
+                             Assignment(workload="mig", replica=1, node="n3", gpus=(1,),
+                                        mig=MigSlot(profile="3g.40gb", start=4)),
+                             Assignment(workload="share", replica=0, node="n3", gpus=(2,), fraction=0.333)),
+                unplaced=(Unplaced(workload="u", replicas=(1, 2), reason="no room"),),
+                metrics={"a": None, "b": [1, 2]})
+    assert plan.to_json() == _generic_json(plan)
+    assert Plan.from_json(plan.to_json()) == plan
+    empty = Plan(status="unknown", strategy="y")
+    assert empty.to_json() == _generic_json(empty)

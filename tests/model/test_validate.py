@@ -261,3 +261,22 @@ def test_assert_valid_raises() -> None:
     p = scenario([node("n1")], [{"name": "w", "replicas": 2, "gpus": 1}])
     with pytest.raises(PlanValidationError, match="whole GPU used by 2"):
         assert_valid(p, plan_of(p, [a("w", 0, "n1", (3,)), a("w", 1, "n1", (3,))]))
+
+
+def test_plan_numbers_must_be_finite() -> None:
+    """A plan whose objective, bound or gap is not a finite number is invalid (model_construct skips pydantic)."""
+    p = scenario([node("n1")], [{"name": "w", "gpus": 1}])
+    good = plan_of(p, [a("w", 0, "n1", (0,))])
+    for field, value in (("objective", (float("nan"),)), ("bound", (float("inf"),)), ("gap", float("nan"))):
+        bad = Plan.model_construct(**(dict(good) | {field: value}))
+        assert any("not a finite number" in v for v in check_plan(p, bad)), field
+
+
+def test_power_rule_counts_busy_gpus_only() -> None:
+    """The power check scales with busy GPUs: 2 busy H100s of a 128-GPU node fit a 1.5 kW rack."""
+    racks = [{"name": "r1", "power_kw": 1.5, "nodes": [{"name": "n1", "gpu": "H100-SXM5-80GB", "gpus": 128,
+                                                        "cpu": 64, "memory_gib": 512}]}]
+    p = scenario([], [{"name": "w", "gpus": 1, "replicas": 3}], racks=racks)
+    assert check_plan(p, plan_of(p, [a("w", 0, "n1", (0,)), a("w", 1, "n1", (1,))],
+                                 [Unplaced(workload="w", replicas=(2,), reason="power")])) == []
+    violations(p, plan_of(p, [a("w", r, "n1", (r,)) for r in range(3)]), "budget 1.5 kW")

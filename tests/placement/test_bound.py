@@ -129,3 +129,39 @@ def test_lexicographic_bound_at_least_cpsat_optimum_and_tighter() -> None:
     # Alone, priority 0 could use all 4 GPUs; after 3 whole GPUs only one is left (6/7 of it for two 3g).
     assert upper_bound(p).per_priority[0] > lex[0] >= opt[0]
     assert lex[0] <= 7000
+
+
+def test_lexicographic_bound_with_floors_that_need_mixed_mig_patterns() -> None:
+    """The high priority fills every GPU with 3g + 2g + 2g (7 of 7 slices): no single-profile GPU
+    pattern meets that floor, so the first LP of the tightening is infeasible without its slack.
+    The bound must still tighten the low priority to what is left (nothing), not "all its demand"."""
+    data = {"cluster": {"nodes": [{"name": f"n{i}", "gpu": "A100-SXM4-80GB", "gpus": 2, "cpu": 64,
+                                   "memory_gib": 512} for i in range(2)]},
+            "workloads": [{"name": "m3", "mig": "3g.40gb", "replicas": 4, "cpu": 1, "priority": 10},
+                          {"name": "m2", "mig": "2g.20gb", "replicas": 8, "cpu": 1, "priority": 10},
+                          {"name": "lo", "gpus": 1, "replicas": 4, "cpu": 1, "priority": 0}]}
+    p = _problem(data)
+    full = 4 * 7000  # 4 GPUs, each 3g + 2g + 2g: every compute slice
+    res = lexicographic_bound(p, {10: full, 0: 0})
+    assert res.converged  # the tightening LP itself ran to its optimum (it used to give up: infeasible)
+    lex = res.per_priority
+    assert lex[10] == full
+    assert upper_bound(p).per_priority[0] == 4 * 7000  # alone, the low priority could take every GPU
+    assert lex[0] == 0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario_data())
+def test_lexicographic_bound_within_capacity_left_by_met_priorities(data: dict[str, Any]) -> None:
+    """Below priorities that meet their bounds, no priority's bound exceeds the GPUs they leave free
+    (the simple capacity bound), and the bound stays >= the plan it was tightened with."""
+    p = _problem(data)
+    got = placed_units(p, solve(p, "greedy", PlanOptions(time_limit=5)).assignments)
+    lex = lexicographic_bound(p, {q: got[q] for q in p.priorities}).per_priority
+    cap = p.cluster.gpus_total * 7000
+    above = 0
+    for q in p.priorities:
+        assert got[q] <= lex[q] <= cap - above or lex[q] == got[q]
+        if got[q] < lex[q]:
+            break
+        above += got[q]

@@ -160,3 +160,12 @@ def test_verbose_after_the_command_runs(tmp_path: Path) -> None:
 
     assert capplan_main(["reserve", _small(tmp_path), "-o", str(tmp_path / "out"), "-v"]) == 0
     assert (tmp_path / "out" / "plan.json").exists()
+
+
+def test_bad_gap_is_exit_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--gap 1` passes the option's range but not SolverSettings ([0, 1)): exit 2 naming gap, nothing written."""
+    from capplan.cli.main import main as capplan_main
+
+    assert capplan_main(["reserve", _small(tmp_path), "-o", str(tmp_path / "o"), "--gap", "1"]) == 2
+    assert "error: gap:" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -109,6 +109,29 @@ def test_quantiles_must_not_decrease() -> None:
     assert e.path == "demand_quantiles.train.p90[0]"
 
 
+def test_misspelt_field_named_not_reported_missing() -> None:
+    """``term_period`` is reported as unknown with a hint, not as ``term_periods`` missing."""
+    with pytest.raises(InputError) as ei:
+        parse_planning(planning(options={"reserved": [{"model": "H100-SXM5", "term_period": 3,
+                                                       "price_per_gpu_hour": 1}]}))
+    assert ei.value.problems == [("options.reserved[0].term_period",
+                                  "planning file: unknown field 'term_period' (did you mean 'term_periods'?)")]
+
+
+def test_unknown_demand_class_always_gets_a_hint() -> None:
+    """An unknown class in demand suggests a close name, or lists the classes when none is close."""
+    close = _err(planning(scenarios=[{"name": "b", "probability": 1.0, "demand": {"trian": 1}}]))
+    far = _err(planning(scenarios=[{"name": "b", "probability": 1.0, "demand": {"gpu-x": 1}}]))
+    assert "did you mean 'train'" in close.message and "the classes are train" in far.message
+
+
+def test_strict_types() -> None:
+    """Strings are not coerced to numbers or booleans in a planning file."""
+    with pytest.raises(InputError) as ei:
+        parse_planning(planning(horizon={"start": "2027-01", "periods": "4"}))
+    assert ei.value.path == "horizon.periods"
+
+
 def test_empty_demand_quantiles() -> None:
     """`demand_quantiles: {}` is an input error naming the field (it used to fail an assertion)."""
     d = planning(demand_quantiles={})

@@ -27,7 +27,7 @@ from capplan.io.k8s.mig import (
     profile_name,
     standard_config,
 )
-from capplan.io.k8s.quantity import count, cpu_milli, memory_mib
+from capplan.io.k8s.quantity import MAX_DEVICES, count, cpu_milli, memory_mib
 from capplan.model.catalog import Catalog, GpuModel
 from capplan.model.errors import InputError
 from capplan.model.plan import MigSlot
@@ -118,7 +118,7 @@ class _NodeReader:
             if amd is not None:
                 facts.selector = {key: amd}
             return self._amd(name, model, labels, alloc, path, facts)
-        if count(alloc.get(L.NVIDIA_GPU, 0), f'{path}.status.allocatable["{L.NVIDIA_GPU}"]'):
+        if count(alloc.get(L.NVIDIA_GPU, 0), f'{path}.status.allocatable["{L.NVIDIA_GPU}"]', MAX_DEVICES):
             raise InputError(
                 L.label_path(lp, L.GPU_PRODUCT),
                 "the node offers nvidia.com/gpu but has no GPU "
@@ -155,6 +155,7 @@ class _NodeReader:
             L.label_path(lp, L.GPU_COUNT)
             if L.GPU_COUNT in labels
             else f'{path}.status.allocatable["{L.NVIDIA_GPU}"]',
+            MAX_DEVICES,
         )
         if single == "INVALID":
             self.warn(f"node {name}: MIG configuration is INVALID (single strategy); its GPUs are left out")
@@ -193,7 +194,7 @@ class _NodeReader:
             prof = profile_from_resource(m.group(1)) if m else None
             if m and prof is not None:
                 model.profile(prof, L.label_path(lp, key))
-                c = count(val, L.label_path(lp, key))
+                c = count(val, L.label_path(lp, key), MAX_DEVICES)
                 if c:
                     counts[prof] = counts.get(prof, 0) + c
         cfg_name = labels.get(L.MIG_CONFIG)
@@ -223,7 +224,7 @@ class _NodeReader:
             return ()  # no MIG on this node: the planner may choose
         if per_gpu is None:
             whole_key = f'{path}.status.allocatable["{L.NVIDIA_GPU}"]'
-            whole = count(alloc.get(L.NVIDIA_GPU, 0), whole_key)
+            whole = count(alloc.get(L.NVIDIA_GPU, 0), whole_key, MAX_DEVICES)
             packed = pack_node(model, counts, n - whole)
             if packed is None:
                 raise InputError(
@@ -256,14 +257,14 @@ class _NodeReader:
     ) -> tuple[GpuModel | None, int, tuple[GpuMode, ...], NodeFacts]:
         ap = f"{path}.status.allocatable"
         mixed = {
-            m.group(1).upper(): count(v, f'{ap}["{k}"]')
+            m.group(1).upper(): count(v, f'{ap}["{k}"]', MAX_DEVICES)
             for k, v in alloc.items()
             if (m := _AMD_MIXED.match(k))
         }
         if not mixed:
             key = L.first_label(labels, L.AMD_PARTITION_KEYS)
             mode = labels[key].split("_")[0].upper() if key else "SPX"
-            mixed = {mode: count(alloc.get(L.AMD_GPU, 0), f'{ap}["{L.AMD_GPU}"]')}
+            mixed = {mode: count(alloc.get(L.AMD_GPU, 0), f'{ap}["{L.AMD_GPU}"]', MAX_DEVICES)}
             if key is None and model.supports_mig and mixed[mode]:
                 self.warn(
                     f"node {name}: no {L.AMD_PARTITION} label; its {mixed[mode]} {L.AMD_GPU} taken as whole "

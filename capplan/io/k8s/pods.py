@@ -14,7 +14,7 @@ from typing import Any
 
 from capplan.io.k8s import labels as L
 from capplan.io.k8s.mig import profile_from_resource
-from capplan.io.k8s.quantity import count, parse_quantity
+from capplan.io.k8s.quantity import MAX_DEVICES, count, parse_quantity
 from capplan.model.errors import InputError
 
 KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
@@ -98,7 +98,8 @@ def gpu_ask(req: Mapping[str, Fraction], path: str) -> GpuAsk:
             continue
         rp = f'{path}.containers[*].resources.requests["{r}"]'
         if r in (L.NVIDIA_GPU, L.AMD_GPU):
-            asks.append((r, GpuAsk(kind="nvidia" if r == L.NVIDIA_GPU else "amd", count=count(str(q), rp))))
+            n = count(str(q), rp, MAX_DEVICES)
+            asks.append((r, GpuAsk(kind="nvidia" if r == L.NVIDIA_GPU else "amd", count=n)))
         elif (m := _MIG.match(r)) or _AMD_MIXED.match(r):
             prof = profile_from_resource(m.group(1)) if m else r.split("/")[1].split("_")[0].upper()
             if prof is None:

@@ -6,6 +6,7 @@ import math
 import re
 from fractions import Fraction
 
+from capplan.model.decode import LIMITS
 from capplan.model.errors import InputError
 
 _SUFFIX = {
@@ -26,6 +27,9 @@ _SUFFIX = {
     "Pi": Fraction(2**50),
     "Ei": Fraction(2**60),
 }
+_MOST = Fraction(2**63 - 1)
+#: Most devices (GPUs, or MIG devices) one node or pod may declare.
+MAX_DEVICES = LIMITS.gpus_per_node * 8
 _RE = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$")
 
 
@@ -54,6 +58,8 @@ def parse_quantity(value: object, path: str) -> Fraction:
         number, exp, suffix = m.groups()
         q = Fraction(number)
         if exp:
+            if abs(int(exp[1:])) > 40:  # 1e400 would build a 400-digit fraction; no quantity is that big
+                raise InputError(path, f"{value!r} is out of range (Kubernetes quantities stay below 2^63)")
             q *= Fraction(10) ** int(exp[1:])
         elif suffix:
             q *= _SUFFIX[suffix]
@@ -61,6 +67,8 @@ def parse_quantity(value: object, path: str) -> Fraction:
         raise InputError(path, f"expected a Kubernetes quantity such as 250m or 16Gi, got {value!r}")
     if q < 0:
         raise InputError(path, f"a resource quantity must not be negative, got {value!r}")
+    if q > _MOST:
+        raise InputError(path, f"{value!r} is out of range (Kubernetes quantities stay below 2^63)")
     return q
 
 
@@ -75,9 +83,11 @@ def memory_mib(value: object, path: str, round_up: bool = False) -> int:
     return math.ceil(q) if round_up else math.floor(q)
 
 
-def count(value: object, path: str) -> int:
-    """An extended-resource count (``nvidia.com/gpu``): must be a whole number."""
+def count(value: object, path: str, most: int | None = None) -> int:
+    """An extended-resource count (``nvidia.com/gpu``): a whole number, at most ``most``."""
     q = parse_quantity(value, path)
     if q.denominator != 1:
         raise InputError(path, f"extended resources are whole numbers, got {value!r}")
+    if most is not None and q > most:
+        raise InputError(path, f"{value!r} devices is over the limit of {most} (see docs/formats.md, Limits)")
     return int(q)

@@ -32,6 +32,7 @@ from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import UNITS_PER_GPU
 
 _EPS = 1e-7
+_SLACK_PENALTY = 1e4  # per unit of a floor left unmet (a unit is a GPU's 1/UNITS_PER_GPU; weights are <= 1)
 _CPU_GRID, _MEM_GRID = 1000, 8192  # rounding *down* keeps the relaxation valid and merges items
 
 
@@ -149,6 +150,12 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
     ``(item types, units)`` of ``floors`` requires at least that many units of those items placed.
     Returns the upper bound in units, whether it converged, and the LP's placed GPU slots per
     (item type, bin type) (a fractional assignment that heuristics can follow).
+
+    Every floor has a slack column with a penalty of :data:`_SLACK_PENALTY` per unit, so the LP is
+    feasible from the first iteration, even when the starting patterns (one size per GPU) cannot
+    meet floors that need mixed patterns. Any solution meeting the floors is also a solution of the
+    penalised LP with zero slack, so its optimum (and the Farley bound on it) stays an upper bound;
+    column generation then drives the slack out as mixed patterns appear.
     """
     weight = weight if weight is not None else [1.0] * len(items.count)
     floors = floors or []
@@ -187,7 +194,14 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
         floor_of.update({i: f for i in members})
     rows, cols, vals = [], [], []
     cost = []
-    for j, (i, b) in enumerate(xs):
+    n_slack = len(floors)
+    for f in range(n_slack):  # slack columns first: column j = f
+        cost.append(_SLACK_PENALTY)
+        rows.append(floor0 + f)
+        cols.append(f)
+        vals.append(-1.0)
+    for j0, (i, b) in enumerate(xs):
+        j = n_slack + j0
         s = items.sizes[i][b]
         cost.append(-float(items.value[i]) * weight[i])
         rows += [i, link_off[b] + size_rows[b][s], cpu0 + b, mem0 + b]
@@ -201,7 +215,7 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
     value = float("inf")
     while True:
         prow, pcol, pval = list(rows), list(cols), list(vals)
-        nx = len(xs)
+        nx = n_slack + len(xs)
         for k, (b, pat) in enumerate(patterns):
             for s, a in pat.items():
                 prow.append(link_off[b] + size_rows[b][s])
@@ -211,11 +225,12 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
             pcol.append(nx + k)
             pval.append(1.0)
         a_ub = coo_matrix((pval, (prow, pcol)), shape=(n_rows, nx + len(patterns))).tocsr()
+        left = deadline - time.perf_counter()
         res = linprog(np.array(cost + [0.0] * len(patterns)), A_ub=a_ub, b_ub=rhs, bounds=(0, None),
-                      method="highs")
-        if res.status != 0:  # infeasible floors (only from a caller's inconsistent input): no bound
-            return float("inf"), False, {}
-        primal = {xs[j]: float(v) for j, v in enumerate(res.x[:len(xs)]) if v > 1e-9}
+                      method="highs", options={"time_limit": max(0.01, left)})
+        if res.status != 0:  # out of time before a first LP optimum (or a solver failure): claim nothing new
+            return value, False, {}
+        primal = {xs[j]: float(v) for j, v in enumerate(res.x[n_slack:nx]) if v > 1e-9}
         duals = -np.asarray(res.ineqlin.marginals)
         lp = -float(res.fun)
         # Price one pattern per model; the Farley correction bounds the full LP at any iteration.
@@ -347,6 +362,7 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
     n_bins = [c * k[1] for c, k in zip(counts, types.keys, strict=True)]
     cpu_cap = [c * k[2] for c, k in zip(counts, types.keys, strict=True)]
     mem_cap = [c * k[3] for c, k in zip(counts, types.keys, strict=True)]
+    capacity = sum(n_bins) * UNITS_PER_GPU
     above: list[int] = []
     for q in p.priorities:
         if above and time.perf_counter() < deadline:
@@ -370,6 +386,9 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
             converged &= ok
             if value != float("inf"):
                 out[q] = min(out[q], max(achieved.get(q, 0), math.floor(value * (1 + 1e-9) + 1e-6)))
+        if above:
+            # Whatever the relaxation gave: the GPUs the priorities above keep are not free for q.
+            out[q] = min(out[q], max(achieved.get(q, 0), capacity - sum(achieved.get(x, 0) for x in above)))
         if achieved.get(q, 0) < out[q]:
             break
         above.append(q)

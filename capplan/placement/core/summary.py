@@ -88,10 +88,10 @@ def lexicographic_gap(obj: list[int], bound: list[int]) -> float:
     return 0.0
 
 
-def metrics(p: Problem, assignments: list[Assignment]) -> dict[str, object]:
-    """Utilisation metrics of a set of assignments."""
+def metrics(p: Problem, assignments: list[Assignment], placed: dict[int, int] | None = None) -> dict[str, object]:
+    """Utilisation metrics of a set of assignments (``placed``: their :func:`placed_units`, when known)."""
     total_gpus = p.cluster.gpus_total
-    units = sum(placed_units(p, assignments).values())
+    units = sum((placed if placed is not None else placed_units(p, assignments)).values())
     held = held_units(p, assignments)
     busy = {(a.node, g) for a in assignments for g in a.gpus}
     cpu_total = sum(n.cpu_milli for n in p.cluster.nodes)
@@ -138,7 +138,7 @@ def make_plan(p: Problem, strategy: str, assignments: list[Assignment], unplaced
         status = "optimal"
     else:
         status = "feasible"
-    m = metrics(p, assignments)
+    m = metrics(p, assignments, got)
     if extra_metrics:
         m.update(extra_metrics)
     return Plan(status=status, strategy=strategy, objective=tuple(units_to_gpus(x) for x in obj),

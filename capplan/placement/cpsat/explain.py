@@ -60,6 +60,7 @@ def _solver(options: PlanOptions, limit: float) -> cp_model.CpSolver:
     s.parameters.max_time_in_seconds = max(0.1, limit)
     s.parameters.num_workers = max(1, options.workers)
     s.parameters.random_seed = options.seed
+    s.parameters.catch_sigint_signal = False  # Ctrl-C stays with Python (the CLI's "interrupted" path)
     return s
 
 

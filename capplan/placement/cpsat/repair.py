@@ -77,7 +77,8 @@ def subproblem(
 
 
 def repair(
-    p: Problem, assignments: list[Assignment], options: PlanOptions, deadline: float, solve_sub: SubSolver
+    p: Problem, assignments: list[Assignment], options: PlanOptions, deadline: float, solve_sub: SubSolver,
+    done: Callable[[list[Assignment]], bool] | None = None,
 ) -> tuple[list[Assignment], dict[str, object]]:
     """Improve ``assignments`` rack by rack until ``deadline`` or a pass without improvement.
 
@@ -93,6 +94,8 @@ def repair(
         A :func:`time.perf_counter` value.
     solve_sub
         Solves a region's problem and returns its assignments (the exact CP-SAT planner).
+    done
+        Asked after each improvement: True when the plan is proven optimal (repair stops there).
 
     Returns
     -------
@@ -133,6 +136,8 @@ def repair(
         # Only neighbourhoods overlapping the region can improve now: elsewhere the arrangement is
         # unchanged and the left-out pool only shrank.
         tried = {t for t in tried if not set(t) & set(region)}
+        if done is not None and done(current):
+            break
         order = _neighbourhoods(p, current, regs)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     return current, stats

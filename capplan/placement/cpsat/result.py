@@ -97,13 +97,23 @@ BoundOf = Callable[[dict[int, int]], tuple[dict[int, int], bool]]
 
 
 def repaired(p: Problem, plan: Plan, options: PlanOptions, t0: float, deadline: float,
-             solve_sub: Callable[[Problem, PlanOptions], list[Assignment]], bound_of: BoundOf) -> Plan:
+             solve_sub: Callable[[Problem, PlanOptions], list[Assignment]], bound_of: BoundOf,
+             quick_bound_of: BoundOf | None = None) -> Plan:
     """The plan after region repair, if that passes the validator.
 
     ``bound_of`` gives the bound per priority and whether it is proven, for the placed units of
     the repaired plan (:func:`bounds` with the model, or the trivial bound without one).
+    ``quick_bound_of``, a cheaper valid bound, is asked after each improvement: repair stops when
+    the plan meets it at every priority (proven optimal).
     """
-    got, rstats = repair(p, list(plan.assignments), options, deadline, solve_sub)
+    def proven(cur: list[Assignment]) -> bool:  # every priority at its bound: nothing left to repair
+        assert quick_bound_of is not None
+        units = placed_units(p, cur)
+        bound, _ = quick_bound_of(units)
+        return all(units.get(q, 0) >= bound.get(q, 0) for q in p.priorities)
+
+    got, rstats = repair(p, list(plan.assignments), options, deadline, solve_sub,
+                         done=proven if quick_bound_of is not None else None)
     stats = dict(plan.metrics.get("cpsat", {}), repair=rstats)
     if not rstats.get("regions_improved"):
         return plan.model_copy(update={"metrics": {**plan.metrics, "cpsat": stats},

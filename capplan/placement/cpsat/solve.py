@@ -39,6 +39,7 @@ _PRESOLVE_MAX_VARS = 15_000
 # Model build time per candidate (workload, node) pair, a conservative figure from this machine
 # (512 nodes x 240 workloads = 123k pairs: about 37 s to build, constrain, stage and hint).
 _BUILD_SECONDS_PER_PAIR = 2e-4
+_TIE_BREAK_SECONDS = 0.5  # a tie-breaking stage after every priority is proven: this + 2% of the limit
 _TIE_BREAK_GRACE = 1.0  # seconds a stage whose units are proven keeps searching for the replica tie-break
 _WEIGHT = {"guaranteed": 1.0, "moves": 0.5, "held": 0.5, "shape": 0.5}  # share of the remaining time; priorities 2.0
 
@@ -129,6 +130,7 @@ def _complete_hint(
     prm.num_workers = 1
     prm.random_seed = options.seed
     prm.fix_variables_to_their_hinted_value = True
+    prm.catch_sigint_signal = False  # Ctrl-C stays with Python: the CLI ends through "interrupted"
     pm.m.clear_objective()  # type: ignore[no-untyped-call]
     status = solver.solve(pm.m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -188,6 +190,10 @@ def _solve_stages(
         budget = max(0.05, left * weights[0] / sum(weights))
         if st.priority is None and st.name != "guaranteed":
             budget = min(budget, 0.25 * options.time_limit)  # tie-breakers never take most of the time
+            if all(r.units_proven for r, s in zip(run.results, stages, strict=False) if s.priority is not None):
+                # Every priority is proven: the plan is optimal whatever a tie-breaker finds, so a
+                # tie-breaker (topology, fragmentation) gets a short look, not a proof at any cost.
+                budget = min(budget, _TIE_BREAK_SECONDS + 0.02 * options.time_limit)
         if st.maximize:
             pm.m.maximize(st.expr)
         else:
@@ -197,6 +203,7 @@ def _solve_stages(
         prm.max_time_in_seconds = budget
         prm.num_workers = max(1, options.workers)
         prm.random_seed = options.seed
+        prm.catch_sigint_signal = False  # Ctrl-C stays with Python: the CLI ends through "interrupted"
         # On large models presolve takes many seconds and may drop the hint; search directly.
         prm.cp_model_presolve = len(pm.m.proto.variables) <= _PRESOLVE_MAX_VARS
         best = inc_vals[k] if run.solution is not None else None
@@ -310,8 +317,14 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
         stats["fallback"] = "greedy"
         plan = greedy_as_cpsat(greedy, t0, stats)
     if repairable and plan.status != "optimal":  # also from the greedy plan when CP-SAT found nothing better
+        # On small models a short LP bound after each improvement lets repair stop once it proves the
+        # plan optimal; on large ones the bound's LPs would take repair's time (and the final bound's).
+        small = len(pm.m.proto.variables) <= _PRESOLVE_MAX_VARS
         plan = repaired(problem, plan, options, t0, final, _solve_sub,
-                        lambda got: bounds(pm, stages, run, got, deadline=t0 + options.time_limit))
+                        lambda got: bounds(pm, stages, run, got, deadline=t0 + options.time_limit),
+                        (lambda got: bounds(pm, stages, run, got,
+                                            deadline=time.perf_counter() + 0.02 * options.time_limit))
+                        if small else None)
     return plan
 
 

@@ -17,6 +17,7 @@ from capplan.placement.heuristics.placer import FleetPlacer, batch_order
 from capplan.placement.heuristics.score import BestFit, Fgd, Scorer, ShapeMix
 
 ScoreName = Literal["fgd", "bestfit"]
+LATE = "not tried: the time limit ran out before the planner reached this workload (a longer limit places more)"
 
 
 def make_scorer(name: ScoreName, p: Problem, st: FleetState, workloads: list[Workload] | None = None) -> Scorer:
@@ -28,13 +29,16 @@ def make_scorer(name: ScoreName, p: Problem, st: FleetState, workloads: list[Wor
 
 def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = None,
           st: FleetState | None = None, targets: dict[str, np.ndarray] | None = None,
-          seed: int = 0, deadline: float | None = None) -> tuple[list[Assignment], list[Unplaced], FleetPlacer]:
+          seed: int = 0, deadline: float | None = None,
+          stop: float | None = None) -> tuple[list[Assignment], list[Unplaced], FleetPlacer]:
     """Place the workloads of ``p`` (running replicas stay) in ``order`` (default :func:`batch_order`).
 
     With ``deadline`` (a :func:`time.perf_counter` value), workloads reached after it are scored
     by best fit instead of ``score``: an FGD score costs far more per candidate on large fleets,
     and the pass must end close to the caller's time limit (the switch is recorded in
-    ``placer.switched_at``, the index of the first workload scored by best fit).
+    ``placer.switched_at``, the index of the first workload scored by best fit). With ``stop``, the
+    workloads reached after it are not tried at all: they are left unplaced, with a reason saying so
+    (the pass then ends at the caller's hard limit).
 
     Returns
     -------
@@ -50,6 +54,10 @@ def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = N
     for a in p.running:
         running.setdefault(a.workload, []).append(a)
     missed: list[tuple[Workload, list[int]]] = []
+    # Demand shapes that fit nowhere any more: nothing is removed during the pass, so a later workload
+    # of the same shape cannot fit either and is not tried (most of a trace's leftovers, at no cost).
+    full: set[tuple[object, ...]] = set()
+    late: list[Unplaced] = []
     for k, w in enumerate(order if order is not None else batch_order(p, seed=seed)):
         if deadline is not None and placer.switched_at is None and time.perf_counter() > deadline:
             placer.use_scorer(BestFit())
@@ -58,14 +66,31 @@ def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = N
         free_ids = [r for r in range(w.replicas) if r not in taken]
         if not free_ids:
             continue
+        if stop is not None and (late or time.perf_counter() > stop):
+            late.append(Unplaced(workload=w.name, replicas=tuple(free_ids), reason=LATE))
+            continue
         nodes = [cl.node_index[a.node] for a in running.get(w.name, [])]
         target = targets.get(w.name) if targets else None
+        skey = _fit_key(w, len(free_ids)) if target is None else None
+        if skey is not None and skey in full:
+            missed.append((w, free_ids))
+            continue
         got = placer.place_workload(w, len(free_ids), nodes, target)
+        if skey is not None and len(got) < len(free_ids):
+            full.add(skey)
         assignments.extend(st.assignment(w, r, c) for r, c in zip(free_ids, got, strict=False))
         missing = free_ids[len(got):]
         if missing:
             missed.append((w, missing))
-    return assignments, explain_all(placer, missed, assignments), placer
+    return assignments, explain_all(placer, missed, assignments) + late, placer
+
+
+def _fit_key(w: Workload, n: int) -> tuple[object, ...]:
+    """Everything that decides whether ``n`` replicas of ``w`` fit (the count matters only for
+    workloads placed all in one domain or not at all)."""
+    grouped = w.is_gang or bool(w.topology.required)
+    return (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.gpu_models, w.cpu_milli, w.memory_mib, w.tenant,
+            w.isolation, w.topology, w.kind, w.mig_strategy, w.mixed_models, n if grouped else 0)
 
 
 def explain_all(placer: FleetPlacer, missed: list[tuple[Workload, list[int]]],
@@ -93,16 +118,24 @@ def plan_heuristic(p: Problem, options: PlanOptions, score: ScoreName = "fgd") -
     Running replicas stay where they are (no preemption or migration in this strategy).
     """
     from capplan.placement.core.bound import lexicographic_bound
+    from capplan.placement.core.budget import SUMMARY_COST, reserve
     from capplan.placement.core.summary import make_plan, placed_units
 
     t0 = time.perf_counter()
-    # The bound gets a fifth of the limit; the constructive pass switches to best fit at 60%.
-    assignments, unplaced, placer = place(p, score, seed=options.seed, deadline=t0 + 0.6 * options.time_limit)
+    tl = options.time_limit
+    end = t0 + tl
+    # The plan's assembly gets its expected cost and the bound up to 15% of the limit; the
+    # constructive pass stops before them (workloads not reached are reported as such) and
+    # switches to best fit half-way.
+    post = reserve(p, tl, SUMMARY_COST)
+    stop = end - post - 0.15 * tl
+    assignments, unplaced, placer = place(p, score, seed=options.seed, deadline=t0 + 0.5 * (stop - t0), stop=stop)
     achieved = placed_units(p, assignments)
     placed = {a.key for a in assignments}
     met = all((w.name, r) in placed for w in p.workloads if w.sla == "guaranteed" for r in range(w.replicas))
     bound = lexicographic_bound(p, {q: achieved[q] for q in p.priorities},
-                                time_limit=max(0.5, options.time_limit * 0.2), guaranteed_met=met)
+                                time_limit=max(0.05, min(0.15 * tl, end - post - time.perf_counter())),
+                                guaranteed_met=met)
     extra: dict[str, object] = {"bound_seconds": round(bound.seconds, 3), "bound_exact": bound.converged}
     if placer.switched_at is not None:
         extra["bestfit_from_workload"] = placer.switched_at

@@ -69,12 +69,12 @@ class _Columns:
         return np.array([p.value for p in self.cols])
 
 
-def _lp(cols: _Columns, rhs: np.ndarray) -> tuple[float, np.ndarray]:
-    """LP value and row duals (>= 0) of the master over ``cols``."""
+def _lp(cols: _Columns, rhs: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """LP value, row duals (>= 0) and solution of the master over ``cols``."""
     res = linprog(-cols.values(), A_ub=cols.matrix(), b_ub=rhs, bounds=(0, None), method="highs")
     if res.status != 0:
         raise RuntimeError(f"master LP failed: {res.message}")
-    return -float(res.fun), -np.asarray(res.ineqlin.marginals)
+    return -float(res.fun), -np.asarray(res.ineqlin.marginals), np.asarray(res.x)
 
 
 def solve_master(types: list[NodeType], shapes: list[Shape], pricer: Pricer, deadline: float,
@@ -87,9 +87,10 @@ def solve_master(types: list[NodeType], shapes: list[Shape], pricer: Pricer, dea
     for pat in homogeneous(types, shapes):
         cols.add(pat)
     duals = np.zeros(nt + ns)
+    lp_x = np.zeros(0)
     lp_value, it, converged = 0.0, 0, False
     if cols.cols:
-        lp_value, duals = _lp(cols, rhs)
+        lp_value, duals, lp_x = _lp(cols, rhs)
     while time.perf_counter() < deadline:
         it += 1
         pricer.start()
@@ -104,17 +105,22 @@ def solve_master(types: list[NodeType], shapes: list[Shape], pricer: Pricer, dea
         if added == 0:
             converged = True
             break
-        lp_value, duals = _lp(cols, rhs)
+        lp_value, duals, lp_x = _lp(cols, rhs)
         log.debug("column generation: iteration %d, %d columns, LP %.2f", it, len(cols.cols), lp_value)
     if not cols.cols:
         return MasterResult([], 0.0, 0.0, 0, it, True)
     c = -cols.values()
     ub = np.array([len(types[p.type].nodes) for p in cols.cols], dtype=float)
     out = milp(c, constraints=LinearConstraint(cols.matrix(), -np.inf, rhs), integrality=np.ones(len(c)),
-               bounds=Bounds(0, ub), options={"time_limit": max(0.5, mip_seconds), "mip_rel_gap": 1e-4,
+               bounds=Bounds(0, ub), options={"time_limit": max(0.05, mip_seconds), "mip_rel_gap": 1e-4,
                                               "disp": False})
-    if out.x is None:
-        return MasterResult([], lp_value, 0.0, len(c), it, converged)
-    x = np.round(out.x).astype(int)
+    # The LP solution rounded down is feasible (the matrix is >= 0): the plan when the MIP, cut short,
+    # has no solution or a worse one (HiGHS may stop at a poor first incumbent).
+    x = np.zeros(len(c), dtype=int)
+    x[:lp_x.size] = np.floor(lp_x + 1e-9).astype(int)
+    if out.x is not None:
+        xm = np.round(out.x).astype(int)
+        if float(-c @ xm) >= float(-c @ x):
+            x = xm
     use = [(cols.cols[j], int(x[j])) for j in np.flatnonzero(x > 0)]
     return MasterResult(use, lp_value, float(-c @ x), len(c), it, converged)

@@ -60,6 +60,7 @@ def realise(p: Problem, shp: list[Shape], res: MasterResult, types_nodes: list[l
 def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
     """Plan ``p`` with node-pattern column generation (see the module docstring)."""
     from capplan.placement.core.bound import upper_bound
+    from capplan.placement.core.budget import SUMMARY_COST, reserve
     from capplan.placement.core.summary import make_plan
 
     t0 = time.perf_counter()
@@ -68,16 +69,20 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
         return plan.model_copy(update={"strategy": "patterns",
                                        "metrics": {**plan.metrics, "patterns_fallback": "heuristic"}})
     tl = options.time_limit
+    end = t0 + tl
     # Patterns maximise placed GPUs of the highest priority; lower priorities are filled in after.
     top = p.priorities[0] if p.priorities else 0
     complex_ws = [w for w in p.workloads if not covered(w) and not _cpu_only(w) and w.priority == top]
     if complex_ws:
-        first, _, _ = place(p, "fgd", order=batch_order(p, complex_ws, seed=options.seed), seed=options.seed)
+        first, _, _ = place(p, "fgd", order=batch_order(p, complex_ws, seed=options.seed), seed=options.seed,
+                            deadline=t0 + 0.3 * tl)
     else:
         first = list(p.running)
     done = {a.key for a in first}
     todo: list[tuple[Workload, int]] = [(w, r) for w in p.workloads if covered(w) and w.priority == top
                                         for r in range(w.replicas) if (w.name, r) not in done]
+    # However little time is left, the pattern model runs (its first LP rounded down is a plan, and it is
+    # the fast part: the best-fit fill after it costs far more per replica and is what a hard stop cuts).
     types = node_types(p, first)
     shp = shapes(p, todo, types) if types else []
     stats: dict[str, object] = {}
@@ -85,15 +90,27 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
     if shp:
         step, unit = grids(types, shp)
         pricer = Pricer(types, shp, step, unit)
-        res = solve_master(types, shp, pricer, deadline=t0 + 0.4 * tl, mip_seconds=0.15 * tl, seed=options.seed)
+        # Of the time left, column generation gets a quarter and the integer master 15%; the rest
+        # is for the final fill, the bound and the plan's summary, which must end by the limit.
+        left = max(0.0, end - time.perf_counter())
+        res = solve_master(types, shp, pricer, deadline=time.perf_counter() + 0.25 * left,
+                           mip_seconds=0.15 * left, seed=options.seed)
         assignments += realise(p, shp, res, [t.nodes for t in types], [t.gpu_index for t in types])
         stats = {"pattern_lp_gpus": round(res.lp_value, 3), "pattern_mip_gpus": round(res.mip_value, 3),
                  "pattern_columns": res.columns, "pattern_iterations": res.iterations,
                  "pattern_lp_converged": res.converged, "node_types": len(types), "shapes": len(shp)}
-    # Whatever is left (replicas the MIP left out, CPU-only pods) goes where there is still room.
-    rest = p.replace(running=tuple(assignments))
-    final, unplaced, _ = place(rest, "bestfit", seed=options.seed)
-    bound = upper_bound(p, time_limit=max(0.2, 0.25 * tl))
+    # Whatever is left (replicas the MIP left out, CPU-only pods) goes where there is still room. The
+    # assignments come from the heuristic and the realised patterns: the problem is not checked again.
+    rest = Problem.model_construct(cluster=p.cluster, workloads=p.workloads, running=tuple(assignments),
+                                   catalog=p.catalog)
+    placed = {a.key for a in assignments}
+    left_ws = [w for w in p.workloads if any((w.name, r) not in placed for r in range(w.replicas))]
+    # The fill may use the time left but the plan assembly's expected cost and a tenth of the limit
+    # (for the bound); workloads it does not reach are reported as such.
+    post = reserve(p, tl, SUMMARY_COST)
+    final, unplaced, _ = place(rest, "bestfit", order=batch_order(rest, left_ws, seed=options.seed),
+                               seed=options.seed, stop=end - post - 0.1 * tl)
+    bound = upper_bound(p, time_limit=max(0.05, min(0.25 * tl, end - post - time.perf_counter())))
     plan = make_plan(p, "patterns", final, unplaced, bound=bound.per_priority, seconds=time.perf_counter() - t0,
                      seed=options.seed, extra_metrics={**stats, "bound_seconds": round(bound.seconds, 3),
                                                        "bound_exact": bound.converged})

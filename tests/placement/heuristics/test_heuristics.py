@@ -118,6 +118,12 @@ def test_past_deadline_switches_to_best_fit_and_stays_valid() -> None:
     assert sorted(late, key=repr) == sorted(plain, key=repr)
     on_time, _, placer2 = place(p, "fgd", deadline=time.perf_counter() + 3600.0)
     assert placer2.switched_at is None and isinstance(placer2.scorer, Fgd)
-    plan = solve(p, "heuristic", PlanOptions(time_limit=1e-9))
+    from capplan.placement.heuristics.run import LATE, plan_heuristic
+
+    plan = plan_heuristic(p, PlanOptions(time_limit=1e-9))  # the strategy itself (solve gives it at least 50 ms)
     assert check_plan(p, plan) == [] and plan.metrics.get("bestfit_from_workload") == 0
+    # Past its hard stop the pass tries nothing more: every replica is unplaced, saying why.
+    assert not plan.assignments and plan.unplaced and all(u.reason == LATE for u in plan.unplaced)
+    more = solve(p, "heuristic", PlanOptions(time_limit=5.0))
+    assert check_plan(p, more) == [] and more.assignments
     _ = on_time

@@ -1,0 +1,109 @@
+"""Issue 15 target 1: ``--time-limit`` bounds the whole ``capplan plan`` command.
+
+Each case runs ``python -m capplan plan SCENARIO --time-limit T -q -o PLAN`` in a fresh process and
+measures its wall time (interpreter start, parse, solve, validate, write, exit). Prints one Markdown
+row per case: wall / limit, whether wall <= 1.1 x limit + 1 s, and the plan's objective (placed GPUs
+per priority), so that "quality never drops when the limit grows" can be read off::
+
+    python benchmarks/limits_bench.py                       # default trace at 2 5 10 30 s, 100k at 30 60 s
+    python benchmarks/limits_bench.py --cases default:2 default:10 --repeat 3
+
+Scenarios: ``default`` is the Alibaba default trace imported with ``capplan import alibaba`` (YAML,
+8,152 pods on 1,213 nodes); ``fleet100k`` is :func:`fleet_bench.synthetic` at 100,000 GPUs (JSON).
+``defaultjson`` is the default trace written as JSON (its load costs what a fast YAML parser would).
+All are written once into ``--workdir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+# ../shared/data next to the repository (a worktree under /work/wt/ finds /work/shared)
+DATA = next((d for d in (Path(__file__).resolve().parents[k] / "shared" / "data" / "alibaba-gpu-v2023"
+                         for k in (2, 3)) if d.exists()),
+            Path(__file__).resolve().parents[2] / "shared" / "data" / "alibaba-gpu-v2023")
+DEFAULT_CASES = ["default:2", "default:5", "default:10", "default:30", "fleet100k:30", "fleet100k:60"]
+
+
+def scenario(name: str, workdir: Path) -> Path:
+    """The scenario file of ``name`` (written on first use)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    if name == "default":
+        path = workdir / "default.yaml"
+        if not path.exists():
+            subprocess.run([sys.executable, "-m", "capplan", "import", "alibaba",
+                            str(DATA / "openb_node_list_gpu_node.csv"), str(DATA / "openb_pod_list_default.csv"),
+                            "-o", str(path)], check=True, capture_output=True)
+        return path
+    if name == "defaultjson":  # the same scenario as JSON: what the load costs with a fast parser
+        path = workdir / "defaultjson.json"
+        if not path.exists():
+            from capplan.io.files import load_yaml_or_json
+
+            path.write_text(json.dumps(load_yaml_or_json(scenario("default", workdir), "scenario")))
+        return path
+    if name.startswith("fleet"):
+        from fleet_bench import synthetic
+
+        gpus = int(name.removeprefix("fleet").replace("k", "000"))
+        path = workdir / f"{name}.json"
+        if not path.exists():
+            path.write_text(json.dumps(synthetic(gpus)))
+        return path
+    raise SystemExit(f"unknown scenario {name!r}: default or fleetNk (e.g. fleet100k)")
+
+
+def run_case(path: Path, limit: float, strategy: str) -> dict[str, object]:
+    """One ``capplan plan`` run in a fresh process: wall seconds, exit code and the plan's figures."""
+    out = path.with_suffix(f".plan-{limit:g}.json")
+    t = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "capplan", "plan", str(path), "--time-limit", str(limit),
+                          "--strategy", strategy, "-q", "-o", str(out)], capture_output=True, text=True,
+                         env=os.environ.copy())
+    wall = time.perf_counter() - t
+    row: dict[str, object] = {"wall": round(wall, 2), "code": res.returncode}
+    if res.returncode in (0, 3):
+        plan = json.loads(out.read_text())
+        row.update(strategy=plan["strategy"], objective=plan["objective"], gap=plan["gap"],
+                   placed=plan["metrics"].get("replicas_placed"))
+    else:
+        row["error"] = res.stderr.strip().splitlines()[-1:] or ["?"]
+    return row
+
+
+def main() -> None:
+    """Command line entry."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES, help="SCENARIO:SECONDS ...")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per case (the median wall is reported)")
+    ap.add_argument("--strategy", default="auto")
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/capplan-limits"))
+    a = ap.parse_args()
+    print("| scenario | limit s | strategy | wall s (median) | wall / limit | <= 1.1 x limit + 1 s | objective "
+          "(GPUs per priority) | gap | runs |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for case in a.cases:
+        name, _, secs = case.partition(":")
+        limit = float(secs)
+        path = scenario(name, a.workdir)
+        rows = [run_case(path, limit, a.strategy) for _ in range(a.repeat)]
+        walls = [float(str(r["wall"])) for r in rows]
+        wall = statistics.median(walls)
+        last = rows[-1]
+        ok = "yes" if wall <= 1.1 * limit + 1 else "NO"
+        print(f"| {name} | {limit:g} | {last.get('strategy', '-')} | {wall:.2f} | {wall / limit:.2f} | {ok} | "
+              f"{last.get('objective', last.get('error'))} | {last.get('gap', '-')} | "
+              f"{', '.join(f'{w:.1f}' for w in walls)} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
