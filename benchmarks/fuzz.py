@@ -269,7 +269,11 @@ def _beats(a: list[float], b: list[float]) -> bool:
 
 
 def _warm() -> None:
-    import capplan.placement.strategies  # noqa: F401  (OR-Tools, scipy: not charged to the first solve)
+    """Import every strategy's modules (OR-Tools, scipy) once per worker: not charged to its first solve."""
+    from capplan.placement.strategies import STRATEGIES, loaded
+
+    for fn in STRATEGIES.values():
+        loaded(fn)
 
 
 def _worker(seed: int) -> list[dict[str, Any]]:
