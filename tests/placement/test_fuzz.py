@@ -28,7 +28,7 @@ from tests.placement.cpsat.test_exhaustive import exhaustive_best, key, random_t
 from tests.strategies_gen import scenario_data
 
 STRATEGY_NAMES = ("greedy", "cpsat", "heuristic", "lns", "decompose", "patterns", "auto")
-FEW = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FEW = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
