@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from capplan.bench.frag import TypicalPods
+from capplan.bench.frag import TypicalPods, cluster_frag
 from capplan.bench.sim import MILLI, Fleet, PodTable, SimResult, SimState
 from capplan.model.plan import Plan
 from capplan.model.problem import Problem
@@ -75,6 +75,32 @@ def bin_records(arrived: list[int], used: list[int], capacity_milli: int,
     return out
 
 
+def allocation_curve(runs: list[list[dict[str, Any]]]) -> dict[int, float]:
+    """Mean allocation % per arrived-% bin over online runs, non-decreasing by construction.
+
+    Online, pods never leave, so a run's allocation cannot fall as workload arrives. Each run's binned rows
+    become a step function (a bin without a row takes the last value below it: nothing changed between two
+    arrivals) kept non-decreasing, and bins are kept only up to the smallest last bin among the runs, so every
+    bin's mean is over the same runs (a mean over different seeds per bin made curves fall).
+    """
+    steps: list[dict[int, float]] = []
+    for rows in runs:
+        got = {int(r["arrived_pct"]): float(r["allocation_pct"]) for r in rows}
+        if not got:
+            return {}
+        filled: dict[int, float] = {}
+        level = 0.0
+        for b in range(min(got), max(got) + 1):
+            level = max(level, got.get(b, level))
+            filled[b] = level
+        steps.append(filled)
+    if not steps:
+        return {}
+    lo = max(min(s) for s in steps)
+    hi = min(max(s) for s in steps)
+    return {b: round(sum(s[b] for s in steps) / len(steps), 4) for b in range(lo, hi + 1)}
+
+
 def stranded_milli(fleet: Fleet, pods: PodTable, state: SimState, typical: TypicalPods) -> int:
     """Idle GPU milli that no typical GPU shape can use where it sits (capplan's fragmentation)."""
     gpu_rows = pods.num > 0
@@ -115,6 +141,7 @@ def final_metrics(fleet: Fleet, pods: PodTable, state: SimState, res: SimResult,
             failed_gpu += demand
     return {
         "allocation_pct": round(100 * state.used_milli / cap, 3),
+        "fragmentation_pct": round(100 * cluster_frag(typical, state)[0] / cap, 3),
         "unallocated_gpus": round((cap - state.used_milli) / MILLI, 3),
         "stranded_pct": round(100 * stranded_milli(fleet, pods, state, typical) / cap, 3),
         "failed_pods": failed,

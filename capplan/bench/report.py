@@ -1,7 +1,9 @@
 """Benchmark report: a Markdown summary table and PNG plots (matplotlib, Agg backend).
 
-* ``summary.md``: per protocol (never mixed), per policy: mean allocation at 100% and at the
-  last arrived bin, unallocated GPUs and fragmentation at the end, seconds per run, runs; batch
+* ``summary.md``: per protocol (never mixed), per policy: mean allocation at 100% arrived (from the
+  monotone curve, :func:`capplan.bench.metrics.allocation_curve`) and at the end, unallocated GPUs and
+  fragmentation at the end (the run's final metrics, as in final.csv), seconds per run; ``n/a`` where a
+  figure does not exist, and a warning when every policy gives the same figures; batch
   adds MIG slice utilisation, gangs placed/total and gang spread (empty cells: not applicable).
 * ``allocation.png``: mean allocation vs arrived workload per policy (online), with the FGD
   authors' published mean curves dashed when ``fgd-expected-results`` covers the same trace.
@@ -16,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from capplan.bench.metrics import allocation_curve
 from capplan.bench.policies import PUBLISHED_NAMES
 from capplan.io.files import write_text_atomic
 
@@ -38,40 +41,60 @@ def _gangs(rows: list[dict[str, Any]]) -> str:
     return f"{_mean([r['gangs_placed'] for r in xs]):.1f}/{_mean([r['gangs_total'] for r in xs]):.1f}"
 
 
+def _avg(xs: list[float], fmt: str = ".2f") -> str:
+    """Mean of ``xs`` formatted, or ``n/a`` when there is nothing to average (never ``nan``)."""
+    return format(statistics.mean(xs), fmt) if xs else "n/a"
+
+
+def _online_table(pols: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The online table: every figure from the run's final metrics (as in final.csv) or the monotone curve."""
+    out = [f"### Online protocol ({len(next(iter(pols.values())))} seeds per policy)", "",
+           "| policy | alloc % @100% arrived | alloc % @end | unallocated GPUs @end | FGD frag % @end | "
+           "stranded % | failed pods | s/run |", "|---|---|---|---|---|---|---|---|"]
+    rank = []
+    for pol, runs in pols.items():
+        curve = allocation_curve([res["rows"] for res in runs])
+        fin = [res["final"] for res in runs]
+        cells = [_avg([curve[100]] if 100 in curve else []), _avg([f["allocation_pct"] for f in fin]),
+                 _avg([f["unallocated_gpus"] for f in fin], ".1f"),
+                 _avg([f["fragmentation_pct"] for f in fin if f.get("fragmentation_pct") is not None]),
+                 _avg([f["stranded_pct"] for f in fin]), _avg([f["failed_pods"] for f in fin], ".0f"),
+                 _avg([f["seconds"] for f in fin])]
+        rank.append((statistics.mean([f["allocation_pct"] for f in fin]), pol, cells))
+    for _, pol, cells in sorted(rank, reverse=True):
+        out.append(f"| {pol} | " + " | ".join(cells) + " |")
+    reached = [max((r["arrived_pct"] for r in res["rows"]), default=0) for runs in pols.values() for res in runs]
+    if reached and min(reached) < 100:
+        out += ["", f"n/a at 100% arrived: a run's binned records stop at {min(reached)}% arrived (one large pod "
+                    "took arrivals past the last bin, or the run ended there)."]
+    same = {(c[0], c[1], c[2], c[5]) for _, _, c in rank}  # allocation @100% and @end, unallocated, failed pods
+    if len(rank) > 1 and len(same) == 1:
+        out += ["", f"**Warning: all {len(rank)} policies give identical allocation and failed pods.** The workload "
+                    "does not tell policies apart (e.g. everything that fits is placed whatever the order); "
+                    "check the arrival load and the largest pods against the fleet."]
+    return out
+
+
 def summary_markdown(results: list[dict[str, Any]]) -> str:
-    """The summary table(s), one per protocol."""
+    """The summary table(s), one per protocol; empty figures read ``n/a``, identical policies are flagged."""
     out = []
     by_proto: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for res in results:
         by_proto[res["job"]["protocol"]][res["job"]["policy"]].append(res)
     for proto, pols in sorted(by_proto.items()):
         if proto == "online":
-            out += [f"### Online protocol ({len(next(iter(pols.values())))} seeds per policy)", "",
-                    "| policy | alloc % @100% arrived | alloc % @end | unallocated GPUs @end | FGD frag % @end | "
-                    "stranded % | failed pods | s/run |", "|---|---|---|---|---|---|---|---|"]
-            rank = []
-            for pol, runs in pols.items():
-                at100 = [r["allocation_pct"] for res in runs for r in res["rows"] if r["arrived_pct"] == 100]
-                end = [res["rows"][-1] for res in runs]
-                rank.append((_mean([e["allocation_pct"] for e in end]), pol, at100, end, runs))
-            for _, pol, at100, end, runs in sorted(rank, reverse=True):
-                frag = [e["fragmentation_pct"] for e in end if e.get("fragmentation_pct") is not None]
-                out.append(f"| {pol} | {_mean(at100):.2f} | {_mean([e['allocation_pct'] for e in end]):.2f} | "
-                           f"{_mean([e['unallocated_gpus'] for e in end]):.1f} | {_mean(frag):.2f} | "
-                           f"{_mean([res['final']['stranded_pct'] for res in runs]):.2f} | "
-                           f"{_mean([res['final']['failed_pods'] for res in runs]):.0f} | "
-                           f"{_mean([res['final']['seconds'] for res in runs]):.2f} |")
+            out += _online_table(pols)
         else:
             out += [f"### Batch protocol (pods known up front; {proto})", "",
                     "| strategy | placed % of capacity | bound % | status | s/run | peak MiB | MIG compute % | "
                     "MIG memory % | gangs placed/total | gang spread |", "|---|---|---|---|---|---|---|---|---|---|"]
             for pol, runs in sorted(pols.items()):
                 rows = [res["rows"][0] for res in runs]
-                out.append(f"| {pol} | {_mean([r['allocation_pct'] for r in rows]):.2f} | "
-                           f"{_mean([r['bound_pct'] for r in rows]):.2f} | "
+                out.append(f"| {pol} | {_cell(rows, 'allocation_pct') or 'n/a'} | "
+                           f"{_cell(rows, 'bound_pct') or 'n/a'} | "
                            f"{', '.join(sorted({res['final']['status'] for res in runs}))} | "
-                           f"{_mean([r['seconds'] for r in rows]):.2f} | "
-                           f"{_mean([res['final']['peak_mib'] for res in runs]):.1f} | "
+                           f"{_cell(rows, 'seconds') or 'n/a'} | "
+                           f"{_avg([res['final']['peak_mib'] for res in runs], '.1f')} | "
                            f"{_cell(rows, 'mig_compute_pct')} | {_cell(rows, 'mig_memory_pct')} | "
                            f"{_gangs(rows)} | {_cell(rows, 'gang_spread_mean', '.2f')} |")
         out.append("")
@@ -102,16 +125,16 @@ def plots(results: list[dict[str, Any]], out: Path, published: dict[str, dict[in
     import matplotlib.pyplot as plt
 
     written = []
-    curves: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    runs_of: dict[str, list[list[dict[str, Any]]]] = defaultdict(list)
     for res in results:
         if res["job"]["protocol"] == "online":
-            for r in res["rows"]:
-                curves[res["job"]["policy"]][r["arrived_pct"]].append(r["allocation_pct"])
+            runs_of[res["job"]["policy"]].append(res["rows"])
+    curves = {pol: allocation_curve(rows) for pol, rows in runs_of.items()}
     if curves:
         fig, ax = plt.subplots(figsize=(8, 5))
         for k, (pol, pts) in enumerate(sorted(curves.items())):
             xs = sorted(pts)
-            line = ax.plot(xs, [_mean(pts[x]) for x in xs], label=f"{pol} (capplan)", color=f"C{k}")
+            line = ax.plot(xs, [pts[x] for x in xs], label=f"{pol} (capplan)", color=f"C{k}")
             if pol in published:
                 ps = sorted(published[pol])
                 ax.plot(ps, [published[pol][x] for x in ps], "--", color=line[0].get_color(),

@@ -12,7 +12,9 @@ drawn with the weights ``mix``:
 * ``shared``: GPU-sharing pods with a fraction drawn from ``share_fractions``;
 * ``single``: 1-GPU pods;
 * ``training``: gangs of 8 to 512 GPUs (``training_sizes``, heavy-tailed with Zipf exponent
-  ``size_tail``), 8 GPUs per member, all members or none;
+  ``size_tail``), 8 GPUs per member, all members or none; a gang is drawn among the sizes that fit the
+  fleet and the load still missing (the smallest size when none does), so the workload ends within one
+  small gang of ``load``;
 * ``cpu_pods``: number of CPU-only pods.
 
 Each pod's kind (``mig``, ``shared``, ``single``, ``training``, ``cpu``) and, for MIG pods, its
@@ -135,6 +137,7 @@ def generate(cfg: SynthConfig) -> Synthetic:
                 rack.append(b * cfg.racks_per_block + r)
                 block.append(b)
     capacity = len(nodes) * cfg.gpus_per_node * 1000
+    fleet_gpus = len(nodes) * cfg.gpus_per_node
     pods: list[TracePod] = []
     replicas: list[int] = []
     priority: list[int] = []
@@ -157,7 +160,12 @@ def generate(cfg: SynthConfig) -> Synthetic:
         elif kind == "single":
             pod, k = TracePod(f"single-{len(pods)}", cpu_g, mem_g, 1, 1000), 1
         elif kind == "training":
-            gpus = _pick(rng, zipf)
+            # A gang never overshoots the load target by more than the smallest gang, and never exceeds the
+            # fleet: one huge draw (256 GPUs on a 256-GPU fleet) made ``load: 1.0`` a 157% workload whose
+            # biggest gang fits nowhere, and every policy placed the same rest (identical rows, no 100% bin).
+            room = max(cfg.load * capacity - total, 0) / 1000
+            fits = {s: z for s, z in zipf.items() if s <= min(fleet_gpus, max(room, sizes[0]))} or {sizes[0]: 1.0}
+            gpus = _pick(rng, fits)
             per = min(gpus, cfg.gpus_per_node)
             pod, k = TracePod(f"train-{len(pods)}", cpu_g * per, mem_g * per, per, 1000), gpus // per
         else:

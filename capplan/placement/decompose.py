@@ -168,14 +168,14 @@ def plan_decompose(p: Problem, options: PlanOptions, how: How = "domain", parts:
     k = parts or max(2, options.workers)
     pieces = split(p, how, k, options.seed)
     ex = executor or (make_executor("local", options.workers) if options.workers > 1 else SerialExecutor())
-    sub_opts = replace(options, progress=None, workers=1, time_limit=max(1.0, options.time_limit * 0.6))
+    sub_opts = replace(options, progress=None, workers=1, time_limit=max(0.2, options.time_limit * 0.6))
     merged: list[Assignment] = []
     for (_, back), got in zip(pieces, ex.map(_solve_part, [(sub, part, sub_opts) for sub, _ in pieces]),
                               strict=True):
         merged += [a.model_copy(update={"replica": back[a.key][1]}) for a in got]
     before = len(merged)
     merged, unplaced = repair(p, merged)
-    bound = upper_bound(p, time_limit=max(0.5, options.time_limit * 0.2))
+    bound = upper_bound(p, time_limit=max(0.2, options.time_limit * 0.2))
     plan = make_plan(p, "decompose", merged, unplaced, bound=bound.per_priority, seconds=time.perf_counter() - t0,
                      seed=options.seed, extra_metrics={"parts": len(pieces), "split": how,
                                                        "repaired_replicas": len(merged) - before})

@@ -4,8 +4,9 @@ Starting from the heuristic plan, each step picks a *neighbourhood* of nodes (a 
 the nodes where an unplaced workload could go, or the most fragmented nodes), builds a
 sub-problem with :meth:`Problem.replace` (those nodes only; replicas that must stay become its
 running state; unplaced workloads are offered), solves it with the ``cpsat`` strategy and keeps
-the result when it is lexicographically better. It stops at the time limit or when the plan
-meets its bound.
+the result when it is lexicographically better. It stops at the time limit, when the plan
+meets its bound, or when CP-SAT proved a neighbourhood holding the whole problem (the first one, on
+clusters of at most twice the neighbourhood size).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import numpy as np
 
 from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Problem, Workload
+from capplan.model.units import units_to_gpus
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.reasons import Holdings, explain
 from capplan.placement.core.state import ClusterState
 from capplan.placement.core.subproblem import lex_key, neighbourhood
-from capplan.placement.core.summary import make_plan, placed_units
+from capplan.placement.core.summary import lexicographic_gap, make_plan, placed_units
 
 _NODES = 8  # nodes per neighbourhood
 _OFFER = 40  # unplaced workloads offered per neighbourhood
@@ -60,6 +62,16 @@ def _neighbourhood(p: Problem, assignments: list[Assignment], unplaced: list[tup
     return out
 
 
+def _proven(plan: Plan) -> bool:
+    """Whether CP-SAT proved ``plan``'s placement optimal (also when a guarantee cannot be met)."""
+    if plan.status == "optimal":
+        return True
+    stats = plan.metrics.get("cpsat", {})
+    stages = stats.get("stages") or []
+    return (plan.status == "infeasible" and "fallback" not in stats and list(plan.objective) == list(plan.bound)
+            and any(r["name"] == "guaranteed" and r["status"] == "optimal" for r in stages))
+
+
 def plan_lns(p: Problem, options: PlanOptions) -> Plan:
     """Plan ``p`` by large-neighbourhood search around the heuristic plan (see the module docstring)."""
     from capplan.placement.core.bound import upper_bound
@@ -80,23 +92,45 @@ def plan_lns(p: Problem, options: PlanOptions) -> Plan:
         return [got[q] for q in p.priorities]
 
     target = [max(bound.get(q, 0), b) for q, b in zip(p.priorities, units(assignments), strict=True)]
+    shown = 0.0
+
+    def report(force: bool = False) -> None:
+        nonlocal shown
+        now = time.perf_counter()
+        if options.progress and (force or now - shown >= 1.0):
+            got = units(assignments)
+            options.progress({"stage": "lns", "elapsed": round(now - t0, 3), "step": steps,
+                              "objective": [units_to_gpus(u) for u in got],
+                              "bound": [units_to_gpus(b) for b in target], "gap": lexicographic_gap(got, target)})
+            shown = now
+
+    report(force=True)
     while time.perf_counter() < deadline and units(assignments) != target:
         placed = {a.key for a in assignments}
         missing = [(w, [r for r in range(w.replicas) if (w.name, r) not in placed]) for w in p.workloads]
         missing = [(w, rs) for w, rs in missing if rs]
-        nodes = _neighbourhood(p, assignments, missing, rng, steps)
+        small = steps == 0 and len(p.cluster.nodes) <= 2 * _NODES
+        nodes = {n.name for n in p.cluster.nodes} if small else _neighbourhood(p, assignments, missing, rng, steps)
         offer = [missing[int(i)] for i in rng.permutation(len(missing))[:_OFFER]]
         steps += 1
+        report()
         sub, back = neighbourhood(p, assignments, nodes, offer)
         if not sub.workloads:
             continue
         left = deadline - time.perf_counter()
-        sub_plan = plan_cpsat(sub, replace(options, time_limit=max(0.5, min(5.0, left)), progress=None, workers=1),
-                              repair_racks=False)
+        if left < 0.05:
+            break
+        # Replicas running in the sub-problem (running ones, and gang members pinned by the rest of the plan)
+        # stay where they are: an eviction or move there could not be recorded against the whole plan.
+        sub_plan = plan_cpsat(sub, replace(options, time_limit=left, progress=None, workers=1,
+                                           allow_preemption=False, allow_migration=False), repair_racks=False)
+        whole = len(nodes) == len(p.cluster.nodes) and len(offer) == len(missing)
         old = [a for a in assignments if a.node in nodes]
         fwd = {v: k for k, v in back.items()}
         old_sub = [a.model_copy(update={"replica": fwd[a.key][1]}) for a in old if a.key in fwd]
         if lex_key(sub, list(sub_plan.assignments)) <= lex_key(sub, old_sub):
+            if whole and _proven(sub_plan):
+                break  # the whole problem was the neighbourhood and CP-SAT proved it: no step can improve
             continue
         keep = [a for a in assignments if a.node not in nodes]
         moved = {back[a.key] for a in sub_plan.assignments}
@@ -106,9 +140,8 @@ def plan_lns(p: Problem, options: PlanOptions) -> Plan:
         if lex_key(p, cand) > best:
             assignments, best = cand, lex_key(p, cand)
             improved += 1
-            if options.progress:
-                options.progress({"stage": "lns", "elapsed": round(time.perf_counter() - t0, 3),
-                                  "objective": units(assignments), "bound": target, "step": steps})
+            report(force=True)
+    report(force=True)
     placed = {a.key for a in assignments}
     missed = [(w, rs) for w in p.workloads for rs in [[r for r in range(w.replicas) if (w.name, r) not in placed]]
               if rs]

@@ -7,6 +7,7 @@ result through the independent validator before returning it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import replace
@@ -15,8 +16,9 @@ from typing import Any
 from capplan.model.errors import InputError, suggest
 from capplan.model.plan import Plan
 from capplan.model.problem import Problem
-from capplan.model.validate import assert_valid
+from capplan.model.validate import assert_valid, check_plan
 from capplan.placement.core.options import PlanOptions
+from capplan.placement.core.progress import Heartbeat
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
@@ -45,7 +47,12 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     InputError
         Unknown strategy name, or a setting out of range.
     PlanValidationError
-        The strategy produced an invalid plan (a bug; never returned).
+        Neither the strategy nor the greedy fallback produced a valid plan (a bug; never returned).
+
+    Notes
+    -----
+    A strategy that raises or returns a plan the validator rejects is a bug; rather than failing, the
+    greedy plan is returned with ``metrics.fallback_from`` (the failed strategy) and ``metrics.warning``.
     """
     start = time.perf_counter()
     from capplan.placement.core.budget import VALIDATE_COST, reserve
@@ -62,8 +69,32 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     log.info("strategy %s ready at %.2f s; it gets %.2f s (%.2f s kept for the validator)", name,
              time.perf_counter() - start, max(MIN_SOLVE_SECONDS, left), keep)
     t0 = time.perf_counter()
-    plan = fn(p, replace(opts, time_limit=max(MIN_SOLVE_SECONDS, left)))
+    beat = Heartbeat(opts.progress, name) if opts.progress else None
+    try:
+        with beat or contextlib.nullcontext():
+            run = replace(opts, time_limit=max(MIN_SOLVE_SECONDS, left), progress=beat or opts.progress)
+            plan = fn(p, run)
+        problems = check_plan(p, plan)
+    except (InputError, KeyboardInterrupt, MemoryError):
+        raise
+    except Exception as exc:  # a strategy bug must not cost the user the plan: fall back below
+        problems = [f"{type(exc).__name__}: {exc}"]
+        log.exception("strategy %s failed", name)
     log.info("strategy %s returned at %.2f s", name, time.perf_counter() - start)
+    if problems:
+        plan = assert_valid(p, _fallback(p, name, opts, problems, t0))  # checked once more: never emit a bad plan
     if not plan.solve_seconds:
         plan = plan.model_copy(update={"solve_seconds": round(time.perf_counter() - t0, 4)})
-    return assert_valid(p, plan)
+    return plan
+
+
+def _fallback(p: Problem, name: str, opts: PlanOptions, problems: list[str], t0: float) -> Plan:
+    """The greedy plan, marked as a fallback, when strategy ``name`` failed or produced an invalid plan."""
+    from capplan.placement.greedy import plan_greedy
+
+    warning = (f"strategy {name} did not produce a valid plan ({'; '.join(problems[:3])}); "
+               "this is the greedy plan instead (please report this as a bug)")
+    log.warning(warning)
+    plan = plan_greedy(p, replace(opts, progress=None))
+    metrics = {**plan.metrics, "fallback_from": name, "warning": warning}
+    return plan.model_copy(update={"metrics": metrics, "solve_seconds": round(time.perf_counter() - t0, 4)})

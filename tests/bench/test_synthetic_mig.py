@@ -50,10 +50,11 @@ def _batch(syn: Synthetic, seed: int = 1, tune: float = 1.3) -> tuple[Problem, P
 
 def test_pod_list_unchanged_by_recorded_kinds() -> None:
     """The fleet and pod list (and so the random stream) are those generated before kinds were recorded."""
-    # Digests computed at commit 3e416df, before kinds/families were added.
-    assert _digest(generate(SynthConfig())) == "700d70f2a55f9cae"
+    # Digests computed at commit 3e416df, before kinds/families were added; the first two recomputed when gang
+    # sizes were capped by the load still missing (issue 13), which changes suites with large gangs only.
+    assert _digest(generate(SynthConfig())) == "6177be15173862c2"
     syn = generate(SynthConfig(seed=7, cpu_pods=5, mig_profiles=ALL_FAMILIES))
-    assert _digest(syn) == "c1d658f6df4ad557"  # CPU pods come last: the stream after the loop is unchanged
+    assert _digest(syn) == "2957e443fee19fc7"  # CPU pods come last: the stream after the loop is unchanged
     shipped = Path(__file__).parents[2] / "benchmarks" / "configs" / "mig-inference.yaml"
     assert _digest(generate(load_config(shipped))) == "491a0f3509627c9b"
 

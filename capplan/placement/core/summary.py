@@ -127,10 +127,14 @@ def make_plan(p: Problem, strategy: str, assignments: list[Assignment], unplaced
     placed = {a.key for a in assignments}
     guaranteed_missing = any(w.sla == "guaranteed" and any((w.name, r) not in placed for r in range(w.replicas))
                              for w in p.workloads)
+    # Plans compare by guaranteed replicas, then per priority GPU demand and then replicas placed. Demand at
+    # the bound proves the order only when no replica is left out: else a plan with as much demand and more
+    # replicas (a CPU-only pod, two 1-GPU replicas for one 2-GPU replica) may exist.
+    everything = len(placed) == sum(w.replicas for w in p.workloads)
     status: Status
     if guaranteed_missing:
         status = "infeasible"
-    elif proven_optimal or obj == bvec:
+    elif proven_optimal or (obj == bvec and everything):
         status = "optimal"
     else:
         status = "feasible"
@@ -158,6 +162,8 @@ def summary_text(p: Problem, plan: Plan) -> str:
     m = plan.metrics
     lines.append(f"  GPUs: {m.get('gpus_allocated', 0):g} of {m.get('gpus_total', 0)} allocated "
                  f"({m.get('allocation_pct', 0):.2f}%), CPU {m.get('cpu_allocation_pct', 0):.1f}% allocated")
+    if plan.metrics.get("warning"):
+        lines.append(f"  warning: {plan.metrics['warning']}")
     for u in plan.unplaced:
         lines.append(f"  unplaced {u.workload} x{len(u.replicas)}: {u.reason}")
     for e in plan.evictions:

@@ -73,6 +73,10 @@ def bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, int
         if r is not None and (r.status == "optimal" or r.units_proven):
             out[st.priority] = got.get(st.priority, 0)
             fixed.append((st.priority, r.value + st.constant))
+            if r.status != "optimal":
+                # Units proven, replica tie-break not: a plan with more replicas here may place more below, so
+                # the later stages (solved with this replica count) prove nothing; they keep the trivial bound.
+                return out, False
             continue
         cands = [trivial.get(st.priority, 0) * st.per_unit + st.per_unit - 1]
         if r is not None and abs(r.bound) != float("inf"):

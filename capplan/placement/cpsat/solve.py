@@ -18,7 +18,9 @@ from ortools.sat.python import cp_model
 
 from capplan.model.plan import Assignment, Plan
 from capplan.model.problem import Problem
+from capplan.model.units import units_to_gpus
 from capplan.placement.core.options import PlanOptions
+from capplan.placement.core.progress import plan_event
 from capplan.placement.core.subproblem import lex_key
 from capplan.placement.core.summary import trivial_bound
 from capplan.placement.cpsat.aggregate import break_node_symmetry, greedy_hint, sort_plan_nodes
@@ -78,14 +80,7 @@ class _Progress(cp_model.CpSolverSolutionCallback):
         value = round(self.objective_value)
         self.best = value if self.best is None else max(self.best, value)
         if self.fn is not None:
-            self.fn(
-                {
-                    "stage": self.stage.name,
-                    "elapsed": round(time.perf_counter() - self.t0, 3),
-                    "objective": self.objective_value,
-                    "bound": self.best_objective_bound,
-                }
-            )
+            self.fn(stage_event(self.stage, self.t0, self.objective_value, self.best_objective_bound))
         self.check(self.best_objective_bound)
 
     def check(self, bound: float) -> None:
@@ -100,6 +95,29 @@ class _Progress(cp_model.CpSolverSolutionCallback):
             self.units_proven = True
             if time.perf_counter() >= self.stop_after:
                 self.solver.stop_search()
+
+
+def stage_event(st: Stage, t0: float, value: float, bound: float) -> dict[str, Any]:
+    """A stage's progress in user units: GPUs placed at its priority, or guaranteed replicas placed.
+
+    A priority stage's internal value is ``units * per_unit + replicas`` (plus the pinned running
+    replicas' ``constant``); only the GPUs are shown. Tie-break stages report their name only.
+    """
+    name = "cpsat" if st.priority is not None else f"cpsat {st.name}"
+    ev: dict[str, Any] = {"stage": name, "elapsed": round(time.perf_counter() - t0, 3)}
+    finite = math.isfinite(bound) and bound >= value
+    if st.priority is not None:
+        units = (round(value) + st.constant) // st.per_unit
+        ev.update(priority=st.priority, objective=units_to_gpus(units))
+        if finite:
+            cap = (int(bound + 1e-6) + st.constant) // st.per_unit
+            ev["bound"] = units_to_gpus(cap)
+            ev["gap"] = round((cap - units) / cap, 6) if cap > 0 else 0.0
+    elif st.name == "guaranteed":
+        ev["guaranteed"] = round(value)
+        if finite:
+            ev["guaranteed_total"] = int(bound + 1e-6)
+    return ev
 
 
 def _complete_hint(
@@ -210,6 +228,10 @@ def _solve_stages(
             name = "unknown"  # no better solution found in time: keep the incumbent's value
         value = inc_vals[k]
         bound = solver.best_objective_bound
+        if status == cp_model.UNKNOWN:
+            # Cut off before a solution of its own (a tiny budget on a busy machine): the response's bound may
+            # be a default (0), not a bound. Keep only bounds CP-SAT reported while searching.
+            bound = cb.bound if st.maximize else -math.inf
         tol = 1e-6 * max(1.0, abs(value))  # CP-SAT reports large objectives with float rounding
         if status == cp_model.INFEASIBLE or (bound < value - tol if st.maximize else bound > value + tol):
             # Not a bound: CP-SAT reports one on the wrong side of a known solution when it stops
@@ -257,14 +279,7 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
     deadline = t0 + options.time_limit * (0.3 if repairable else 0.9)
     greedy = plan_greedy(problem, options)
     if options.progress:
-        options.progress(
-            {
-                "stage": "greedy",
-                "elapsed": round(time.perf_counter() - t0, 3),
-                "objective": list(greedy.objective),
-                "bound": list(greedy.bound),
-            }
-        )
+        options.progress(plan_event("greedy", t0, greedy))
     if deadline - time.perf_counter() < max(0.3, 0.1 * options.time_limit):
         return greedy_as_cpsat(greedy, t0, {"fallback": "greedy", "reason": "no time left after greedy"})
     ix = build_index(problem, options)

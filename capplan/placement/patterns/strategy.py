@@ -19,6 +19,7 @@ from capplan.model.plan import Assignment, Plan
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import MILLI
 from capplan.placement.core.options import PlanOptions
+from capplan.placement.core.progress import plan_event
 from capplan.placement.heuristics.placer import batch_order
 from capplan.placement.heuristics.run import place, plan_heuristic
 from capplan.placement.patterns.master import MasterResult, solve_master
@@ -110,11 +111,12 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
     final, unplaced, _ = place(rest, "bestfit", order=batch_order(rest, left_ws, seed=options.seed),
                                seed=options.seed, stop=end - post - 0.1 * tl)
     bound = upper_bound(p, time_limit=max(0.05, min(0.25 * tl, end - post - time.perf_counter())))
-    if options.progress:
-        options.progress({"stage": "patterns", "elapsed": round(time.perf_counter() - t0, 3)})
-    return make_plan(p, "patterns", final, unplaced, bound=bound.per_priority, seconds=time.perf_counter() - t0,
+    plan = make_plan(p, "patterns", final, unplaced, bound=bound.per_priority, seconds=time.perf_counter() - t0,
                      seed=options.seed, extra_metrics={**stats, "bound_seconds": round(bound.seconds, 3),
                                                        "bound_exact": bound.converged})
+    if options.progress:
+        options.progress(plan_event("patterns", t0, plan))
+    return plan
 
 
 def _cpu_only(w: Workload) -> bool:

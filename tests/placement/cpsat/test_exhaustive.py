@@ -11,6 +11,7 @@ held (GPU units held, then CPU-only replicas on GPU nodes).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from itertools import combinations
 from typing import Any
 
@@ -116,18 +117,27 @@ def _groups_ok(p: Problem, chosen: list[Assignment]) -> bool:
     return True
 
 
-def exhaustive_best(p: Problem) -> tuple[int, ...]:
-    """Best objective over all concrete placements (identical replicas enumerated in order)."""
+def exhaustive_best(p: Problem, score: Callable[[Problem, list[Assignment]], tuple[int, ...]] = key) -> tuple[int, ...]:
+    """Best ``score`` over all concrete placements (identical replicas enumerated in order).
+
+    Running replicas stay where they run (no preemption or migration): their only candidate is their
+    running assignment, and they are always placed.
+    """
+    running = {a.key: a for a in p.running}
     reps = [(w.name, r) for w in p.workloads for r in range(w.replicas)]
-    cands = [_candidates(p, wn, r) for wn, r in reps]
-    best: list[tuple[int, ...]] = [key(p, [])]
+    cands = [[running[(wn, r)]] if (wn, r) in running else _candidates(p, wn, r) for wn, r in reps]
+    best: list[tuple[int, ...] | None] = [None]
 
     def dfs(k: int, chosen: list[Assignment], last: dict[str, int]) -> None:
         if k == len(reps):
             if _groups_ok(p, chosen):
-                best[0] = max(best[0], key(p, chosen))
+                got = score(p, chosen)
+                best[0] = got if best[0] is None else max(best[0], got)
             return
         wn = reps[k][0]
+        if reps[k] in running:
+            dfs(k + 1, [*chosen, running[reps[k]]], last)
+            return
         lo = last.get(wn, 0)  # identical replicas: candidate indices non-decreasing; -1 once one is unplaced
         dfs(k + 1, chosen, {**last, wn: -1})
         if lo < 0:
@@ -138,6 +148,7 @@ def exhaustive_best(p: Problem) -> tuple[int, ...]:
                 dfs(k + 1, trial, {**last, wn: j})
 
     dfs(0, [], {})
+    assert best[0] is not None, "the running replicas alone break a group rule"
     return best[0]
 
 

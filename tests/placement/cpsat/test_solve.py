@@ -23,7 +23,15 @@ def test_progress_reports_greedy_then_stages(small_h100_pod: Problem) -> None:
     seen: list[dict[str, Any]] = []
     plan = solve(small_h100_pod, "cpsat", PlanOptions(time_limit=20, workers=1, progress=seen.append))
     assert seen[0]["stage"] == "greedy"
-    assert all({"stage", "elapsed", "objective", "bound"} <= set(d) for d in seen)
+    assert all({"stage", "elapsed"} <= set(d) for d in seen)
+    # user units: GPUs placed at a priority (never the internal units * scale + replicas value)
+    gpus = small_h100_pod.cluster.gpus_total
+    for d in seen:
+        obj = d.get("objective")
+        values = obj if isinstance(obj, list) else [] if obj is None else [obj]
+        assert all(0 <= v <= gpus for v in values), d
+        if isinstance(obj, float | int) and "bound" in d:
+            assert obj <= d["bound"] <= gpus, d
     assert check_plan(small_h100_pod, plan) == []
 
 
