@@ -108,11 +108,7 @@ class Plan(Frozen):
                 val = data[key]
             else:
                 continue
-            if isinstance(val, list) and val and isinstance(val[0], dict):
-                items = ",\n".join(f"  {json.dumps(x)}" for x in val)
-                parts.append(f" {json.dumps(key)}: [\n{items}\n ]")
-            else:
-                parts.append(f" {json.dumps(key)}: {json.dumps(val)}")
+            parts.append(json_field(key, val))
         return "{\n" + ",\n".join(parts) + "\n}\n"
 
     @classmethod
@@ -249,3 +245,11 @@ def input_error_from(exc: ValidationError, prefix: str, model: Any = None, origi
         problems.append((loc_path(prefix, loc), f"{origin}: {msg}" if origin else msg))
     unique = list(dict.fromkeys(problems))
     return InputError.of(unique or [(prefix, str(exc))])
+
+
+def json_field(key: str, val: Any) -> str:
+    """One top-level field of a plan-like JSON document: a list of objects one per line, else inline."""
+    if isinstance(val, list) and val and isinstance(val[0], dict):
+        items = ",\n".join(f"  {json.dumps(x)}" for x in val)
+        return f" {json.dumps(key)}: [\n{items}\n ]"
+    return f" {json.dumps(key)}: {json.dumps(val)}"

@@ -7,12 +7,11 @@ A schedule places replicas in space (as a plan does) and in time: every assignme
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import Field, ValidationError
 
-from capplan.model.plan import Assignment, Status, input_error_from
+from capplan.model.plan import Assignment, Status, input_error_from, json_field
 from capplan.model.units import Frozen
 
 SCHEDULE_FORMAT_VERSION = 1
@@ -79,14 +78,7 @@ class Schedule(Frozen):
     def to_json(self) -> str:
         """Serialise to JSON: one line per assignment and per workload row, null fields left out."""
         data = self.model_dump(mode="json", exclude_none=True)
-        parts = []
-        for key, val in data.items():
-            if isinstance(val, list) and val and isinstance(val[0], dict):
-                items = ",\n".join(f"  {json.dumps(x)}" for x in val)
-                parts.append(f" {json.dumps(key)}: [\n{items}\n ]")
-            else:
-                parts.append(f" {json.dumps(key)}: {json.dumps(val)}")
-        return "{\n" + ",\n".join(parts) + "\n}\n"
+        return "{\n" + ",\n".join(json_field(k, v) for k, v in data.items()) + "\n}\n"
 
     @classmethod
     def from_data(cls, data: Any) -> Schedule:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Protocol, TypeVar
 
 from capplan.model.catalog import GpuModel, MigProfile
 from capplan.model.errors import PlanValidationError
@@ -302,30 +303,54 @@ def _check_power(p: Problem, busy: set[tuple[str, int]]) -> list[str]:
     return v
 
 
-def check_plan(p: Problem, plan: Plan) -> list[str]:
-    """Check every rule of ``p`` on ``plan``; return the violations (empty when valid)."""
-    v: list[str] = []
+class _Keyed(Protocol):
+    @property
+    def workload(self) -> str: ...
+
+    @property
+    def replica(self) -> int: ...
+
+
+A = TypeVar("A", bound=_Keyed)
+
+
+def check_coverage(p: Problem, assigned: Sequence[A], listed: Sequence[tuple[str, Sequence[int]]],
+                   words: tuple[str, str], v: list[str]) -> dict[tuple[str, int], A]:
+    """Every replica is assigned once or listed as left out once; violations go to ``v``.
+
+    Returns the assignments of known replicas by key. ``words`` name the two outcomes in messages
+    (``("placed", "unplaced")`` for a plan, ``("scheduled", "unscheduled")`` for a schedule).
+    """
     works = {w.name: w for w in p.workloads}
-    placed: dict[tuple[str, int], Assignment] = {}
-    for a in plan.assignments:
+    placed: dict[tuple[str, int], A] = {}
+    for a in assigned:
         w = works.get(a.workload)
         if w is None or a.replica >= w.replicas:
             v.append(f"assignment for unknown replica {a.workload}[{a.replica}]")
-        elif a.key in placed:
+            continue
+        if (a.workload, a.replica) in placed:
             v.append(f"{a.workload}[{a.replica}] is assigned twice")
-        placed[a.key] = a
-    unplaced: set[tuple[str, int]] = set()
-    for u in plan.unplaced:
-        for r in u.replicas:
-            if u.workload not in works or r >= works[u.workload].replicas:
-                v.append(f"unplaced entry for unknown replica {u.workload}[{r}]")
-            elif (u.workload, r) in placed or (u.workload, r) in unplaced:
-                v.append(f"{u.workload}[{r}] is listed more than once")
-            unplaced.add((u.workload, r))
+        placed[(a.workload, a.replica)] = a
+    left: set[tuple[str, int]] = set()
+    for name, replicas in listed:
+        for r in replicas:
+            if name not in works or r >= works[name].replicas:
+                v.append(f"{words[1]} entry for unknown replica {name}[{r}]")
+            elif (name, r) in placed or (name, r) in left:
+                v.append(f"{name}[{r}] is listed more than once")
+            left.add((name, r))
     for w in p.workloads:
-        missing = [r for r in range(w.replicas) if (w.name, r) not in placed and (w.name, r) not in unplaced]
+        missing = [r for r in range(w.replicas) if (w.name, r) not in placed and (w.name, r) not in left]
         if missing:
-            v.append(f"{w.name}: replicas {missing} are neither placed nor listed unplaced")
+            v.append(f"{w.name}: replicas {missing} are neither {words[0]} nor listed {words[1]}")
+    return placed
+
+
+def check_plan(p: Problem, plan: Plan) -> list[str]:
+    """Check every rule of ``p`` on ``plan``; return the violations (empty when valid)."""
+    v: list[str] = []
+    placed = check_coverage(p, plan.assignments, [(u.workload, u.replicas) for u in plan.unplaced],
+                            ("placed", "unplaced"), v)
     v.extend(check_assignments(p, plan.assignments))
     v.extend(_check_groups(p, placed))
     v.extend(_check_running(p, plan, placed))

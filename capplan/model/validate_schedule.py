@@ -17,7 +17,7 @@ from capplan.model.plan import Assignment
 from capplan.model.problem import Node, Problem, Workload
 from capplan.model.schedule import Schedule, TimedAssignment
 from capplan.model.units import UNITS_PER_GPU
-from capplan.model.validate import _check_groups, _shape, check_assignments
+from capplan.model.validate import _check_groups, _shape, check_assignments, check_coverage
 
 _TOL = 1e-5
 
@@ -193,28 +193,8 @@ def check_schedule(p: Problem, s: Schedule) -> list[str]:
         One readable line per violated rule.
     """
     v: list[str] = []
-    works = {w.name: w for w in p.workloads}
-    placed: dict[tuple[str, int], TimedAssignment] = {}
-    for a in s.assignments:
-        w = works.get(a.workload)
-        if w is None or a.replica >= w.replicas:
-            v.append(f"assignment for unknown replica {a.workload}[{a.replica}]")
-            continue
-        if a.key in placed:
-            v.append(f"{a.workload}[{a.replica}] is assigned twice")
-        placed[a.key] = a
-    listed: set[tuple[str, int]] = set()
-    for u in s.unscheduled:
-        for r in u.replicas:
-            if u.workload not in works or r >= works[u.workload].replicas:
-                v.append(f"unscheduled entry for unknown replica {u.workload}[{r}]")
-            elif (u.workload, r) in placed or (u.workload, r) in listed:
-                v.append(f"{u.workload}[{r}] is listed more than once")
-            listed.add((u.workload, r))
-    for w in p.workloads:
-        missing = [r for r in range(w.replicas) if (w.name, r) not in placed and (w.name, r) not in listed]
-        if missing:
-            v.append(f"{w.name}: replicas {missing} are neither scheduled nor listed unscheduled")
+    placed = check_coverage(p, s.assignments, [(u.workload, u.replicas) for u in s.unscheduled],
+                            ("scheduled", "unscheduled"), v)
     v.extend(_check_times(p, s, placed))
     v.extend(_check_groups(p, {k: _space(a) for k, a in placed.items()}))
     v.extend(_check_instants(p, placed))
