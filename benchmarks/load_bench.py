@@ -11,13 +11,11 @@ All loaders give the same data (checked). Recorded in docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import yaml
+from micro_bench import median_time
 
 from capplan.io.alibaba import read_nodes, read_pods, trace_data
 from capplan.io.scenario import load_scenario
@@ -27,16 +25,6 @@ REPO = Path(__file__).resolve().parents[1]
 # ../shared from the main checkout, ../../shared from a worktree under /work/wt
 TRACE = next((p / "shared" / "data" / "alibaba-gpu-v2023" for p in (REPO.parent, REPO.parent.parent)
               if (p / "shared" / "data" / "alibaba-gpu-v2023").is_dir()), REPO.parent / "shared")
-
-
-def median_time(fn: Callable[[], object], repeat: int) -> float:
-    """Median wall-clock seconds of ``repeat`` calls."""
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:

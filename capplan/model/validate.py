@@ -453,16 +453,23 @@ def _check_summary(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignm
                 value[w.name] = replica_value(p, w)
             units[w.priority] += value[w.name]
     expected = [units_to_gpus(units[q]) for q in p.priorities]
-    if len(plan.objective) != len(expected) or any(abs(x - y) > _TOL for x, y in zip(plan.objective, expected,
-                                                                                       strict=False)):
-        v.append(f"objective {list(plan.objective)} differs from the recomputed {expected}")
-    if plan.bound:
-        if len(plan.bound) != len(expected):
+    v.extend(check_claims(plan.objective, plan.bound, expected))
+    return v
+
+
+def check_claims(objective: Sequence[float], bound: Sequence[float], expected: Sequence[float]) -> list[str]:
+    """The claimed per-priority ``objective`` equals the recomputed ``expected``, and the claimed
+    ``bound`` is not below it in the lexicographic (priority) order; empty when both hold."""
+    v: list[str] = []
+    if len(objective) != len(expected) or any(abs(x - y) > _TOL for x, y in zip(objective, expected, strict=False)):
+        v.append(f"objective {list(objective)} differs from the recomputed {list(expected)}")
+    if bound:
+        if len(bound) != len(expected):
             v.append("bound and objective have different lengths")
         else:
-            for b, o in zip(plan.bound, expected, strict=True):
+            for b, o in zip(bound, expected, strict=True):
                 if b + _TOL < o:
-                    v.append(f"bound {list(plan.bound)} is below the objective {expected}")
+                    v.append(f"bound {list(bound)} is below the objective {list(expected)}")
                     break
                 if b > o + _TOL:
                     break
