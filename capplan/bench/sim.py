@@ -14,6 +14,7 @@ placed one after the other and all are rolled back if one does not fit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -155,12 +156,16 @@ class SimState:
                    gpu_left=np.where(slots, MILLI, 0).astype(np.int64),
                    tags=np.zeros((len(fleet.cpu), N_TAGS), dtype=np.int64))
 
-    def feasible(self, pod: Pod) -> BoolArr:
-        """Nodes that can host ``pod`` now."""
-        ok = (self.cpu_left >= pod.cpu) & (self.mem_left >= pod.mem)
+    def feasible(self, pod: Pod, rows: IntArr | None = None) -> BoolArr:
+        """Nodes that can host ``pod`` now (all nodes, or only ``rows``: one entry per row)."""
+        if rows is None:
+            cpu, mem, gpu, allowed = self.cpu_left, self.mem_left, self.gpu_left, pod.allowed
+        else:
+            cpu, mem, gpu, allowed = self.cpu_left[rows], self.mem_left[rows], self.gpu_left[rows], pod.allowed[rows]
+        ok: BoolArr = (cpu >= pod.cpu) & (mem >= pod.mem)
         if pod.num:
-            fits = self.gpu_left >= pod.milli
-            ok &= pod.allowed & (fits.any(axis=1) if pod.shares else fits.sum(axis=1) >= pod.num)
+            fits = gpu >= pod.milli
+            ok &= allowed & (fits.any(axis=1) if pod.shares else fits.sum(axis=1) >= pod.num)
         return ok
 
     def apply(self, pod: Pod, node: int, gpus: tuple[int, ...], sign: int = 1) -> None:
@@ -232,14 +237,20 @@ def pod_view(pods: PodTable, fleet: Fleet, i: int, masks: dict[int, BoolArr]) ->
 
 
 def simulate(fleet: Fleet, pods: PodTable, order: IntArr, policy: Policy, seed: int,
-             state: SimState | None = None) -> tuple[SimState, SimResult]:
-    """Replay ``pods[order]`` online with ``policy``; ``seed`` shuffles the tie-breaking node order."""
+             state: SimState | None = None, latency_ns: list[int] | None = None) -> tuple[SimState, SimResult]:
+    """Replay ``pods[order]`` online with ``policy``; ``seed`` shuffles the tie-breaking node order.
+
+    With ``latency_ns``, the decision time of every arriving pod (``time.perf_counter_ns`` around
+    its filter, scoring, choice, GPU pick, state update and the policy's ``observe``; all members
+    and any rollback of a gang) is appended to it, in arrival order.
+    """
     rank = np.random.default_rng(seed).permutation(len(fleet.cpu)).astype(np.int64)
     state = state or SimState.empty(fleet)
     res = SimResult(order=order)
     masks: dict[int, BoolArr] = {}
     arrived = 0
     for i in order:
+        t0 = time.perf_counter_ns() if latency_ns is not None else 0
         pod = pod_view(pods, fleet, int(i), masks)
         done: list[tuple[int, tuple[int, ...]]] = []
         for _ in range(int(pods.replicas[i])):
@@ -253,6 +264,8 @@ def simulate(fleet: Fleet, pods: PodTable, order: IntArr, policy: Policy, seed: 
                 done = []
                 break
             done.append(got)
+        if latency_ns is not None:
+            latency_ns.append(time.perf_counter_ns() - t0)
         arrived += pods.demand_milli(int(i))
         res.nodes.append(tuple(n for n, _ in done))
         res.gpus.append(tuple(g for _, g in done))
