@@ -237,12 +237,14 @@ def pod_view(pods: PodTable, fleet: Fleet, i: int, masks: dict[int, BoolArr]) ->
 
 
 def simulate(fleet: Fleet, pods: PodTable, order: IntArr, policy: Policy, seed: int,
-             state: SimState | None = None, latency_ns: list[int] | None = None) -> tuple[SimState, SimResult]:
+             state: SimState | None = None, latency_ns: list[int] | None = None,
+             cpu_ns: list[int] | None = None) -> tuple[SimState, SimResult]:
     """Replay ``pods[order]`` online with ``policy``; ``seed`` shuffles the tie-breaking node order.
 
     With ``latency_ns``, the decision time of every arriving pod (``time.perf_counter_ns`` around
     its filter, scoring, choice, GPU pick, state update and the policy's ``observe``; all members
-    and any rollback of a gang) is appended to it, in arrival order.
+    and any rollback of a gang) is appended to it, in arrival order; with ``cpu_ns`` the same
+    span's CPU time of this thread (``time.thread_time_ns``: excludes waiting for a core).
     """
     rank = np.random.default_rng(seed).permutation(len(fleet.cpu)).astype(np.int64)
     state = state or SimState.empty(fleet)
@@ -251,6 +253,7 @@ def simulate(fleet: Fleet, pods: PodTable, order: IntArr, policy: Policy, seed: 
     arrived = 0
     for i in order:
         t0 = time.perf_counter_ns() if latency_ns is not None else 0
+        c0 = time.thread_time_ns() if cpu_ns is not None else 0
         pod = pod_view(pods, fleet, int(i), masks)
         done: list[tuple[int, tuple[int, ...]]] = []
         for _ in range(int(pods.replicas[i])):
@@ -264,6 +267,8 @@ def simulate(fleet: Fleet, pods: PodTable, order: IntArr, policy: Policy, seed: 
                 done = []
                 break
             done.append(got)
+        if cpu_ns is not None:
+            cpu_ns.append(time.thread_time_ns() - c0)
         if latency_ns is not None:
             latency_ns.append(time.perf_counter_ns() - t0)
         arrived += pods.demand_milli(int(i))
