@@ -219,10 +219,11 @@ class FGDPolicy:
         self.frag = np.zeros(0)
         self.cache: dict[tuple[int, int, int, int, tuple[str, ...]], _Scores] = {}
         self.last: _Scores | None = None
-        self.started = True  # True until the first pod: the model was built for an empty cluster
+        self.started = False
         self.states: dict[bytes, int] = {}
         self.sid = np.zeros(0, dtype=np.int64)
         self._model(SimState.empty(ctx.fleet))  # start-up work; redone if the first state is not empty
+        self.started = True  # until the first pod: the model above was built for an empty cluster
 
     def _model(self, state: SimState) -> FragModel:
         if self.model is None or (self.started and not self._is_empty(state)):
