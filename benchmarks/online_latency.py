@@ -2,8 +2,9 @@
 
 Runs the online protocol of the FGD paper (``capplan.bench``: seed-shuffled pods, inflation to
 130% of GPU capacity) with each policy and seed, and records every arriving pod's decision time
-with ``time.perf_counter_ns`` (:func:`capplan.bench.sim.simulate`'s ``latency_ns``: filter,
-scoring, choice, GPU pick, state update and the policy's ``observe``; no memory tracing). The
+with ``time.perf_counter_ns`` (wall) and ``time.thread_time_ns`` (CPU of this thread): the
+simulator's filter, the policy's scoring, the choice, GPU pick, state update and the policy's
+``observe``; no memory tracing. The
 policy's construction (its start-up work, e.g. the typical pods' tables) is timed separately.
 Wall-clock times include any time the process waits for a core: on a shared machine read them
 with the load average printed alongside.
@@ -25,6 +26,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,25 +35,38 @@ P99_MS, MAX_MS = 2.0, 10.0
 
 
 def run(data: Path, file: str, policy: str, seed: int) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """(per-pod decision wall ms, the same as CPU ms, start-up ms, unallocated GPUs at the end) of one run."""
+    """(per-pod decision wall ms, the same as CPU ms, start-up ms, unallocated GPUs at the end) of one run.
+
+    The loop is :func:`capplan.bench.sim.simulate`'s for gang-free traces (the Alibaba files have
+    none): the same tie-break order and the same :func:`capplan.bench.sim.place` per pod, timed
+    around ``pod_view`` + ``place``. It uses only functions older commits have, so the same file
+    measures them (before/after).
+    """
     from capplan.bench.frag import TypicalPods
     from capplan.bench.policies import PolicyContext, make_policy
     from capplan.bench.protocols import online_order
-    from capplan.bench.sim import Fleet, PodTable, simulate
+    from capplan.bench.sim import Fleet, PodTable, SimState, place, pod_view
     from capplan.io.alibaba import read_nodes, read_pods
 
     fleet = Fleet.from_trace(read_nodes(data / "openb_node_list_gpu_node.csv"))
     pods = PodTable.from_trace(read_pods(data / f"openb_pod_list_{file}.csv"))
+    if (pods.replicas != 1).any():
+        raise SystemExit(f"{file}: gangs are not supported by this benchmark's loop")
     order = online_order(pods, fleet.total_milli, seed)
     ctx = PolicyContext(fleet=fleet, pods=pods, typical=TypicalPods.from_pods(fleet, pods), seed=seed)
     t0 = time.perf_counter_ns()
     pol = make_policy(policy, ctx)
     start_ms = (time.perf_counter_ns() - t0) / 1e6
-    lat: list[int] = []
-    cpu: list[int] = []
-    state, _ = simulate(fleet, pods, order, pol, seed, latency_ns=lat, cpu_ns=cpu)
-    return (np.array(lat, dtype=np.float64) / 1e6, np.array(cpu, dtype=np.float64) / 1e6, start_ms,
-            (fleet.total_milli - state.used_milli) / 1000)
+    rank = np.random.default_rng(seed).permutation(len(fleet.cpu)).astype(np.int64)  # as in simulate
+    state = SimState.empty(fleet)
+    masks: dict[int, Any] = {}
+    wall, cpu = np.zeros(len(order)), np.zeros(len(order))
+    for k, i in enumerate(order):
+        w0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+        place(state, pod_view(pods, fleet, int(i), masks), pol, rank)
+        c1, w1 = time.thread_time_ns(), time.perf_counter_ns()
+        wall[k], cpu[k] = (w1 - w0) / 1e6, (c1 - c0) / 1e6
+    return wall, cpu, start_ms, (fleet.total_milli - state.used_milli) / 1000
 
 
 def row(name: str, clock: str, ms: np.ndarray, extra: str) -> str:

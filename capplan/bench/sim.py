@@ -14,7 +14,6 @@ placed one after the other and all are rolled back if one does not fit.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -237,23 +236,14 @@ def pod_view(pods: PodTable, fleet: Fleet, i: int, masks: dict[int, BoolArr]) ->
 
 
 def simulate(fleet: Fleet, pods: PodTable, order: IntArr, policy: Policy, seed: int,
-             state: SimState | None = None, latency_ns: list[int] | None = None,
-             cpu_ns: list[int] | None = None) -> tuple[SimState, SimResult]:
-    """Replay ``pods[order]`` online with ``policy``; ``seed`` shuffles the tie-breaking node order.
-
-    With ``latency_ns``, the decision time of every arriving pod (``time.perf_counter_ns`` around
-    its filter, scoring, choice, GPU pick, state update and the policy's ``observe``; all members
-    and any rollback of a gang) is appended to it, in arrival order; with ``cpu_ns`` the same
-    span's CPU time of this thread (``time.thread_time_ns``: excludes waiting for a core).
-    """
+             state: SimState | None = None) -> tuple[SimState, SimResult]:
+    """Replay ``pods[order]`` online with ``policy``; ``seed`` shuffles the tie-breaking node order."""
     rank = np.random.default_rng(seed).permutation(len(fleet.cpu)).astype(np.int64)
     state = state or SimState.empty(fleet)
     res = SimResult(order=order)
     masks: dict[int, BoolArr] = {}
     arrived = 0
     for i in order:
-        t0 = time.perf_counter_ns() if latency_ns is not None else 0
-        c0 = time.thread_time_ns() if cpu_ns is not None else 0
         pod = pod_view(pods, fleet, int(i), masks)
         done: list[tuple[int, tuple[int, ...]]] = []
         for _ in range(int(pods.replicas[i])):
@@ -267,10 +257,6 @@ def simulate(fleet: Fleet, pods: PodTable, order: IntArr, policy: Policy, seed: 
                 done = []
                 break
             done.append(got)
-        if cpu_ns is not None:
-            cpu_ns.append(time.thread_time_ns() - c0)
-        if latency_ns is not None:
-            latency_ns.append(time.perf_counter_ns() - t0)
         arrived += pods.demand_milli(int(i))
         res.nodes.append(tuple(n for n, _ in done))
         res.gpus.append(tuple(g for _, g in done))

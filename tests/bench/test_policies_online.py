@@ -114,14 +114,3 @@ def test_capplan_keeps_a_typical_pod_placeable() -> None:
         assert res.nodes[0] == (1,) and all(res.nodes[1:])
     fgd = FGDPolicy(ctx).score(SimState.empty(ctx.fleet), pod)
     assert fgd.tolist() == [26.0, 50.0]
-
-
-def test_latency_hook_records_every_arrival() -> None:
-    """``simulate(latency_ns=, cpu_ns=)`` records one non-negative time per arriving pod, failed ones too."""
-    nodes = [TraceNode("a", 8000, 65536, 2, "G2")]
-    pods = [TracePod(f"p{j}", 4000, 1024, 1, 1000) for j in range(3)]  # the third does not fit
-    ctx = _ctx(nodes, pods)
-    wall: list[int] = []
-    cpu: list[int] = []
-    _, res = simulate(ctx.fleet, ctx.pods, np.arange(3), make_policy("capplan", ctx), 0, latency_ns=wall, cpu_ns=cpu)
-    assert res.nodes[2] == () and len(wall) == len(cpu) == 3 and min(wall) >= 0 and min(cpu) >= 0
