@@ -209,7 +209,7 @@ class FGDPolicy:
     every node they were computed from; ``observe`` bumps the changed node's version and the next
     pod of a shape rescores only the nodes changed since that shape was last scored. Every state
     change must therefore be reported through ``observe`` (the simulator does, rollbacks included).
-    Infeasible nodes score -1.
+    Infeasible nodes score -1. The returned scores are a read-only view of the cache.
     """
 
     def __init__(self, ctx: PolicyContext) -> None:
@@ -268,7 +268,9 @@ class FGDPolicy:
                 entry.score[rows], entry.gpu[rows] = sc[inv], gpu[inv]
             entry.ver[dirty] = self.ver[dirty]
         self.last = entry
-        return entry.score
+        out = entry.score.view()
+        out.flags.writeable = False  # the cache itself: callers must not change it
+        return out
 
     def rows_score(self, state: SimState, pod: Pod, rows: IntArr) -> tuple[FloatArr, IntArr]:
         """Scores of the feasible nodes ``rows`` and, for a share, the GPU chosen on each (else 0)."""
