@@ -28,8 +28,10 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
+from capplan.model.catalog import GpuModel
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import UNITS_PER_GPU
+from capplan.placement.core.miglayouts import mig_layouts, most_alone
 
 _EPS = 1e-7
 _SLACK_PENALTY = 1e4  # per unit of a floor left unmet (a unit is a GPU's 1/UNITS_PER_GPU; weights are <= 1)
@@ -55,18 +57,23 @@ class Bound:
     seconds: float
 
 
+#: What an item holds on one GPU of a bin type: ("u", units) for a whole GPU or a share (packed by
+#: units), ("m", profile name) for a MIG instance (packed by the model's valid MIG layouts).
+Slot = tuple[str, int | str]
+
+
 @dataclass
 class _Items:
-    sizes: list[dict[int, int]]  # per item type: model id -> units held per GPU slot
+    sizes: list[dict[int, Slot]]  # per item type: bin type -> what it holds per GPU slot
     count: list[int]  # GPU slots
     value: list[int]  # per slot: the replica's value (Problem.replica_value) per GPU slot
     cpu: list[int]  # per slot
     mem: list[int]
 
 
-def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> tuple[dict[int, int], int]:
-    """Units per GPU slot of ``w`` on each bin type, and GPU slots per replica."""
-    sizes: dict[int, int] = {}
+def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> tuple[dict[int, Slot], int]:
+    """What ``w`` holds per GPU slot on each bin type, and GPU slots per replica."""
+    sizes: dict[int, Slot] = {}
     slots = 1
     allowed = None if w.gpu_models is None else set(p.allowed_models(w))
     per_model: dict[str, object] = {}
@@ -79,16 +86,19 @@ def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> t
         if not isinstance(d, Demand) or d.kind == "none" or (d.kind == "whole" and d.gpus > max_gpus[b]):
             continue
         slots = d.gpus if d.kind == "whole" else 1
-        sizes[b] = UNITS_PER_GPU if d.kind == "whole" else d.units
+        if d.kind == "mig" and d.profile is not None:
+            sizes[b] = ("m", d.profile.name)
+        else:
+            sizes[b] = ("u", UNITS_PER_GPU if d.kind == "whole" else d.units)
     return sizes, slots
 
 
 def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int],
            of: dict[str, int] | None = None) -> _Items:
     """Item types of ``ws`` (filling ``of``: workload name -> item type index, when given)."""
-    groups: dict[tuple[tuple[tuple[int, int], ...], int, int, int], int] = defaultdict(int)
-    key_of: dict[str, tuple[tuple[tuple[int, int], ...], int, int, int]] = {}
-    memo: dict[tuple[object, ...], tuple[dict[int, int], int]] = {}
+    groups: dict[tuple[tuple[tuple[int, Slot], ...], int, int, int], int] = defaultdict(int)
+    key_of: dict[str, tuple[tuple[tuple[int, Slot], ...], int, int, int]] = {}
+    memo: dict[tuple[object, ...], tuple[dict[int, Slot], int]] = {}
     for w in ws:
         shape = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.gpu_models)
         if shape not in memo:
@@ -140,11 +150,29 @@ def _knapsack(sizes: np.ndarray, values: np.ndarray, cap: int) -> tuple[float, d
     return float(dp[c]), dict(pattern)
 
 
+def _mig_patterns(model: GpuModel, names: list[str]) -> np.ndarray:
+    """(layouts, len(names)) instances of each profile of ``names`` in every maximal layout of ``model``."""
+    idx = {pr.name: i for i, pr in enumerate(model.profiles)}
+    lays = mig_layouts(model)
+    out = np.zeros((len(lays), len(names)), dtype=np.int64)
+    for r, lay in enumerate(lays):
+        for c, name in enumerate(names):
+            if name in idx:
+                out[r, c] = lay.counts[idx[name]]
+    return out
+
+
 def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: list[int],
                  deadline: float, weight: list[float] | None = None,
                  floors: list[tuple[list[int], float]] | None = None,
+                 gpu_models: list[GpuModel | None] | None = None,
                  ) -> tuple[float, bool, dict[tuple[int, int], float]]:
     """Column generation for items over GPU bin types.
+
+    A GPU pattern holds either whole GPUs and shares (at most ``UNITS_PER_GPU`` units: an
+    unbounded knapsack prices them) or MIG instances forming one valid layout of the bin type's
+    model (``gpu_models``, :func:`~capplan.placement.core.miglayouts.mig_layouts`: priced by
+    enumeration), never both: a GPU runs in one mode.
 
     ``weight`` (default all 1) weighs each item type's units in the objective; each
     ``(item types, units)`` of ``floors`` requires at least that many units of those items placed.
@@ -160,19 +188,33 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
     weight = weight if weight is not None else [1.0] * len(items.count)
     floors = floors or []
     nb = len(n_bins)
-    # Distinct sizes per model (the rows that link items to patterns).
-    size_rows: list[dict[int, int]] = [dict() for _ in range(nb)]
+    # Distinct slots per model (the rows that link items to patterns).
+    size_rows: list[dict[Slot, int]] = [dict() for _ in range(nb)]
     for it in items.sizes:
         for b, s in it.items():
             size_rows[b].setdefault(s, len(size_rows[b]))
     xs = [(i, b) for i, it in enumerate(items.sizes) for b in it if n_bins[b] > 0]
     if not xs:
         return 0.0, True, {}
-    patterns: list[tuple[int, dict[int, int]]] = []  # (model, size -> copies)
+    mig_of: list[tuple[list[Slot], np.ndarray] | None] = []  # per model: MIG slots, layouts x slots
+    for b in range(nb):
+        names = [s for s in size_rows[b] if s[0] == "m"]
+        model = gpu_models[b] if gpu_models is not None else None
+        if names and model is None:
+            raise ValueError("MIG items need the bin types' GPU models")
+        mig_of.append((names, _mig_patterns(model, [str(x[1]) for x in names]))
+                      if names and model is not None else None)
+    patterns: list[tuple[int, dict[Slot, int]]] = []  # (model, slot -> copies)
     for b in range(nb):
         for s in size_rows[b]:
             if n_bins[b] > 0:
-                patterns.append((b, {s: UNITS_PER_GPU // s}))
+                if s[0] == "m":
+                    model = gpu_models[b] if gpu_models is not None else None
+                    assert model is not None
+                    pi = next(k for k, pr in enumerate(model.profiles) if pr.name == s[1])
+                    patterns.append((b, {s: most_alone(model, pi)}))
+                else:
+                    patterns.append((b, {s: UNITS_PER_GPU // int(s[1])}))
     n_items = len(items.count)
     link0 = n_items
     link_off = []
@@ -238,14 +280,26 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
         for b in range(nb):
             if n_bins[b] == 0 or not size_rows[b]:
                 continue
-            sizes = np.array(list(size_rows[b]), dtype=np.int64)
-            pi = np.array([duals[link_off[b] + r] for r in size_rows[b].values()])
-            best, pick = _knapsack(sizes, pi, UNITS_PER_GPU)
+            units = [s for s in size_rows[b] if s[0] == "u"]
+            best, col = 0.0, {}
+            if units:
+                sizes = np.array([int(s[1]) for s in units], dtype=np.int64)
+                pi = np.array([duals[link_off[b] + size_rows[b][s]] for s in units])
+                best, pick = _knapsack(sizes, pi, UNITS_PER_GPU)
+                col = {units[j]: c for j, c in pick.items()}
+            mig = mig_of[b]
+            if mig is not None and mig[1].size:
+                names, lay = mig
+                worth = lay @ np.array([duals[link_off[b] + size_rows[b][s]] for s in names])
+                r = int(np.argmax(worth))
+                if worth[r] > best:
+                    best = float(worth[r])
+                    col = {s: int(c) for s, c in zip(names, lay[r].tolist(), strict=True) if c}
             rc = best - duals[bins0 + b]
             if rc > 1e-9:
                 extra += n_bins[b] * rc
             if rc > 1e-6 * max(1.0, duals[bins0 + b]):
-                patterns.append((b, {int(sizes[j]): c for j, c in pick.items()}))
+                patterns.append((b, col))
                 added += 1
         value = min(value, lp + extra)
         if added == 0:
@@ -273,6 +327,10 @@ class BinTypes:
         keys = sorted(groups)
         return cls(keys=keys, nodes=[groups[k] for k in keys])
 
+    def models(self, p: Problem) -> list[GpuModel | None]:
+        """The catalog GPU model of each bin type."""
+        return [p.catalog.get(k[0]) for k in self.keys]
+
 
 def _solve(p: Problem, ws: list[Workload], types: BinTypes, deadline: float,
            of: dict[str, int] | None = None) -> tuple[_Items, float, bool, dict[tuple[int, int], float]]:
@@ -282,7 +340,7 @@ def _solve(p: Problem, ws: list[Workload], types: BinTypes, deadline: float,
     cpu_cap = [c * k[2] for c, k in zip(counts, types.keys, strict=True)]
     mem_cap = [c * k[3] for c, k in zip(counts, types.keys, strict=True)]
     items = _items(p, ws, models, [k[1] for k in types.keys], of)
-    return (items, *_bound_items(items, n_bins, cpu_cap, mem_cap, deadline))
+    return (items, *_bound_items(items, n_bins, cpu_cap, mem_cap, deadline, gpu_models=types.models(p)))
 
 
 def lp_assignment(p: Problem, ws: list[Workload], time_limit: float = 10.0) -> dict[str, dict[int, float]]:
@@ -382,7 +440,8 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
             floors = [([i for i, o in enumerate(owner) if o == x], achieved.get(x, 0) * (1 - 1e-9) - 1e-6)
                       for x in above]
             value, ok, _ = _bound_items(merged, n_bins, cpu_cap, mem_cap, deadline,
-                                        weight=[1.0 if o == q else 0.0 for o in owner], floors=floors)
+                                        weight=[1.0 if o == q else 0.0 for o in owner], floors=floors,
+                                        gpu_models=types.models(p))
             converged &= ok
             if value != float("inf"):
                 out[q] = min(out[q], max(achieved.get(q, 0), math.floor(value * (1 + 1e-9) + 1e-6)))
