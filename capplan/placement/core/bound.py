@@ -280,13 +280,13 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
         for b in range(nb):
             if n_bins[b] == 0 or not size_rows[b]:
                 continue
-            units = [s for s in size_rows[b] if s[0] == "u"]
+            flat = [s for s in size_rows[b] if s[0] == "u"]
             best, col = 0.0, {}
-            if units:
-                sizes = np.array([int(s[1]) for s in units], dtype=np.int64)
-                pi = np.array([duals[link_off[b] + size_rows[b][s]] for s in units])
-                best, pick = _knapsack(sizes, pi, UNITS_PER_GPU)
-                col = {units[j]: c for j, c in pick.items()}
+            if flat:
+                sizes = np.array([int(s[1]) for s in flat], dtype=np.int64)
+                price = np.array([duals[link_off[b] + size_rows[b][s]] for s in flat])
+                best, pick = _knapsack(sizes, price, UNITS_PER_GPU)
+                col = {flat[j]: c for j, c in pick.items()}
             mig = mig_of[b]
             if mig is not None and mig[1].size:
                 names, lay = mig

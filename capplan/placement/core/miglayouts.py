@@ -79,7 +79,7 @@ def mig_layouts(model: GpuModel) -> tuple[Layout, ...]:
                 continue
             if model.homogeneous and any(x and i != pi for i, x in enumerate(counts)):
                 continue
-            nc = counts[:pi] + (counts[pi] + 1,) + counts[pi + 1:]
+            nc = (*counts[:pi], counts[pi] + 1, *counts[pi + 1:])
             stack.append((j + 1, mask | m, compute + c, nc, (*slots, (pi, s))))
     vecs = sorted(best, reverse=True)
     maximal = [v for v in vecs

@@ -213,8 +213,9 @@ class BulkPlacer:
         if stage == "open":
             gcap = self._open_caps(w, d, idx, s, pi)
             cap = np.minimum(cap, gcap.sum(axis=1))
-            cost = node_free * 1e3
+            cost = d.units * 1e10 + node_free * 1e3  # the smallest slice that serves first (least held)
         else:
+            assert isinstance(stage, tuple)
             lid = stage[1]
             free = (st.exists[idx] & (st.mode[idx] == FREE) & ((st.fixed[idx] < 0) | (st.fixed[idx] == MIG))
                     & st.gpu_tenant_ok(w, idx)).sum(axis=1)
@@ -291,7 +292,10 @@ class BulkPlacer:
         assert pk is not None
         pk.begin(w)
         out = self._fill(w, per, n, idx, "open")
-        sigs = sorted({int(pk.sig_of_model[m]) for m, _, _ in self.groups(w, per, idx)} - {-1})
+        held = {int(pk.sig_of_model[m]): x.units for m, x in enumerate(per) if x is not None}
+        # Geometries whose instance holds least first (the smallest slice that serves).
+        sigs = sorted({int(pk.sig_of_model[m]) for m, _, _ in self.groups(w, per, idx)} - {-1},
+                      key=lambda g: (held[g], g))
         for s in sigs:
             mids = [m for m, d in enumerate(per) if d is not None and d.profile is not None
                     and int(pk.sig_of_model[m]) == s]
@@ -393,6 +397,7 @@ class BulkPlacer:
                 if len(out) == k:
                     break
             return out
+        assert isinstance(stage, tuple)
         lid = stage[1]
         starts = [start for p, start in pk.lay_slots[lid] if p == pi]
         free = np.flatnonzero(st.exists[i] & (st.mode[i] == FREE) & ((st.fixed[i] < 0) | (st.fixed[i] == MIG))

@@ -54,7 +54,7 @@ class MigPacker:
         for m, model in enumerate(st.models):
             if model is None or not model.profiles or model.partitioning == "none":
                 continue
-            key = tuple(model.profiles) + (model.compute_slices, model.homogeneous)
+            key = (*model.profiles, model.compute_slices, model.homogeneous)
             if key not in sigs:
                 sigs[key] = len(sigs)
                 self.models.append(model)
