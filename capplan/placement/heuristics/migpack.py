@@ -26,7 +26,7 @@ from capplan.model.catalog import GpuModel
 from capplan.model.problem import Workload
 from capplan.placement.core.miglayouts import mig_layouts
 from capplan.placement.heuristics.choose import Demands
-from capplan.placement.heuristics.fleet import MIG, FleetState
+from capplan.placement.heuristics.fleet import FREE, MIG, FleetState
 
 #: A mask that overlaps every GPU's memory slices: pads slot tables (never free).
 _NEVER = -1
@@ -160,10 +160,12 @@ class MigPacker:
         q = self.quota.get(key)
         if q is None or not (q[has] > 1e-9).any():
             demand = self._remaining(s, prio, pi, now)
-            sig = tuple(demand.tolist())
+            gpus = self._free_gpus(s)
+            sig = (*demand.tolist(), gpus)
             if self._planned.get(key) != sig:
                 self._planned[key] = sig
-                q = self.quota[key] = _cover(counts, demand)
+                value = np.array([pr.compute_slices for pr in self.models[s].profiles], dtype=np.float64)
+                q = self.quota[key] = _cover(counts, demand, value, gpus)
         if q is not None and (q[has] > 1e-9).any():
             score = np.where(has, q, -np.inf)
             return base + int(np.argmax(score))
@@ -177,6 +179,12 @@ class MigPacker:
         if q is not None:
             q[lid - self.base[s]] -= gpus
 
+    def _free_gpus(self, s: int) -> int:
+        """GPUs of geometry ``s`` that could still be switched to MIG."""
+        st = self.st
+        rows = np.flatnonzero(self.sig_of_model[st.model_id] == s)
+        return int((st.exists[rows] & (st.mode[rows] == FREE) & ((st.fixed[rows] < 0) | (st.fixed[rows] == MIG))).sum())
+
     def _remaining(self, s: int, prio: int, pi: int, now: int) -> np.ndarray:
         """Instances per profile of geometry ``s`` still to place at ``prio``, less the free target slots."""
         model = self.models[s]
@@ -189,17 +197,27 @@ class MigPacker:
         return np.asarray(np.maximum(dem, 0))
 
 
-def _cover(counts: np.ndarray, demand: np.ndarray) -> np.ndarray:
-    """Fractional GPUs per layout covering ``demand`` with the fewest GPUs (the pattern LP)."""
+def _cover(counts: np.ndarray, demand: np.ndarray, value: np.ndarray, gpus: int) -> np.ndarray:
+    """Fractional GPUs per layout: the pattern LP.
+
+    Maximise the compute slices placed (``value`` per instance of each profile, at most ``demand``)
+    on at most ``gpus`` GPUs, then use the fewest GPUs, then the fewest instances (less host CPU
+    and memory): with room for all the demand, the fewest GPUs whose layouts cover it.
+    """
     from scipy.optimize import linprog
 
     need = np.flatnonzero(demand > 0)
-    if need.size == 0:
-        return np.zeros(counts.shape[0])
-    # Ties between equally few GPUs: the layout with fewer instances (less host CPU and memory).
-    cost = 1.0 + 1e-4 * counts.sum(axis=1)
-    res = linprog(cost, A_ub=-counts[:, need].T.astype(np.float64), b_ub=-demand[need].astype(np.float64),
-                  bounds=(0, None), method="highs")
+    n_lay = counts.shape[0]
+    if need.size == 0 or gpus <= 0:
+        return np.zeros(n_lay)
+    k = need.size
+    # Variables: GPUs per layout, then instances placed per needed profile.
+    cost = np.concatenate([1e-3 + 1e-6 * counts.sum(axis=1), -value[need]])
+    link = np.hstack([-counts[:, need].T.astype(np.float64), np.eye(k)])  # placed <= held
+    room = np.concatenate([np.ones(n_lay), np.zeros(k)])[None, :]  # GPUs <= free GPUs
+    bounds = [(0.0, None)] * n_lay + [(0.0, float(demand[j])) for j in need]
+    res = linprog(cost, A_ub=np.vstack([link, room]), b_ub=np.concatenate([np.zeros(k), [float(gpus)]]),
+                  bounds=bounds, method="highs")
     if res.status != 0:
-        return np.zeros(counts.shape[0])
-    return np.asarray(res.x, dtype=np.float64)
+        return np.zeros(n_lay)
+    return np.asarray(res.x[:n_lay], dtype=np.float64)
