@@ -4,14 +4,16 @@ Items occupy what they hold on each GPU model (their GPUs, share or MIG slice th
 their workload's value (:meth:`~capplan.model.problem.Problem.replica_value`), wherever they land.
 
 Every plan packs each GPU with replicas whose per-GPU demand fits in one GPU (``UNITS_PER_GPU``
-units): a whole GPU, shares summing to at most one GPU, or MIG instances using at most all
-compute slices. Dropping everything that ties GPUs together (nodes, topology, gangs, MIG
-geometry, GPU memory, isolation, power) but keeping the GPU models and the host CPU and memory
-of all nodes of a model in aggregate gives a relaxation whose optimum bounds every plan's
-objective: an LP over packing *patterns* of one GPU (Gilmore-Gomory), with interchangeable
-replicas and GPUs aggregated into counts. Patterns are generated on demand (column
-generation) and priced by an exact unbounded knapsack. If time runs out before no pattern
-improves, the Lagrangian (Farley) correction keeps the value a valid bound.
+units): a whole GPU or shares summing to at most one GPU, or else (a GPU runs in one mode) MIG
+instances forming a valid layout of the model (memory slices at allowed starts without overlap,
+counts, compute slices: :mod:`capplan.placement.core.miglayouts`). Dropping everything that ties
+GPUs together (nodes, topology, gangs, GPU memory, isolation, power) but keeping the GPU models and
+the host CPU and memory of all nodes of a model in aggregate gives a relaxation whose optimum
+bounds every plan's objective: an LP over packing *patterns* of one GPU (Gilmore-Gomory), with
+interchangeable replicas and GPUs aggregated into counts. Patterns are generated on demand
+(column generation) and priced by an exact unbounded knapsack (whole GPUs and shares) or by
+enumerating the model's maximal MIG layouts. If time runs out before no pattern improves, the
+Lagrangian (Farley) correction keeps the value a valid bound.
 
 Each priority is bounded on its own: its replicas alone on the whole fleet, which bounds that
 component of any plan's objective whatever the other priorities place.
