@@ -233,9 +233,12 @@ class BulkPlacer:
         st, pk = self.st, self.packer
         assert pk is not None and d.profile is not None
         t = pk.valid_targets(idx)
-        slots = pk.open_slots(s, pi, idx)
-        loose = _mig_fill(st, d.profile, d.units, _homogeneous(st, idx), idx)[0]
-        gcap = np.where(t >= 0, slots, np.where(st.mode[idx] == MIG, loose, 0))
+        gcap = pk.open_slots(s, pi, idx)
+        bare = (t < 0) & (st.mode[idx] == MIG)  # MIG GPUs without a target (e.g. running instances)
+        rows = np.flatnonzero(bare.any(axis=1))
+        if rows.size:
+            loose = _mig_fill(st, d.profile, d.units, _homogeneous(st, idx), idx[rows])[0]
+            gcap[rows] = np.where(bare[rows], loose, gcap[rows])
         return np.asarray(np.where(st.gpu_tenant_ok(w, idx), gcap, 0))
 
     def evaluate(self, w: Workload, d: Demand, group: Hashable, idx: np.ndarray, stage: Stage = None) -> np.ndarray:

@@ -73,6 +73,9 @@ class MigPacker:
         self.lay_size = np.array([int(c.sum()) for c in self.lay_counts] + [0], dtype=np.int64)  # [-1]: none
         self.target = np.full((st.n, st.g), -1, dtype=np.int64)
         self._tables: dict[tuple[int, int], np.ndarray] = {}
+        self._counts: dict[int, np.ndarray] = {}
+        self._pidx = {(s, pr.name): i for s, model in enumerate(self.models) for i, pr in enumerate(model.profiles)}
+        self.plans = 0  # pattern LPs solved
         self.quota: dict[tuple[int, int], np.ndarray] = {}
         self._planned: dict[tuple[int, int], tuple[int, ...]] = {}
         self.upcoming: dict[int, Counter[tuple[int, int]]] = {}
@@ -98,7 +101,7 @@ class MigPacker:
 
     def profile_index(self, s: int, name: str) -> int:
         """Index of profile ``name`` in geometry ``s``'s profile list."""
-        return next(i for i, pr in enumerate(self.models[s].profiles) if pr.name == name)
+        return self._pidx[(s, name)]
 
     def begin(self, w: Workload) -> None:
         """``w`` is being placed: it no longer counts as demand to come."""
@@ -154,8 +157,8 @@ class MigPacker:
         """The global id of the layout a fresh GPU gets for profile ``pi`` (``now`` instances of it
         are being placed), re-planning when no layout holding ``pi`` has quota left."""
         key = (s, prio)
-        base, n_lay = self.base[s], sum(1 for g in self.lay_sig if g == s)
-        counts = np.stack(self.lay_counts[base:base + n_lay])
+        base = self.base[s]
+        counts = self.counts_of(s)
         has = counts[:, pi] > 0
         q = self.quota.get(key)
         if q is None or not (q[has] > 1e-9).any():
@@ -166,11 +169,20 @@ class MigPacker:
                 self._planned[key] = sig
                 value = np.array([pr.compute_slices for pr in self.models[s].profiles], dtype=np.float64)
                 q = self.quota[key] = _cover(counts, demand, value, gpus)
+                self.plans += 1
         if q is not None and (q[has] > 1e-9).any():
             score = np.where(has, q, -np.inf)
             return base + int(np.argmax(score))
         # Nothing planned holds it: the layout with the most of it (then the fewest others).
         return base + int(np.lexsort((counts.sum(axis=1), -counts[:, pi]))[0])
+
+    def counts_of(self, s: int) -> np.ndarray:
+        """(layouts, profiles) instance counts of geometry ``s``'s layouts."""
+        c = self._counts.get(s)
+        if c is None:
+            n_lay = sum(1 for g in self.lay_sig if g == s)
+            c = self._counts[s] = np.stack(self.lay_counts[self.base[s]:self.base[s] + n_lay])
+        return c
 
     def opened(self, lid: int, prio: int, gpus: int) -> None:
         """``gpus`` fresh GPUs got layout ``lid`` for work of priority ``prio``: take them off its quota."""
