@@ -114,7 +114,8 @@ def run_one(gpus: int, strategy: str, time_limit: float) -> dict[str, Any]:
     return {"gpus": gpus, "nodes": len(p.cluster.nodes), "replicas": sum(w.replicas for w in p.workloads),
             "placed": len(plan.assignments), "strategy": strategy, "status": plan.status, "gap": plan.gap,
             "objective": list(plan.objective), "bound": list(plan.bound), "priority_gaps": gaps,
-            "solve_s": plan.solve_seconds, "total_s": round(total, 2), "build_s": round(build, 2), "peak_gib": peak,
+            "solve_s": plan.solve_seconds, "bound_s": plan.metrics.get("bound_seconds"),
+            "total_s": round(total, 2), "build_s": round(build, 2), "peak_gib": peak,
             "mig": mig_report(p, plan)}
 
 
