@@ -146,6 +146,7 @@ class BulkPlacer:
         self._groups: dict[tuple[int, int], np.ndarray] = {}
         self._slots: dict[tuple[str, int], MigSlot] = {}
         self.packer: MigPacker | None = None
+        self._lay_slots: dict[tuple[int, int], list[tuple[int, MigSlot]]] = {}
 
     def pack_mig(self, order: list[Workload]) -> None:
         """Pack MIG instances geometry-aware (:mod:`~capplan.placement.heuristics.migpack`) for the
@@ -378,31 +379,42 @@ class BulkPlacer:
         width = (1 << prof.memory_slices) - 1
         out: list[Choice] = []
         if stage == "open":
-            t = pk.valid_targets(one)[0]
+            t = pk.valid_targets(one)[0].tolist()
+            ok = st.gpu_tenant_ok(w, one)[0].tolist()
+            masks = st.mig_mask[i].tolist()
+            # Free slots of the targets first (plain integers: at most a few GPUs and slots).
+            for gi, lid in enumerate(t):
+                if lid < 0 or not ok[gi]:
+                    continue
+                for x, slot in self._layout_slots(lid, pi, prof.name):
+                    if not masks[gi] & (width << x):
+                        out.append(Choice(node=i, gpus=(gi,), slot=slot))
+                        if len(out) == k:
+                            return out
+            if not any(lid < 0 and mode == MIG for lid, mode in zip(t, st.mode[i].tolist(), strict=True)):
+                return out
+            # MIG GPUs without a target: the start that keeps the most placements free.
             gcap = self._open_caps(w, d, one, s, pi)[0]
             model = st.models[int(st.model_id[i])]
             assert model is not None
             allm = _placement_masks(model).tolist()
-            for gi in sorted(np.flatnonzero(gcap > 0).tolist(), key=lambda x: (t[x] < 0, x)):
-                want = min(int(gcap[gi]), k - len(out))
+            for gi in np.flatnonzero(gcap > 0).tolist():
                 if t[gi] >= 0:
-                    mask = int(st.mig_mask[i, gi])
-                    starts = [start for p, start in pk.lay_slots[int(t[gi])]
-                              if p == pi and not mask & (width << start)][:want]
-                else:
-                    state = (int(st.mig_mask[i, gi]), int(st.used[i, gi]),
-                             int(st.prof_count[i, gi, st.prof_index[prof.name]]))
-                    starts = _mig_starts(prof, d.units, state, want, allm)
-                    if len(starts) < want:
-                        low = _mig_starts(prof, d.units, state, want, None)
-                        starts = low if len(low) > len(starts) else starts
+                    continue
+                want = min(int(gcap[gi]), k - len(out))
+                state = (int(st.mig_mask[i, gi]), int(st.used[i, gi]),
+                         int(st.prof_count[i, gi, st.prof_index[prof.name]]))
+                starts = _mig_starts(prof, d.units, state, want, allm)
+                if len(starts) < want:
+                    low = _mig_starts(prof, d.units, state, want, None)
+                    starts = low if len(low) > len(starts) else starts
                 out += [Choice(node=i, gpus=(gi,), slot=self._slot(prof.name, x)) for x in starts]
                 if len(out) == k:
                     break
             return out
         assert isinstance(stage, tuple)
         lid = stage[1]
-        starts = [start for p, start in pk.lay_slots[lid] if p == pi]
+        slots = [slot for _, slot in self._layout_slots(lid, pi, prof.name)]
         free = np.flatnonzero(st.exists[i] & (st.mode[i] == FREE) & ((st.fixed[i] < 0) | (st.fixed[i] == MIG))
                               & st.gpu_tenant_ok(w, one)[0]).tolist()
         opened = 0
@@ -411,9 +423,18 @@ class BulkPlacer:
                 break
             pk.target[i, gi] = lid
             opened += 1
-            out += [Choice(node=i, gpus=(gi,), slot=self._slot(prof.name, x)) for x in starts[:k - len(out)]]
+            out += [Choice(node=i, gpus=(gi,), slot=x) for x in slots[:k - len(out)]]
         pk.opened(lid, w.priority, opened)
         return out
+
+    def _layout_slots(self, lid: int, pi: int, name: str) -> list[tuple[int, MigSlot]]:
+        """(start, slot) of profile ``pi``'s places in layout ``lid``."""
+        got = self._lay_slots.get((lid, pi))
+        if got is None:
+            assert self.packer is not None
+            got = self._lay_slots[(lid, pi)] = [(x, self._slot(name, x)) for p, x in self.packer.lay_slots[lid]
+                                                if p == pi]
+        return got
 
     def _node_choices(self, w: Workload, d: Demand, i: int, k: int) -> list[Choice]:
         """``k`` placements of ``w`` on node ``i`` (known to fit)."""
