@@ -310,9 +310,9 @@ class BulkPlacer:
             while len(out) < n:
                 lid = pk.layout_for(s, pi, w.priority, n - len(out))
                 per_gpu = int(pk.lay_counts[lid][pi])
-                left = float(pk.quota.get((s, w.priority), np.zeros(0))[lid - pk.base[s]]
-                             if (s, w.priority) in pk.quota else 0.0)
-                gpus = max(1, int(left + 1e-9))
+                quota = pk.quota.get((s, w.priority))
+                left = float(quota[lid - pk.base[s]]) if quota is not None else 0.0
+                gpus = max(1, int(left + 1e-9))  # this round opens at most the layout's quota of GPUs
                 got = self._fill(w, only, min(n - len(out), gpus * per_gpu), idx, ("fresh", lid))
                 if not got:
                     break
