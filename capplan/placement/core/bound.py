@@ -25,11 +25,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
 
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import UNITS_PER_GPU
+from capplan.placement.core.lp import ColumnLP
 
 _EPS = 1e-7
 _SLACK_PENALTY = 1e4  # per unit of a floor left unmet (a unit is a GPU's 1/UNITS_PER_GPU; weights are <= 1)
@@ -213,28 +212,35 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
             vals.append(-float(items.value[i]))
     converged = False
     value = float("inf")
-    while True:
-        prow, pcol, pval = list(rows), list(cols), list(vals)
-        nx = n_slack + len(xs)
-        for k, (b, pat) in enumerate(patterns):
+    lp = ColumnLP(rhs)
+    lp.add_entries(-np.array(cost), rows, cols, vals)
+    nx = n_slack + len(xs)
+
+    def add_patterns(new: list[tuple[int, dict[int, int]]]) -> None:
+        prow: list[int] = []
+        pcol: list[int] = []
+        pval: list[float] = []
+        for k, (b, pat) in enumerate(new):
             for s, a in pat.items():
                 prow.append(link_off[b] + size_rows[b][s])
-                pcol.append(nx + k)
+                pcol.append(k)
                 pval.append(-float(a))
             prow.append(bins0 + b)
-            pcol.append(nx + k)
+            pcol.append(k)
             pval.append(1.0)
-        a_ub = coo_matrix((pval, (prow, pcol)), shape=(n_rows, nx + len(patterns))).tocsr()
-        left = deadline - time.perf_counter()
-        res = linprog(np.array(cost + [0.0] * len(patterns)), A_ub=a_ub, b_ub=rhs, bounds=(0, None),
-                      method="highs", options={"time_limit": max(0.01, left)})
-        if res.status != 0:  # out of time before a first LP optimum (or a solver failure): claim nothing new
+        lp.add_entries(np.zeros(len(new)), prow, pcol, pval)
+
+    add_patterns(patterns)
+    while True:
+        res = lp.solve(max(0.01, deadline - time.perf_counter()))
+        if res.status != "optimal":  # out of time before a first LP optimum (or a solver failure): claim nothing new
             return value, False, {}
         primal = {xs[j]: float(v) for j, v in enumerate(res.x[n_slack:nx]) if v > 1e-9}
-        duals = -np.asarray(res.ineqlin.marginals)
-        lp = -float(res.fun)
+        duals = res.duals
+        lp_value = res.value
         # Price one pattern per model; the Farley correction bounds the full LP at any iteration.
-        extra, added = 0.0, 0
+        extra = 0.0
+        new: list[tuple[int, dict[int, int]]] = []
         for b in range(nb):
             if n_bins[b] == 0 or not size_rows[b]:
                 continue
@@ -245,14 +251,14 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
             if rc > 1e-9:
                 extra += n_bins[b] * rc
             if rc > 1e-6 * max(1.0, duals[bins0 + b]):
-                patterns.append((b, {int(sizes[j]): c for j, c in pick.items()}))
-                added += 1
-        value = min(value, lp + extra)
-        if added == 0:
+                new.append((b, {int(sizes[j]): c for j, c in pick.items()}))
+        value = min(value, lp_value + extra)
+        if not new:
             converged = True
             break
         if time.perf_counter() > deadline:
             break
+        add_patterns(new)
     return value, converged, primal
 
 
