@@ -87,19 +87,20 @@ def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int
     """Item types of ``ws`` (filling ``of``: workload name -> item type index, when given)."""
     groups: dict[tuple[tuple[tuple[int, int], ...], int, int, int], int] = defaultdict(int)
     key_of: dict[str, tuple[tuple[tuple[int, int], ...], int, int, int]] = {}
-    memo: dict[tuple[object, ...], tuple[dict[int, int], int]] = {}
+    memo: dict[tuple[object, ...], tuple[tuple[tuple[int, int], ...], int]] = {}
     for w in ws:
         shape = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.gpu_models)
-        if shape not in memo:
-            memo[shape] = _sizes(p, w, models, max_gpus)
-        sizes, slots = memo[shape]
-        if not sizes:
+        found = memo.get(shape)
+        if found is None:
+            sizes, slots = _sizes(p, w, models, max_gpus)
+            found = memo[shape] = (tuple(sorted(sizes.items())), slots)
+        size_key, slots = found
+        if not size_key:
             continue
-        cpu = (w.cpu_milli // slots) // _CPU_GRID * _CPU_GRID
-        mem = (w.memory_mib // slots) // _MEM_GRID * _MEM_GRID
-        value = p.replica_value(w) // slots
-        groups[(tuple(sorted(sizes.items())), cpu, mem, value)] += w.replicas * slots
-        key_of[w.name] = (tuple(sorted(sizes.items())), cpu, mem, value)
+        key = (size_key, (w.cpu_milli // slots) // _CPU_GRID * _CPU_GRID,
+               (w.memory_mib // slots) // _MEM_GRID * _MEM_GRID, p.replica_value(w) // slots)
+        groups[key] += w.replicas * slots
+        key_of[w.name] = key
     keys = sorted(groups)
     if of is not None:
         pos = {k: i for i, k in enumerate(keys)}

@@ -53,7 +53,9 @@ def realise(p: Problem, shp: list[Shape], res: MasterResult, types_nodes: list[l
                 w, r = pools[s].pop()
                 gpus = tuple(sorted(gpu_index[t][k][i] for i in slots))
                 frac = round(w.gpu_fraction * MILLI) / MILLI if w.gpu_fraction is not None else None
-                out.append(Assignment(workload=w.name, replica=r, node=node, gpus=gpus, fraction=frac))
+                # Built without pydantic's checks (well-typed by construction; the plan is validated).
+                out.append(Assignment.model_construct(workload=w.name, replica=r, node=node, gpus=gpus,
+                                                      fraction=frac))
     return out
 
 
