@@ -98,7 +98,8 @@ def _generate(lp: ColumnLP, cols: _Columns, pricer: Pricer, value: npt.NDArray[n
               rhs: npt.NDArray[np.float64], deadline: float) -> tuple[float, npt.NDArray[np.float64], int, bool]:
     """Column generation until no pattern improves or ``deadline``: LP value, solution, iterations, converged."""
     nt = len(cols.types)
-    res = lp.solve(max(0.05, deadline - time.perf_counter()))
+    # The first LP runs whatever the time left: its solution rounded down is the plan's backbone.
+    res = lp.solve(max(60.0, deadline - time.perf_counter()))
     if res.status != "optimal":
         return 0.0, np.zeros(0), 0, False
     centre, best = res.duals, np.inf

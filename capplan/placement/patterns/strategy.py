@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import time
 
-from capplan.model.plan import Assignment, Plan
+from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import MILLI
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.progress import plan_event
 from capplan.placement.heuristics.placer import batch_order
-from capplan.placement.heuristics.run import place, plan_heuristic
+from capplan.placement.heuristics.run import LATE, place, plan_heuristic
 from capplan.placement.patterns.master import MasterResult, solve_master
 from capplan.placement.patterns.pricing import Pricer, grids
 from capplan.placement.patterns.shapes import Shape, covered, node_types, shapes
@@ -53,9 +53,7 @@ def realise(p: Problem, shp: list[Shape], res: MasterResult, types_nodes: list[l
                 w, r = pools[s].pop()
                 gpus = tuple(sorted(gpu_index[t][k][i] for i in slots))
                 frac = round(w.gpu_fraction * MILLI) / MILLI if w.gpu_fraction is not None else None
-                # Built without pydantic's checks (well-typed by construction; the plan is validated).
-                out.append(Assignment.model_construct(workload=w.name, replica=r, node=node, gpus=gpus,
-                                                      fraction=frac))
+                out.append(Assignment(workload=w.name, replica=r, node=node, gpus=gpus, fraction=frac))
     return out
 
 
@@ -115,8 +113,13 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
     left_ws = [w for w in p.workloads if any((w.name, r) not in placed for r in range(w.replicas))]
     # The fill may use the time left but the plan assembly's expected cost; workloads it does not
     # reach are reported as such.
-    final, unplaced, _ = place(rest, "bestfit", order=batch_order(rest, left_ws, seed=options.seed),
-                               seed=options.seed, stop=end - post)
+    if time.perf_counter() < end - post:
+        final, unplaced, _ = place(rest, "bestfit", order=batch_order(rest, left_ws, seed=options.seed),
+                                   seed=options.seed, stop=end - post)
+    else:  # what the fill would say without trying any workload (and without building its fleet state)
+        final = assignments
+        unplaced = [Unplaced(workload=w.name, replicas=tuple(r for r in range(w.replicas) if (w.name, r) not in placed),
+                             reason=LATE) for w in left_ws]
     plan = make_plan(p, "patterns", final, unplaced, bound=bound.per_priority, seconds=time.perf_counter() - t0,
                      seed=options.seed, extra_metrics={**stats, "bound_seconds": round(bound.seconds, 3),
                                                        "bound_exact": bound.converged})
