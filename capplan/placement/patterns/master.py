@@ -95,13 +95,16 @@ class _Columns:
 
 
 def _generate(lp: ColumnLP, cols: _Columns, pricer: Pricer, value: npt.NDArray[np.float64],
-              rhs: npt.NDArray[np.float64], deadline: float) -> tuple[float, npt.NDArray[np.float64], int, bool]:
-    """Column generation until no pattern improves or ``deadline``: LP value, solution, iterations, converged."""
+              rhs: npt.NDArray[np.float64], deadline: float
+              ) -> tuple[float, npt.NDArray[np.float64], int, bool, npt.NDArray[np.float64]]:
+    """Column generation until no pattern improves or ``deadline``: LP value, solution, iterations,
+    converged, and the first LP's solution."""
     nt = len(cols.types)
     # The first LP runs whatever the time left: its solution rounded down is the plan's backbone.
     res = lp.solve(max(60.0, deadline - time.perf_counter()))
     if res.status != "optimal":
-        return 0.0, np.zeros(0), 0, False
+        return 0.0, np.zeros(0), 0, False, np.zeros(0)
+    first = res.x
     centre, best = res.duals, np.inf
     it, converged = 0, False
     while time.perf_counter() < deadline:
@@ -132,7 +135,7 @@ def _generate(lp: ColumnLP, cols: _Columns, pricer: Pricer, value: npt.NDArray[n
             break
         res = nxt
         log.debug("column generation: iteration %d, %d columns, LP %.2f", it, len(cols.cols), res.value)
-    return res.value, res.x, it, converged
+    return res.value, res.x, it, converged, first
 
 
 def _sequential(cols: _Columns, pricer: Pricer, res: npt.NDArray[np.float64], profit: npt.NDArray[np.float64],
@@ -228,12 +231,16 @@ def solve_master(types: list[NodeType], shapes: list[Shape], pricer: Pricer, dea
     cols.add(homogeneous(types, shapes))
     if not cols.cols:
         return MasterResult([], 0.0, 0.0, 0, 0, True)
-    lp_value, lp_x, it, converged = _generate(lp, cols, pricer, value, rhs, deadline)
+    lp_value, lp_x, it, converged, first_x = _generate(lp, cols, pricer, value, rhs, deadline)
     vals = cols.values()
-    # The LP solution rounded down is feasible (the matrix is >= 0): the MIP's start, and the plan when
-    # the MIP, cut short, has nothing better.
+    # The LP solution rounded down is feasible (the matrix is >= 0), and so is the first LP's: the better
+    # one is where the integer counts start (with little time a later LP may round down to less).
     x = np.zeros(len(vals))
     x[:lp_x.size] = np.floor(lp_x + 1e-9)
+    x0 = np.zeros(len(vals))
+    x0[:first_x.size] = np.floor(first_x + 1e-9)
+    if float(vals @ x0) > float(vals @ x):
+        x = x0
     now = time.perf_counter()
     stop = now + max(0.05, mip_share * (end - now))
     # The fractional part: its nodes and replicas are repaired like a neighbourhood of the search.
