@@ -5,10 +5,12 @@ and ``sum_j copies_{s,j} x_j <= replicas_s``, ``x >= 0``. Columns (patterns) are
 :class:`~capplan.placement.patterns.pricing.Pricer` until none improves or time runs out; each LP
 is re-solved from the last basis (:class:`~capplan.placement.core.lp.ColumnLP`), and patterns are
 priced at duals smoothed towards the best seen so far (Wentges), which cuts the iterations of the
-slow tail. Then the same model with integer ``x`` over the generated columns is solved by HiGHS,
-starting from the LP solution rounded down, and improved by large-neighbourhood search: a random
-set of nodes is freed and the best integer use of them (with every replica not placed) is solved
-exactly, kept when it places more.
+slow tail. Integer counts: the LP solution rounded down; the nodes and replicas the rounding left
+free are *repaired* (integer-feasible columns for them, built node after node within the replicas
+still free, then the integer master over that remainder alone, by HiGHS); then large-neighbourhood
+search: a random set of used nodes is freed and repaired the same way, starting from the freed
+patterns, and kept when it places more. (HiGHS's MIP over all the columns at once stalls a few GPUs
+below the LP on the Alibaba trace; the remainders are small enough to solve exactly.)
 """
 
 from __future__ import annotations
