@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 _SMOOTH = 0.5  # weight of the stability centre in the pricing duals
 _LNS_NODES = (0.03, 20, 60)  # share of the nodes a neighbourhood frees, at least, at most
 _LNS_SECONDS = 0.4  # time limit of one neighbourhood's integer program
+_IDLE_ROUNDS = 2  # rounds without an improving pattern after which a node type is priced only when needed
 
 
 @dataclass
@@ -109,26 +110,43 @@ def _generate(lp: ColumnLP, cols: _Columns, pricer: Pricer, value: npt.NDArray[n
     first = res.x
     centre, best = res.duals, np.inf
     it, converged = 0, False
+    # Partial pricing: a node type whose pattern improved nothing in the last rounds is skipped (its
+    # last gain stands in the Lagrangian) until a round finds nothing; convergence needs a full round.
+    idle = np.zeros(nt, dtype=int)
+    gain = np.zeros(nt)
     while time.perf_counter() < deadline:
         it += 1
-        weight = _SMOOTH
+        weight, full = _SMOOTH, it % 10 == 0  # a full round now and then refreshes the skipped types
         while True:
             pi = weight * centre + (1 - weight) * res.duals
             pricer.start()
             profit = value - pi[nt:]
-            found, lagrange = [], float(pi @ rhs)
+            found = []
             for t in range(nt):
+                if not full and idle[t] >= _IDLE_ROUNDS:
+                    continue
                 pat = pricer.price(t, profit)
                 if pat is None:
+                    gain[t] = 0.0
+                    idle[t] += 1
                     continue
-                lagrange += max(0.0, sum(profit[s] for s, _ in pat.items) - pi[t]) * rhs[t]
+                gain[t] = max(0.0, sum(profit[s] for s, _ in pat.items) - pi[t]) * rhs[t]
                 if sum(value[s] - res.duals[nt + s] for s, _ in pat.items) - res.duals[t] > 1e-6:
                     found.append(pat)
+                    idle[t] = 0
+                else:
+                    idle[t] += 1
+            lagrange = float(pi @ rhs) + float(gain.sum())
             if lagrange < best:
                 best, centre = lagrange, pi
-            if found or weight == 0.0:
+            if found:
                 break
-            weight = 0.0  # nothing improves at the smoothed duals: price at the LP's own before stopping
+            if weight > 0.0:
+                weight = 0.0  # nothing improves at the smoothed duals: price at the LP's own
+            elif not full:
+                full = True  # nor among the types priced: price them all before stopping
+            else:
+                break
         if cols.add(found) == 0:
             converged = True
             break
