@@ -27,12 +27,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
 
 from capplan.model.catalog import GpuModel
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import UNITS_PER_GPU
+from capplan.placement.core.lp import ColumnLP
 from capplan.placement.core.miglayouts import mig_layouts, most_alone
 
 _EPS = 1e-7
@@ -100,19 +99,20 @@ def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int
     """Item types of ``ws`` (filling ``of``: workload name -> item type index, when given)."""
     groups: dict[tuple[tuple[tuple[int, Slot], ...], int, int, int], int] = defaultdict(int)
     key_of: dict[str, tuple[tuple[tuple[int, Slot], ...], int, int, int]] = {}
-    memo: dict[tuple[object, ...], tuple[dict[int, Slot], int]] = {}
+    memo: dict[tuple[object, ...], tuple[tuple[tuple[int, Slot], ...], int]] = {}
     for w in ws:
         shape = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.gpu_models)
-        if shape not in memo:
-            memo[shape] = _sizes(p, w, models, max_gpus)
-        sizes, slots = memo[shape]
-        if not sizes:
+        found = memo.get(shape)
+        if found is None:
+            sizes, slots = _sizes(p, w, models, max_gpus)
+            found = memo[shape] = (tuple(sorted(sizes.items())), slots)
+        size_key, slots = found
+        if not size_key:
             continue
-        cpu = (w.cpu_milli // slots) // _CPU_GRID * _CPU_GRID
-        mem = (w.memory_mib // slots) // _MEM_GRID * _MEM_GRID
-        value = p.replica_value(w) // slots
-        groups[(tuple(sorted(sizes.items())), cpu, mem, value)] += w.replicas * slots
-        key_of[w.name] = (tuple(sorted(sizes.items())), cpu, mem, value)
+        key = (size_key, (w.cpu_milli // slots) // _CPU_GRID * _CPU_GRID,
+               (w.memory_mib // slots) // _MEM_GRID * _MEM_GRID, p.replica_value(w) // slots)
+        groups[key] += w.replicas * slots
+        key_of[w.name] = key
     keys = sorted(groups)
     if of is not None:
         pos = {k: i for i, k in enumerate(keys)}
@@ -257,28 +257,35 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
             vals.append(-float(items.value[i]))
     converged = False
     value = float("inf")
-    while True:
-        prow, pcol, pval = list(rows), list(cols), list(vals)
-        nx = n_slack + len(xs)
-        for k, (b, pat) in enumerate(patterns):
+    lp = ColumnLP(rhs)
+    lp.add_entries(-np.array(cost), rows, cols, vals)
+    nx = n_slack + len(xs)
+
+    def add_patterns(new: list[tuple[int, dict[Slot, int]]]) -> None:
+        prow: list[int] = []
+        pcol: list[int] = []
+        pval: list[float] = []
+        for k, (b, pat) in enumerate(new):
             for s, a in pat.items():
                 prow.append(link_off[b] + size_rows[b][s])
-                pcol.append(nx + k)
+                pcol.append(k)
                 pval.append(-float(a))
             prow.append(bins0 + b)
-            pcol.append(nx + k)
+            pcol.append(k)
             pval.append(1.0)
-        a_ub = coo_matrix((pval, (prow, pcol)), shape=(n_rows, nx + len(patterns))).tocsr()
-        left = deadline - time.perf_counter()
-        res = linprog(np.array(cost + [0.0] * len(patterns)), A_ub=a_ub, b_ub=rhs, bounds=(0, None),
-                      method="highs", options={"time_limit": max(0.01, left)})
-        if res.status != 0:  # out of time before a first LP optimum (or a solver failure): claim nothing new
+        lp.add_entries(np.zeros(len(new)), prow, pcol, pval)
+
+    add_patterns(patterns)
+    while True:
+        res = lp.solve(max(0.01, deadline - time.perf_counter()))
+        if res.status != "optimal":  # out of time before a first LP optimum (or a solver failure): claim nothing new
             return value, False, {}
         primal = {xs[j]: float(v) for j, v in enumerate(res.x[n_slack:nx]) if v > 1e-9}
-        duals = -np.asarray(res.ineqlin.marginals)
-        lp = -float(res.fun)
+        duals = res.duals
+        lp_value = res.value
         # Price one pattern per model; the Farley correction bounds the full LP at any iteration.
-        extra, added = 0.0, 0
+        extra = 0.0
+        new: list[tuple[int, dict[Slot, int]]] = []
         for b in range(nb):
             if n_bins[b] == 0 or not size_rows[b]:
                 continue
@@ -301,14 +308,14 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
             if rc > 1e-9:
                 extra += n_bins[b] * rc
             if rc > 1e-6 * max(1.0, duals[bins0 + b]):
-                patterns.append((b, col))
-                added += 1
-        value = min(value, lp + extra)
-        if added == 0:
+                new.append((b, col))
+        value = min(value, lp_value + extra)
+        if not new:
             converged = True
             break
         if time.perf_counter() > deadline:
             break
+        add_patterns(new)
     return value, converged, primal
 
 
