@@ -31,7 +31,7 @@ import numpy as np
 from capplan.model.catalog import GpuModel
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import UNITS_PER_GPU
-from capplan.placement.core.lp import ColumnLP
+from capplan.placement.core.highs import ColumnLP
 from capplan.placement.core.miglayouts import mig_layouts, most_alone
 
 _EPS = 1e-7

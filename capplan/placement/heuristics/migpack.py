@@ -24,6 +24,7 @@ import numpy as np
 
 from capplan.model.catalog import GpuModel
 from capplan.model.problem import Workload
+from capplan.placement.core.highs import ColumnLP
 from capplan.placement.core.miglayouts import mig_layouts
 from capplan.placement.heuristics.choose import Demands
 from capplan.placement.heuristics.fleet import FREE, MIG, FleetState
@@ -216,8 +217,6 @@ def _cover(counts: np.ndarray, demand: np.ndarray, value: np.ndarray, gpus: int)
     on at most ``gpus`` GPUs, then use the fewest GPUs, then the fewest instances (less host CPU
     and memory): with room for all the demand, the fewest GPUs whose layouts cover it.
     """
-    from scipy.optimize import linprog
-
     need = np.flatnonzero(demand > 0)
     n_lay = counts.shape[0]
     if need.size == 0 or gpus <= 0:
@@ -227,9 +226,12 @@ def _cover(counts: np.ndarray, demand: np.ndarray, value: np.ndarray, gpus: int)
     cost = np.concatenate([1e-3 + 1e-6 * counts.sum(axis=1), -value[need]])
     link = np.hstack([-counts[:, need].T.astype(np.float64), np.eye(k)])  # placed <= held
     room = np.concatenate([np.ones(n_lay), np.zeros(k)])[None, :]  # GPUs <= free GPUs
-    bounds = [(0.0, None)] * n_lay + [(0.0, float(demand[j])) for j in need]
-    res = linprog(cost, A_ub=np.vstack([link, room]), b_ub=np.concatenate([np.zeros(k), [float(gpus)]]),
-                  bounds=bounds, method="highs")
-    if res.status != 0:
+    a = np.vstack([link, room])
+    rows, cols = np.nonzero(a)
+    lp = ColumnLP(np.concatenate([np.zeros(k), [float(gpus)]]))
+    lp.add_entries(-cost, rows.tolist(), cols.tolist(), a[rows, cols].tolist())
+    lp.set_upper(np.arange(n_lay, n_lay + k, dtype=np.int32), demand[need].astype(np.float64))
+    res = lp.solve(float("inf"))
+    if res.status != "optimal":
         return np.zeros(n_lay)
     return np.asarray(res.x[:n_lay], dtype=np.float64)
