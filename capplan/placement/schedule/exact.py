@@ -14,16 +14,31 @@ from collections import defaultdict
 from capplan.model.problem import Problem
 from capplan.model.schedule import Schedule
 from capplan.model.timing import ceil_to
+from capplan.model.units import UNITS_PER_GPU
 from capplan.placement.core.state import Placement
-from capplan.placement.cpsat.schedule import Busy, Job, NodeCap, TimeModel, TimeSolution, pooled
+from capplan.placement.cpsat.schedule import (
+    Busy,
+    EnergyItem,
+    EnergyRelaxation,
+    Job,
+    NodeCap,
+    TimeModel,
+    TimeSolution,
+    pooled,
+)
 from capplan.placement.schedule.heuristic import best_list_schedule, diagnose
-from capplan.placement.schedule.result import energy_bound, lex_key, make_schedule
+from capplan.placement.schedule.result import energy_bound, lex_key, make_schedule, max_units
 from capplan.placement.schedule.timeline import Item
 
 #: Share of the time limit for list scheduling in several orders (the hint).
 HINT_SHARE = 0.25
 #: Share of the time limit for the pooled relaxation (its stage bounds tighten the bound).
-RELAXED_SHARE = 0.2
+RELAXED_SHARE = 0.15
+#: Share of the time limit (at most 10 s) for the energy relaxation's bound (:func:`relaxation`).
+BOUND_SHARE = 0.05
+#: Above this many optional intervals (jobs x candidate nodes), the full time model is replaced by
+#: large-neighbourhood search over time windows and domains.
+FULL_MODEL_INTERVALS = 3000
 
 
 def unsupported(p: Problem) -> str | None:
@@ -144,7 +159,64 @@ class Jobs:
         return items
 
 
-def combined_bound(p: Problem, horizon: int, step: int, *sols: TimeSolution | None) -> dict[int, int]:
+def capacity_rate(p: Problem) -> int:
+    """Most demand units the cluster can run at one instant: every GPU, less what power budgets forbid.
+
+    Nodes are grouped by their outermost domain with a budget; such a group runs at most
+    ``budget // (smallest TDP)`` GPUs at once (a GPU in use draws its TDP).
+    """
+    cl = p.cluster
+    budgets = {(d.level, d.name): d.power_w for d in cl.domains if d.power_w is not None}
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    free = 0
+    for n in cl.nodes:
+        key = next(((lvl, dom) for lvl, dom in zip(cl.levels[:-1], n.path, strict=False)
+                    if (lvl, dom) in budgets), None)
+        model = p.gpu_model(n)
+        if key is None or model is None or not model.tdp_w:
+            free += n.gpus
+        else:
+            groups[key] += [model.tdp_w] * n.gpus
+    for key, tdps in groups.items():
+        budget = budgets[key]
+        assert budget is not None
+        free += min(len(tdps), budget // min(tdps))
+    return free * UNITS_PER_GPU
+
+
+def relaxation(p: Problem, horizon: int, step: int, points: int | None = None) -> EnergyRelaxation:
+    """The energy relaxation of ``p``: a gang is one item, every other replica one item."""
+    running = {a.key for a in p.running}
+    ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+    cl = p.cluster
+    items: list[EnergyItem] = []
+    for w in p.workloads:
+        todo = [r for r in range(w.replicas) if (w.name, r) not in running]
+        rates = [d.units for n in cl.nodes if (d := p.can_host(w, n)) is not None]
+        if not todo or not rates:
+            continue
+        earliest = ceil_to(w.release, step)
+        limit = min(w.deadline if w.deadline is not None else horizon, horizon)
+        last = (limit - w.duration) if w.duration is not None else horizon - 1
+        latest = last // step * step
+        if latest < earliest:
+            continue
+        most = max_units(p, w) * (w.duration if w.duration is not None else horizon - earliest)
+        for g in [todo] if w.is_gang else [[r] for r in todo]:
+            items.append(EnergyItem(priority=w.priority, earliest=earliest, latest=latest, duration=w.duration,
+                                    rate=min(rates) * len(g), work=most * len(g)))
+    fixed = []
+    for a in p.running:
+        d = p.can_host(p.workload(a.workload), cl.nodes[cl.node_index[a.node]])
+        if d is not None and d.units:
+            fixed.append((d.units, min(ends.get(a.key, horizon), horizon)))
+    if points is None:  # windows from at most this many starts and ends: about 3e7 item-window terms
+        points = max(24, min(300, int((3e7 / max(1, len(items))) ** 0.5)))
+    return EnergyRelaxation(items, fixed, capacity_rate(p), horizon, points)
+
+
+def combined_bound(p: Problem, horizon: int, step: int, *sols: TimeSolution | None,
+                   relax: EnergyRelaxation | None = None, relax_time: float = 0.0, seed: int = 0) -> dict[int, int]:
     """Per-priority bound: the energy bound, tightened level by level by the CP-SAT stage bounds that hold.
 
     A stage's bound holds given the earlier stages at least at the values that model reached. So
@@ -176,6 +248,11 @@ def combined_bound(p: Problem, horizon: int, step: int, *sols: TimeSolution | No
             if all(out[h] >= stages[f"priority {h}"][0] + fixed[h] for h in p.priorities[:i]
                    if f"priority {h}" in stages):
                 caps[q] = min(caps.get(q, out[q]), int(stages[key][1] + 1e-6) + fixed[q])
+        if relax is not None and relax_time > 0:
+            floors = {h: max(0, out[h] - fixed[h]) for h in p.priorities[:i]}
+            got = relax.level(q, floors, relax_time / len(p.priorities), seed)
+            if got is not None:
+                caps[q] = min(caps.get(q, out[q]), got + fixed[q])
         out = energy_bound(p, horizon, step, caps)
     return out
 
@@ -192,12 +269,8 @@ def _running_work(p: Problem, horizon: int) -> dict[int, int]:
     return out
 
 
-def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed: int = 0,
-                   workers: int = 1) -> Schedule:
-    """CP-SAT over the jobs of ``p``, hinted by list scheduling; the better schedule of the two."""
-    t0 = time.perf_counter()
-    heuristic, order = best_list_schedule(p, horizon, step, HINT_SHARE * time_limit)
-    jobs = Jobs(p, horizon, step)
+def model_inputs(p: Problem, horizon: int) -> tuple[list[NodeCap], list[int], list[Busy]]:
+    """Node capacities, power budgets and the running replicas of ``p``, as the time model takes them."""
     cl = p.cluster
     budgets_idx: dict[tuple[str, str], int] = {}
     budgets: list[int] = []
@@ -216,15 +289,40 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
     busy = [Busy(node=cl.node_index[a.node], gpus=len(a.gpus), cpu=p.workload(a.workload).cpu_milli,
                  mem=p.workload(a.workload).memory_mib, end=min(ends.get(a.key, horizon), horizon))
             for a in p.running]
+    return caps, budgets, busy
+
+
+def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed: int = 0,
+                   workers: int = 1, lns: bool | None = None) -> Schedule:
+    """CP-SAT over the jobs of ``p``, hinted by list scheduling; the better schedule of the two.
+
+    Up to :data:`FULL_MODEL_INTERVALS` optional intervals the full time model is solved; above, a
+    large-neighbourhood search over time windows and domains
+    (:func:`capplan.placement.schedule.window.improve`) re-solves parts of list scheduling's schedule
+    (``lns``: force one or the other).
+    """
+    from capplan.placement.schedule.window import improve
+
+    t0 = time.perf_counter()
+    heuristic, order = best_list_schedule(p, horizon, step, HINT_SHARE * time_limit)
+    jobs = Jobs(p, horizon, step)
+    caps, budgets, busy = model_inputs(p, horizon)
     sol: TimeSolution | None = None
     items = heuristic
     strategy = "heuristic"
     left = time_limit - (time.perf_counter() - t0)
     relaxed: TimeSolution | None = None
     if jobs.jobs and left > 0.1:
-        relaxed = pooled(jobs.jobs, busy, caps, horizon, step).solve(None, RELAXED_SHARE * left, seed, workers)
+        relaxed = pooled(jobs.jobs, busy, caps, horizon, step, gpus=[capacity_rate(p) // UNITS_PER_GPU]).solve(
+            None, RELAXED_SHARE * left, seed, workers)
         left = time_limit - (time.perf_counter() - t0)
-    if jobs.jobs and left > 0.1:
+    relax = relaxation(p, horizon, step)
+    relax_time = min(BOUND_SHARE * time_limit, 10.0)
+    left -= relax_time
+    extra: dict[str, object] = {}
+    if lns is None:
+        lns = sum(len(jb.nodes) for jb in jobs.jobs) > FULL_MODEL_INTERVALS
+    if jobs.jobs and left > 0.1 and not lns:
         tm = TimeModel(jobs.jobs, busy, caps, budgets, horizon, step)
         sol = tm.solve(jobs.hint(heuristic), left, seed, workers)
         if sol is not None:
@@ -234,11 +332,15 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
                 items = cand
             else:
                 strategy = "cpsat+heuristic"
+    elif jobs.jobs and left > 0.1:
+        items, extra = improve(p, jobs, items, horizon, step, left, seed, workers, (caps, budgets, busy))
+        strategy = "cpsat-lns"
     diag = diagnose(p, horizon, step, items)
     proven = sol is not None and sol.proven() and items is not heuristic
+    bound = combined_bound(p, horizon, step, sol, relaxed, relax=relax, relax_time=relax_time, seed=seed)
     return make_schedule(p, strategy, items, diag.unscheduled, horizon=horizon, step=step,
-                         reasons=diag.reasons, bound=combined_bound(p, horizon, step, sol, relaxed),
-                         proven_optimal=proven,
+                         reasons=diag.reasons, bound=bound, proven_optimal=proven,
                          seconds=time.perf_counter() - t0, seed=seed,
                          extra_metrics={"order": order, "stages": [list(s) for s in sol.stages] if sol else [],
-                                        "pooled_stages": [list(s) for s in relaxed.stages] if relaxed else []})
+                                        "pooled_stages": [list(s) for s in relaxed.stages] if relaxed else [],
+                                        **extra})

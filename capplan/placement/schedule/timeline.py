@@ -145,6 +145,11 @@ class Timeline:
             self._applied.add(k)
             self._patch()
 
+    def starts_between(self, lo: int, hi: int) -> np.ndarray:
+        """Sorted distinct start times of scheduled replicas in ``[lo, hi]``."""
+        s = self._starts[: len(self.items)]
+        return np.unique(s[(s >= lo) & (s <= hi)])
+
     def ends_after(self, t: int) -> np.ndarray:
         """Sorted distinct end times of scheduled replicas after ``t``."""
         e = self._ends[: len(self.items)]

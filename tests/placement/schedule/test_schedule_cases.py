@@ -247,3 +247,40 @@ def test_replicas_that_must_run_one_after_another(strategy: str) -> None:
     assert starts(s, "etl") == {0, 3600}
     assert [len(u.replicas) for u in s.unscheduled] == [1]
     assert check_schedule(p, s) == []
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_higher_priority_goes_late_to_leave_room_for_long_lower_work(strategy: str) -> None:
+    """One 8-GPU node, horizon 6h. high (8 GPUs, 2h, priority 10) and low (8 GPUs, 4h, priority 0, deadline 4h).
+
+    Started at once, high takes 0..2h and low can no longer end by 4h. Placed at its latest start,
+    high runs 4h..6h and low 0..4h: both levels' work is done (16 and 32 GPU-h); high waits 4h.
+    """
+    p = problem([rack("r1", 1)], [{"name": "high", "gpus": 8, "duration": "2h", "priority": 10},
+                                  {"name": "low", "gpus": 8, "duration": "4h", "deadline": "4h"}], horizon="6h")
+    s = schedule(p, strategy, time_limit=10)
+    assert s.objective == (16.0, 32.0) and s.status == "optimal"
+    assert starts(s, "high") == {4 * 3600} and starts(s, "low") == {0}
+    assert check_schedule(p, s) == []
+
+
+def test_energy_relaxation_sees_two_fixed_windows_overlap() -> None:
+    """One 8-GPU node, horizon 4h. A (8 GPUs, 2h) must run 0..2h, B (8 GPUs, 2h) must run 1h..3h.
+
+    Both overlap in 1h..2h, so at most one runs: 16 GPU-h. The per-release and per-deadline energy
+    bounds allow 24 GPU-h (everything due by 3h fits in 8 GPUs x 3h); the relaxation's window 1h..2h,
+    where each uses its whole hour, proves 16; the exact model's schedule reaches it.
+    """
+    from capplan.placement.schedule.exact import combined_bound, relaxation
+    from capplan.placement.schedule.result import energy_bound
+
+    p = problem([rack("r1", 1)], [{"name": "A", "gpus": 8, "duration": "2h", "deadline": "2h"},
+                                  {"name": "B", "gpus": 8, "duration": "2h", "release": "1h", "deadline": "3h"}],
+                horizon="4h")
+    units_h = 7000 * 3600
+    assert energy_bound(p, 4 * 3600, 60)[0] == 24 * units_h
+    r = relaxation(p, 4 * 3600, 60)
+    assert r.level(0, {}, 5.0) == 16 * units_h
+    assert combined_bound(p, 4 * 3600, 60, relax=r, relax_time=5.0)[0] == 16 * units_h
+    s = schedule(p, "cpsat", time_limit=10)
+    assert s.objective == (16.0,) and s.bound == (16.0,) and s.status == "optimal"

@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 
 from capplan.io.scenario import problem_from_data
 from capplan.model.errors import InputError
-from capplan.model.validate_schedule import check_schedule
+from capplan.model.validate_schedule import assert_valid_schedule, check_schedule
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.greedy import plan_greedy
 from capplan.placement.schedule import schedule
+from capplan.placement.schedule.exact import relaxation, schedule_cpsat, unsupported
 from capplan.placement.schedule.sweep import schedule_sweep
 from tests.strategies_gen import scenario_data
 
@@ -89,6 +90,28 @@ def test_every_strategy_schedule_passes_the_validator(data: dict[str, Any], pick
         assert len(placed) + len(listed) == sum(w.replicas for w in p.workloads)
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(timed_scenario(), st.lists(st.booleans(), min_size=8, max_size=8),
+       st.lists(st.sampled_from([0, 1800, 5000, 4 * HOUR]), min_size=8, max_size=8))
+def test_neighbourhood_search_schedule_passes_the_validator(data: dict[str, Any], pick: list[bool],
+                                                            ends: list[int]) -> None:
+    """The time-window / domain search (the path of large whole-GPU problems), forced on small ones."""
+    full = _with_running(data, pick, ends)
+    if full is None:
+        return
+    try:
+        p = problem_from_data(full)
+    except InputError:
+        return
+    spec = p.schedule
+    assert spec is not None
+    if unsupported(p) is not None:
+        return
+    s = schedule_cpsat(p, spec.horizon, spec.step, 1.0, lns=True)
+    assert check_schedule(p, s) == []
+    assert s.strategy == "cpsat-lns"
+
+
 def test_same_seed_same_schedule() -> None:
     data = {"schedule": {"horizon": "12h", "step": "30m"},
             "cluster": {"levels": ["rack", "node"], "racks": [
@@ -102,6 +125,11 @@ def test_same_seed_same_schedule() -> None:
         a = schedule(p, strategy, time_limit=10, seed=3).model_copy(update={"solve_seconds": 0.0, "metrics": {}})
         b = schedule(p, strategy, time_limit=10, seed=3).model_copy(update={"solve_seconds": 0.0, "metrics": {}})
         assert a.to_json() == b.to_json()
+    spec = p.schedule
+    assert spec is not None
+    a, b = (schedule_cpsat(p, spec.horizon, spec.step, 3.0, seed=3, lns=True).model_copy(
+        update={"solve_seconds": 0.0}) for _ in range(2))
+    assert a.strategy == "cpsat-lns" and a.to_json() == b.to_json()
 
 
 # ------------------------------------------------------------------ exhaustive search on tiny instances
@@ -165,3 +193,18 @@ def test_cpsat_equals_exhaustive_search_on_tiny_instances(seed: int) -> None:
     assert s.wait_gpu_h == round(wait / HOUR, 6)
     h = schedule(p, "heuristic")
     assert (h.objective, -h.wait_gpu_h) <= (s.objective, -s.wait_gpu_h)
+    # the energy relaxation bounds the highest priority's work from above
+    r = relaxation(p, 4 * HOUR, HOUR)
+    got = r.level(p.priorities[0], {}, 5.0)
+    assert got is None or got >= work[0] * 7000
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_neighbourhood_search_equals_exhaustive_search_on_tiny_instances(seed: int) -> None:
+    """Every neighbourhood of a tiny instance frees most of it: the search reaches the optimal work."""
+    data = _tiny(seed)
+    p = problem_from_data(data)
+    s = assert_valid_schedule(p, schedule_cpsat(p, 4 * HOUR, HOUR, 1.0, lns=True))
+    work, _ = _exhaustive(data)
+    assert s.strategy == "cpsat-lns"
+    assert s.objective == tuple(round(x / HOUR, 6) for x in work)
