@@ -20,9 +20,6 @@ from capplan.model.validate_schedule import assert_valid_schedule
 
 ScheduleStrategy = Literal["auto", "cpsat", "heuristic"]
 SCHEDULE_STRATEGIES = ("auto", "cpsat", "heuristic")
-#: ``auto`` uses the exact model up to this many jobs (gangs or single replicas) and nodes.
-AUTO_MAX_JOBS = 600
-AUTO_MAX_NODES = 128
 #: From this many replicas ``heuristic`` uses the linear time-order sweep instead of earliest-start search.
 SWEEP_FROM_REPLICAS = 2000
 
@@ -43,13 +40,12 @@ def _spec(p: Problem, horizon: int | str | None, step: int | str | None) -> Sche
 
 
 def choose_schedule_strategy(p: Problem) -> str:
-    """What ``auto`` runs: ``cpsat`` when the time model covers ``p`` and it is small, else ``heuristic``."""
+    """What ``auto`` runs: ``cpsat`` when the time model covers ``p`` (the full model when small, a
+    neighbourhood search over time windows and domains from list scheduling's schedule when large),
+    else ``heuristic``."""
     from capplan.placement.schedule.exact import unsupported
 
-    jobs = sum(1 if w.is_gang else w.replicas for w in p.workloads)
-    if unsupported(p) is None and jobs <= AUTO_MAX_JOBS and len(p.cluster.nodes) <= AUTO_MAX_NODES:
-        return "cpsat"
-    return "heuristic"
+    return "cpsat" if unsupported(p) is None else "heuristic"
 
 
 def schedule(problem: Problem, strategy: str = "auto", *, horizon: int | str | None = None,

@@ -26,8 +26,8 @@ from capplan.placement.cpsat.schedule import (
     TimeSolution,
     pooled,
 )
-from capplan.placement.schedule.heuristic import best_list_schedule, diagnose
-from capplan.placement.schedule.result import energy_bound, lex_key, make_schedule, max_units
+from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, diagnose
+from capplan.placement.schedule.result import eligible, energy_bound, lex_key, make_schedule, node_kinds
 from capplan.placement.schedule.timeline import Item
 
 #: Share of the time limit for list scheduling in several orders (the hint).
@@ -63,13 +63,14 @@ class Jobs:
         self.replicas: list[list[int]] = []
         running = {a.key for a in p.running}
         cl = p.cluster
+        kinds = node_kinds(p)
         for wi, w in enumerate(p.workloads):
             todo = [r for r in range(w.replicas) if (w.name, r) not in running]
             earliest = ceil_to(w.release, step)
             limit = min(w.deadline if w.deadline is not None else horizon, horizon)
             last = (limit - w.duration) if w.duration is not None else horizon - 1
             latest = last // step * step
-            nodes = [i for i, n in enumerate(cl.nodes) if p.can_host(w, n) is not None]
+            nodes = sorted(i for _, group in eligible(p, w, kinds) for i in group)
             lvl = w.topology.required
             if lvl:
                 fixed = {cl.domain_of(cl.nodes[cl.node_index[a.node]], lvl) for a in p.running
@@ -190,9 +191,10 @@ def relaxation(p: Problem, horizon: int, step: int, points: int | None = None) -
     ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
     cl = p.cluster
     items: list[EnergyItem] = []
+    kinds = node_kinds(p)
     for w in p.workloads:
         todo = [r for r in range(w.replicas) if (w.name, r) not in running]
-        rates = [d.units for n in cl.nodes if (d := p.can_host(w, n)) is not None]
+        rates = [d.units for d, _ in eligible(p, w, kinds)]
         if not todo or not rates:
             continue
         earliest = ceil_to(w.release, step)
@@ -201,7 +203,7 @@ def relaxation(p: Problem, horizon: int, step: int, points: int | None = None) -
         latest = last // step * step
         if latest < earliest:
             continue
-        most = max_units(p, w) * (w.duration if w.duration is not None else horizon - earliest)
+        most = max(rates) * (w.duration if w.duration is not None else horizon - earliest)
         for g in [todo] if w.is_gang else [[r] for r in todo]:
             items.append(EnergyItem(priority=w.priority, earliest=earliest, latest=latest, duration=w.duration,
                                     rate=min(rates) * len(g), work=most * len(g)))
@@ -210,8 +212,8 @@ def relaxation(p: Problem, horizon: int, step: int, points: int | None = None) -
         d = p.can_host(p.workload(a.workload), cl.nodes[cl.node_index[a.node]])
         if d is not None and d.units:
             fixed.append((d.units, min(ends.get(a.key, horizon), horizon)))
-    if points is None:  # windows from at most this many starts and ends: about 3e7 item-window terms
-        points = max(24, min(300, int((3e7 / max(1, len(items))) ** 0.5)))
+    if points is None:  # windows from at most this many starts and ends: about 5e6 item-window terms
+        points = max(24, min(300, int((5e6 / max(1, len(items))) ** 0.5)))
     return EnergyRelaxation(items, fixed, capacity_rate(p), horizon, points)
 
 
@@ -301,10 +303,17 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
     (:func:`capplan.placement.schedule.window.improve`) re-solves parts of list scheduling's schedule
     (``lns``: force one or the other).
     """
+    from capplan.placement.schedule import SWEEP_FROM_REPLICAS
+    from capplan.placement.schedule.sweep import sweep_schedule
     from capplan.placement.schedule.window import improve
 
     t0 = time.perf_counter()
-    heuristic, order = best_list_schedule(p, horizon, step, HINT_SHARE * time_limit)
+    known: Outcome | None = None
+    if sum(w.replicas for w in p.workloads) >= SWEEP_FROM_REPLICAS:
+        known = sweep_schedule(p, horizon, step)
+        heuristic, order = known.items, "time-order sweep"
+    else:
+        heuristic, order = best_list_schedule(p, horizon, step, HINT_SHARE * time_limit)
     jobs = Jobs(p, horizon, step)
     caps, budgets, busy = model_inputs(p, horizon)
     sol: TimeSolution | None = None
@@ -335,7 +344,7 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
     elif jobs.jobs and left > 0.1:
         items, extra = improve(p, jobs, items, horizon, step, left, seed, workers, (caps, budgets, busy))
         strategy = "cpsat-lns"
-    diag = diagnose(p, horizon, step, items)
+    diag = diagnose(p, horizon, step, items, known)
     proven = sol is not None and sol.proven() and items is not heuristic
     bound = combined_bound(p, horizon, step, sol, relaxed, relax=relax, relax_time=relax_time, seed=seed)
     return make_schedule(p, strategy, items, diag.unscheduled, horizon=horizon, step=step,

@@ -200,20 +200,37 @@ class ListScheduler:
         return list(self.tl.items)
 
 
-def diagnose(p: Problem, horizon: int, step: int, items: list[Item]) -> Outcome:
+def diagnose(p: Problem, horizon: int, step: int, items: list[Item], known: Outcome | None = None) -> Outcome:
     """What does not run in a schedule of ``items``, and why; why guaranteed workloads start late.
 
-    The reasons are computed on the schedule itself, whichever strategy made it.
+    The reasons are computed on the schedule itself, whichever strategy made it. ``known``: an
+    earlier schedule's outcome (e.g. the time-order sweep's, on large problems) whose entries are
+    kept for workloads whose replicas (or late start) are the same in ``items``.
     """
     by_w: dict[str, list[Item]] = {}
     for it in items:
         by_w.setdefault(it.w.name, []).append(it)
     out = Outcome(items=items)
     full: ListScheduler | None = None
+    same: dict[str, Unscheduled] = {u.workload: u for u in known.unscheduled} if known else {}
+    before: dict[str, list[tuple[int, int]]] = {}
+    if known is not None:
+        for it in known.items:
+            before.setdefault(it.w.name, []).append((it.replica, it.start))
     for w in p.workloads:
         mine = by_w.get(w.name, [])
         done = {it.replica for it in mine}
         missing = [r for r in range(w.replicas) if r not in done]
+        was = same.get(w.name)
+        if missing and was is not None and list(was.replicas) == missing:
+            out.unscheduled.append(was)
+            out.reasons[w.name] = was.reason
+            continue
+        late = w.sla == "guaranteed" and any(it.start != ceil_to(w.release, step) for it in mine if not it.running)
+        if not missing and late and known is not None and w.name in known.reasons and sorted(
+                (it.replica, it.start) for it in mine) == sorted(before.get(w.name, [])):
+            out.reasons[w.name] = known.reasons[w.name]
+            continue
         if missing:
             if full is None:
                 full = ListScheduler(p, horizon, step, [it for it in items if not it.running])
