@@ -61,6 +61,8 @@ class Job:
     domains: tuple[str, ...] = ()  # per candidate node: its domain of the required level ("" when none)
     group: int = -1  # jobs of one workload that must share a domain (-1: none)
     models: tuple[str, ...] = ()  # per candidate node: its GPU model, when the job must stay on one model
+    tenant: str = ""
+    isolated: bool = False  # node isolation: no other tenant on its nodes while it runs
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class Busy:
     mem: int
     end: int
     start: int = 0
+    tenant: str = ""
+    isolated: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,7 @@ class TimeModel:
         self.ceilings: dict[str, int] = {}  # stage -> its a-priori most (unscaled)
         self.pres: list[dict[int, cp_model.IntVar]] = []
         per_node: dict[int, list[_Use]] = {}
+        tenancy: dict[int, list[tuple[cp_model.IntervalVar, str, bool]]] = {}
         for j, jb in enumerate(jobs):
             k = self.k[j]
             cs: dict[int, cp_model.IntVar] = {}
@@ -147,13 +152,15 @@ class TimeModel:
                 cs[n], ps[n] = cnt, p
                 self.intervals += 1
                 per_node.setdefault(n, []).append(_Use(iv, cnt, most, (jb.gpus, jb.cpu, jb.mem)))
+                tenancy.setdefault(n, []).append((iv, jb.tenant, jb.isolated))
             m.add(sum(cs.values()) == jb.replicas * self.x[j])
             self.c.append(cs)
             self.pres.append(ps)
         self._groups(jobs)
         self._one_model(jobs)
         self._symmetry(jobs)
-        self._resources(per_node, busy, nodes, budgets)
+        self._resources(per_node, busy, nodes, budgets, tenancy)
+        self._isolation(tenancy)
 
     def _groups(self, jobs: list[Job]) -> None:
         by_group: dict[int, list[int]] = {}
@@ -190,8 +197,18 @@ class TimeModel:
                     self.m.add(self.k[i] <= self.k[j]).only_enforce_if(self.x[j])
             prev[jb.workload] = j
 
+    def _isolation(self, tenancy: dict[int, list[tuple[cp_model.IntervalVar, str, bool]]]) -> None:
+        """Node isolation: an isolated job's interval on a node overlaps no interval of another tenant there."""
+        for uses in tenancy.values():
+            for a, (iv, tenant, isolated) in enumerate(uses):
+                if not isolated:
+                    continue
+                for b, (other, who, _) in enumerate(uses):
+                    if who != tenant and (b > a or not uses[b][2]):
+                        self.m.add_no_overlap([iv, other])
+
     def _resources(self, per_node: dict[int, list[_Use]], busy: list[Busy], nodes: list[NodeCap],
-                   budgets: list[int]) -> None:
+                   budgets: list[int], tenancy: dict[int, list[tuple[cp_model.IntervalVar, str, bool]]]) -> None:
         m = self.m
         fixed: dict[int, list[_Use]] = {}
         for b in busy:
@@ -199,6 +216,8 @@ class TimeModel:
                 continue
             iv = m.new_fixed_size_interval_var(b.start, b.end - b.start, f"busy{b.node}_{len(fixed.get(b.node, []))}")
             fixed.setdefault(b.node, []).append(_Use(iv, 1, 1, (b.gpus, b.cpu, b.mem)))
+            if b.isolated or any(t != b.tenant and isolated for _, t, isolated in tenancy.get(b.node, [])):
+                tenancy.setdefault(b.node, []).append((iv, b.tenant, b.isolated))
         power: list[list[tuple[cp_model.IntervalVar, cp_model.LinearExprT, int]]] = [[] for _ in budgets]
         for n in sorted(set(per_node) | set(fixed)):
             cap = nodes[n]

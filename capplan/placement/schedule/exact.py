@@ -42,12 +42,10 @@ FULL_MODEL_INTERVALS = 3000
 
 
 def unsupported(p: Problem) -> str | None:
-    """Why the time model cannot take ``p`` exactly (MIG, shares, preset GPU modes, node isolation), or None."""
+    """Why the time model cannot take ``p`` exactly (MIG, shares, preset GPU modes), or None."""
     for w in p.workloads:
         if w.mig is not None or w.gpu_fraction is not None:
             return f"workload {w.name} asks for a MIG slice or GPU share (the time model covers whole GPUs)"
-        if w.isolation == "node":
-            return f"workload {w.name} asks for node isolation"
     for n in p.cluster.nodes:
         if n.gpu_modes:
             return f"node {n.name} has preset GPU modes"
@@ -86,7 +84,8 @@ class Jobs:
                           release=w.release, priority=w.priority, guaranteed=w.sla == "guaranteed",
                           domains=tuple(cl.domain_of(cl.nodes[i], lvl) for i in nodes) if lvl else (),
                           group=wi if lvl else -1,
-                          models=tuple(str(cl.nodes[i].gpu_model) for i in nodes) if w.one_model else ())
+                          models=tuple(str(cl.nodes[i].gpu_model) for i in nodes) if w.one_model else (),
+                          tenant=w.tenant, isolated=w.isolation == "node")
             groups = [todo] if w.is_gang else [[r] for r in todo]
             for g in groups:
                 self.jobs.append(Job(replicas=len(g), **common))  # type: ignore[arg-type]
@@ -288,8 +287,9 @@ def model_inputs(p: Problem, horizon: int) -> tuple[list[NodeCap], list[int], li
                       if (lvl, dom) in budgets_idx)
         caps.append(NodeCap(gpus=n.gpus, cpu=n.cpu_milli, mem=n.memory_mib, tdp=tdp, power=power))
     ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
-    busy = [Busy(node=cl.node_index[a.node], gpus=len(a.gpus), cpu=p.workload(a.workload).cpu_milli,
-                 mem=p.workload(a.workload).memory_mib, end=min(ends.get(a.key, horizon), horizon))
+    busy = [Busy(node=cl.node_index[a.node], gpus=len(a.gpus), cpu=(w := p.workload(a.workload)).cpu_milli,
+                 mem=w.memory_mib, end=min(ends.get(a.key, horizon), horizon), tenant=w.tenant,
+                 isolated=w.isolation == "node")
             for a in p.running]
     return caps, budgets, busy
 

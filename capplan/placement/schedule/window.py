@@ -36,6 +36,9 @@ from capplan.placement.schedule.timeline import Item
 MAX_FREE = 60
 #: Most nodes a neighbourhood's freed jobs may use (a random part of the window's or the domain's).
 MAX_NODES = 16
+#: A neighbourhood counts at least this share of its deterministic budget on the search's clock (small
+#: neighbourhoods finish early; the count of neighbourhoods then still fits the time limit).
+MIN_CHARGE = 0.5
 #: Wall-clock seconds per neighbourhood (its deterministic budget is :data:`DETERMINISTIC_SHARE` of it).
 PER_NEIGHBOURHOOD = 3.0
 
@@ -141,7 +144,7 @@ class WindowSearch:
             for n, c in self.counts[j].items():
                 if n in near:
                     out.append(Busy(node=n, gpus=jb.gpus * c, cpu=jb.cpu * c, mem=jb.mem * c, start=s,
-                                    end=self._end(j)))
+                                    end=self._end(j), tenant=jb.tenant, isolated=jb.isolated))
         return out
 
     def step_once(self, budget: float, seed: int, workers: int) -> tuple[bool, float, bool]:
@@ -184,7 +187,7 @@ def improve(p: Problem, jobs: Jobs, items: list[Item], horizon: int, step: int, 
     while spent < clock and time.perf_counter() - t0 < time_limit - 0.2:
         budget = min(PER_NEIGHBOURHOOD, max(0.2, (clock - spent) / DETERMINISTIC_SHARE))
         _, used, proven = search.step_once(budget, seed + search.tried, workers)
-        spent += max(used, 0.01)
+        spent += max(used, MIN_CHARGE * budget * DETERMINISTIC_SHARE)
         if proven:
             search.width = min(horizon, search.width * 5 // 4)
         else:

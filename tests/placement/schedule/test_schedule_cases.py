@@ -284,3 +284,19 @@ def test_energy_relaxation_sees_two_fixed_windows_overlap() -> None:
     assert combined_bound(p, 4 * 3600, 60, relax=r, relax_time=5.0)[0] == 16 * units_h
     s = schedule(p, "cpsat", time_limit=10)
     assert s.objective == (16.0,) and s.bound == (16.0,) and s.status == "optimal"
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_node_isolation_runs_tenants_one_after_another(strategy: str) -> None:
+    """One 8-GPU node, horizon 4h. A (tenant a, node isolation, 2 GPUs, 2h) and B (tenant b, 2 GPUs, 2h).
+
+    GPUs would allow both at once, isolation does not: one runs 0..2h, the other 2h..4h. Both
+    complete (8 GPU-h); the wait is 2 GPUs x 2h = 4 GPU-h.
+    """
+    p = problem([rack("r1", 1)], [{"name": "A", "gpus": 2, "duration": "2h", "tenant": "a", "isolation": "node"},
+                                  {"name": "B", "gpus": 2, "duration": "2h", "tenant": "b"}], horizon="4h")
+    s = schedule(p, strategy, time_limit=10)
+    assert s.objective == (8.0,) and s.wait_gpu_h == 4.0
+    assert starts(s, "A") | starts(s, "B") == {0, 2 * 3600}
+    assert "cpsat_declined" not in s.metrics
+    assert check_schedule(p, s) == []

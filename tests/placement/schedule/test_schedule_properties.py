@@ -128,12 +128,12 @@ def test_same_seed_same_schedule() -> None:
     spec = p.schedule
     assert spec is not None
     a, b = (schedule_cpsat(p, spec.horizon, spec.step, 3.0, seed=3, lns=True).model_copy(
-        update={"solve_seconds": 0.0}) for _ in range(2))
+        update={"solve_seconds": 0.0, "metrics": {}}) for _ in range(2))
     assert a.strategy == "cpsat-lns" and a.to_json() == b.to_json()
 
 
 # ------------------------------------------------------------------ exhaustive search on tiny instances
-def _tiny(seed: int) -> dict[str, Any]:
+def _tiny(seed: int, tenants: bool = False) -> dict[str, Any]:
     rnd = random.Random(seed)
     nodes = [{"name": f"n{i}", "gpu": "H100-SXM5-80GB", "gpus": 2, "cpu": 64, "memory_gib": 256} for i in range(2)]
     workloads = []
@@ -142,6 +142,10 @@ def _tiny(seed: int) -> dict[str, Any]:
                              "release": rnd.choice([0, 0, 1]) * HOUR, "priority": rnd.choice([0, 0, 5])}
         if rnd.random() < 0.3:
             w["deadline"] = w["release"] + w["duration"] + rnd.choice([0, 1]) * HOUR
+        if tenants:
+            w["tenant"] = rnd.choice(["a", "b"])
+            if rnd.random() < 0.5:
+                w["isolation"] = "node"
         workloads.append(w)
     return {"schedule": {"horizon": "4h", "step": "1h"}, "cluster": {"name": "t", "levels": ["node"], "nodes": nodes},
             "workloads": workloads}
@@ -150,7 +154,8 @@ def _tiny(seed: int) -> dict[str, Any]:
 def _exhaustive(data: dict[str, Any]) -> tuple[tuple[int, ...], int]:
     """Best (work per priority, highest first; wait) over every start and node of every workload.
 
-    Written from the problem statement only: at every hour each node has 2 GPUs.
+    Written from the problem statement only: at every hour each node has 2 GPUs, and a node that
+    runs a workload with node isolation runs only its tenant's workloads in that hour.
     """
     ws = data["workloads"]
     prios = sorted({w["priority"] for w in ws}, reverse=True)
@@ -163,6 +168,8 @@ def _exhaustive(data: dict[str, Any]) -> tuple[tuple[int, ...], int]:
     best: tuple[tuple[int, ...], int] | None = None
     for choice in itertools.product(*options):
         use = [[0] * 4 for _ in range(2)]
+        who: list[list[set[str]]] = [[set() for _ in range(4)] for _ in range(2)]
+        alone: list[list[bool]] = [[False] * 4 for _ in range(2)]
         ok = True
         for w, c in zip(ws, choice, strict=True):
             if c is None:
@@ -170,7 +177,9 @@ def _exhaustive(data: dict[str, Any]) -> tuple[tuple[int, ...], int]:
             t, n = c
             for h in range(t // HOUR, (t + w["duration"]) // HOUR):
                 use[n][h] += w["gpus"]
-                ok = ok and use[n][h] <= 2
+                who[n][h].add(w.get("tenant", "default"))
+                alone[n][h] = alone[n][h] or w.get("isolation") == "node"
+                ok = ok and use[n][h] <= 2 and not (alone[n][h] and len(who[n][h]) > 1)
         if not ok:
             continue
         work = tuple(sum(w["gpus"] * w["duration"] for w, c in zip(ws, choice, strict=True)
@@ -184,7 +193,7 @@ def _exhaustive(data: dict[str, Any]) -> tuple[tuple[int, ...], int]:
 
 @pytest.mark.parametrize("seed", range(12))
 def test_cpsat_equals_exhaustive_search_on_tiny_instances(seed: int) -> None:
-    data = _tiny(seed)
+    data = _tiny(seed, tenants=seed % 2 == 1)
     p = problem_from_data(data)
     s = schedule(p, "cpsat", time_limit=10)
     work, wait = _exhaustive(data)
@@ -202,7 +211,7 @@ def test_cpsat_equals_exhaustive_search_on_tiny_instances(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_neighbourhood_search_equals_exhaustive_search_on_tiny_instances(seed: int) -> None:
     """Every neighbourhood of a tiny instance frees most of it: the search reaches the optimal work."""
-    data = _tiny(seed)
+    data = _tiny(seed, tenants=seed % 2 == 1)
     p = problem_from_data(data)
     s = assert_valid_schedule(p, schedule_cpsat(p, 4 * HOUR, HOUR, 1.0, lns=True))
     work, _ = _exhaustive(data)
