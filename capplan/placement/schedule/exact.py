@@ -36,6 +36,8 @@ HINT_SHARE = 0.25
 RELAXED_SHARE = 0.15
 #: Share of the time limit (at most 10 s) for the energy relaxation's bound (:func:`relaxation`).
 BOUND_SHARE = 0.05
+#: Share of the time limit kept, at time-order-sweep scale, for the reasons and the validator after the search.
+POST_SHARE = 0.35
 #: Above this many optional intervals (jobs x candidate nodes), the full time model is replaced by
 #: large-neighbourhood search over time windows and domains.
 FULL_MODEL_INTERVALS = 3000
@@ -321,7 +323,7 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
     strategy = "heuristic"
     left = time_limit - (time.perf_counter() - t0)
     relaxed: TimeSolution | None = None
-    if jobs.jobs and left > 0.1:
+    if jobs.jobs and left > 0.1 and known is None:  # at sweep scale the pooled model proves nothing in time
         relaxed = pooled(jobs.jobs, busy, caps, horizon, step, gpus=[capacity_rate(p) // UNITS_PER_GPU]).solve(
             None, RELAXED_SHARE * left, seed, workers)
         left = time_limit - (time.perf_counter() - t0)
@@ -342,6 +344,8 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
             else:
                 strategy = "cpsat+heuristic"
     elif jobs.jobs and left > 0.1:
+        if known is not None:  # reasons and the validator take seconds on thousands of replicas
+            left -= POST_SHARE * time_limit
         items, extra = improve(p, jobs, items, horizon, step, left, seed, workers, (caps, budgets, busy))
         strategy = "cpsat-lns"
     diag = diagnose(p, horizon, step, items, known)

@@ -184,9 +184,12 @@ def improve(p: Problem, jobs: Jobs, items: list[Item], horizon: int, step: int, 
     search = WindowSearch(p, jobs, items, horizon, step, inputs, seed)
     spent = 0.0
     clock = time_limit * DETERMINISTIC_SHARE
-    while spent < clock and time.perf_counter() - t0 < time_limit - 0.2:
+    last = 0.0  # wall seconds of the previous neighbourhood: the next one must fit too
+    while spent < clock and time.perf_counter() - t0 + last < time_limit - 0.2:
         budget = min(PER_NEIGHBOURHOOD, max(0.2, (clock - spent) / DETERMINISTIC_SHARE))
+        began = time.perf_counter()
         _, used, proven = search.step_once(budget, seed + search.tried, workers)
+        last = time.perf_counter() - began
         spent += max(used, MIN_CHARGE * budget * DETERMINISTIC_SHARE)
         if proven:
             search.width = min(horizon, search.width * 5 // 4)
