@@ -26,7 +26,7 @@ from capplan.placement.cpsat.schedule import (
     TimeSolution,
     pooled,
 )
-from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, diagnose
+from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, compact, diagnose
 from capplan.placement.schedule.result import eligible, energy_bound, lex_key, make_schedule, node_kinds
 from capplan.placement.schedule.timeline import Item
 
@@ -348,6 +348,10 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
             left -= POST_SHARE * time_limit
         items, extra = improve(p, jobs, items, horizon, step, left, seed, workers, (caps, budgets, busy))
         strategy = "cpsat-lns"
+        if known is None:  # the search's windows may leave work that could start earlier
+            moved = compact(p, horizon, step, items)
+            if lex_key(p, moved, step) > lex_key(p, items, step):
+                items = moved
     diag = diagnose(p, horizon, step, items, known)
     proven = sol is not None and sol.proven() and items is not heuristic
     bound = combined_bound(p, horizon, step, sol, relaxed, relax=relax, relax_time=relax_time, seed=seed)

@@ -197,7 +197,7 @@ class ListScheduler:
                 self.schedule_late(w)
             else:
                 self.schedule(w)
-        return list(self.tl.items)
+        return self.tl.live()
 
 
 def diagnose(p: Problem, horizon: int, step: int, items: list[Item], known: Outcome | None = None) -> Outcome:
@@ -253,21 +253,43 @@ def list_schedule(p: Problem, horizon: int, step: int, order: list[Workload] | N
 
 
 def compact(p: Problem, horizon: int, step: int, items: list[Item]) -> list[Item]:
-    """List scheduling again, earliest start, of only the replicas ``items`` schedules, in order of their starts.
+    """Move work earlier where room allows, keeping every replica: in order of start, take each job (a
+    gang's replicas together, otherwise one replica) out and put it back at the earliest grid start,
+    from its release up to where it was, at which the greedy placer fits it (at worst where it was).
 
-    Moves work earlier (less wait) where room allows; a replica may find no room again, so callers
-    compare the two schedules.
+    The same replicas run for the same time, so the work per priority is unchanged and the wait can
+    only shrink.
     """
-    first: dict[str, int] = {}
-    count: dict[str, int] = {}
-    for it in items:
+    ls = ListScheduler(p, horizon, step, [it for it in items if not it.running])
+    groups: dict[tuple[str, int], list[Item]] = {}
+    for it in ls.tl.live():
         if not it.running:
-            first[it.w.name] = min(first.get(it.w.name, it.start), it.start)
-            count[it.w.name] = count.get(it.w.name, 0) + 1
-    ls = ListScheduler(p, horizon, step)
-    for name in sorted(first, key=lambda n: (first[n], p.workload_index[n])):
-        ls.schedule(p.workload(name), count[name])
-    return list(ls.tl.items)
+            key = (it.w.name, it.start if it.w.is_gang else -1 - it.replica)
+            groups.setdefault(key, []).append(it)
+    for key in sorted(groups, key=lambda k: (groups[k][0].start, p.workload_index[k[0]], k[1])):
+        mine = groups[key]
+        w, was = mine[0].w, mine[0].start
+        earliest = ceil_to(w.release, step)
+        if was <= earliest:
+            continue
+        for it in mine:
+            ls.tl.remove(it)
+        moved = False
+        for t in ls._candidates(w, earliest):
+            if t >= was:
+                break
+            end = ls._end(w, t)
+            placed = ls.try_at(w, len(mine), t, end)
+            if len(placed) == len(mine):
+                for it, pl in zip(mine, placed, strict=True):
+                    ls.tl.add(Item(w=w, replica=it.replica, d=ls.tl.st.demand_at(w, pl.node), pl=pl, start=t,
+                                   end=end))
+                moved = True
+                break
+        if not moved:
+            for it in mine:
+                ls.tl.add(it)
+    return ls.tl.live()
 
 
 def _long_first(p: Problem) -> list[Workload]:

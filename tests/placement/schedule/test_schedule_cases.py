@@ -300,3 +300,36 @@ def test_node_isolation_runs_tenants_one_after_another(strategy: str) -> None:
     assert starts(s, "A") | starts(s, "B") == {0, 2 * 3600}
     assert "cpsat_declined" not in s.metrics
     assert check_schedule(p, s) == []
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_late_higher_priority_is_moved_back_where_room_allows(strategy: str) -> None:
+    """One 8-GPU node, horizon 6h. high (4 GPUs, 2h, priority 10) and low (4 GPUs, 4h, priority 0, deadline 4h).
+
+    Both fit side by side from 0: placed late, high would run 4h..6h; compaction moves it back to 0,
+    which frees nothing for anyone else but removes its wait. Work (8, 16) GPU-h, no wait.
+    """
+    p = problem([rack("r1", 1)], [{"name": "high", "gpus": 4, "duration": "2h", "priority": 10},
+                                  {"name": "low", "gpus": 4, "duration": "4h", "deadline": "4h"}], horizon="6h")
+    s = schedule(p, strategy, time_limit=10)
+    assert s.objective == (8.0, 16.0) and s.wait_gpu_h == 0.0
+    assert starts(s, "high") == {0} and starts(s, "low") == {0}
+    assert check_schedule(p, s) == []
+
+
+def test_compaction_keeps_the_work_and_never_adds_wait() -> None:
+    """Compaction of a late schedule: the same replicas for the same time, each start at most where it was."""
+    from capplan.placement.schedule.heuristic import ORDERS, compact, list_schedule
+    from capplan.placement.schedule.result import wait_units, work_units
+
+    ws = [{"name": f"w{i}", "gpus": [1, 2, 4, 8][i % 4], "duration": f"{1 + i % 3}h", "release": f"{i % 4}h",
+           "priority": 10 * (i % 2), "replicas": 1 + i % 2, **({"kind": "training"} if i % 5 == 0 else {})}
+          for i in range(14)]
+    p = problem([rack("r1", 2), rack("r2", 2)], ws, horizon="12h", step="30m")
+    late = list_schedule(p, 12 * 3600, 1800, ORDERS["long-first"](p), min(p.priorities))
+    moved = compact(p, 12 * 3600, 1800, late)
+    assert work_units(moved) == work_units(late)
+    before = {(it.w.name, it.replica): it.start for it in late}
+    assert {(it.w.name, it.replica) for it in moved} == set(before)
+    assert all(it.start <= before[(it.w.name, it.replica)] for it in moved)
+    assert wait_units(moved) < wait_units(late)
