@@ -26,7 +26,7 @@ ALLOWED = {
 SOLVERS = {
     "ortools": re.compile(r"^capplan\.placement\.cpsat\."),
     "pulp": re.compile(r"^capplan\.reserve\.milp$"),
-    "highspy": re.compile(r"^capplan\.reserve\.highs$"),
+    "highspy": re.compile(r"^capplan\.(reserve\.highs|placement\.core\.lp)$"),
 }
 # Distribution name -> import name, where they differ.
 IMPORT_NAME = {"pyyaml": "yaml"}
@@ -164,7 +164,8 @@ def test_only_cli_parses_arguments_and_prints() -> None:
 
 @pytest.mark.parametrize("lib", ["ortools", "pulp", "highspy"])
 def test_solver_library_behind_its_adapter(lib: str) -> None:
-    """ortools only under placement/cpsat, pulp only in reserve/milp.py, highspy only in reserve/highs.py."""
+    """ortools only under placement/cpsat, pulp only in reserve/milp.py, highspy only in reserve/highs.py
+    and placement/core/lp.py (one adapter per engine)."""
     users = sorted(m for m, p in MODULES.items() if any(n.split(".")[0] == lib for n, _ in _imports(p)))
     assert users, f"{lib} is declared but imported nowhere"
     assert all(SOLVERS[lib].match(m) for m in users), users
