@@ -2,8 +2,10 @@
 
 :func:`schedule` is the one entry point. ``heuristic`` is list scheduling (priority order,
 earliest feasible start, backfill) on the placement core's occupancy state; ``cpsat`` solves the
-time model hinted by it and keeps the better schedule; ``auto`` picks ``cpsat`` when the model
-covers the problem (whole GPUs) and it is small. Every schedule passes the independent validator
+time model hinted by it and keeps the better schedule (past the full model's reach, a neighbourhood
+search over time windows and domains improves list scheduling's schedule); ``auto`` picks ``cpsat``
+whenever the model covers the problem (whole GPUs, CPU-only pods, node isolation). Every schedule
+passes the independent validator
 (:func:`capplan.model.validate_schedule.assert_valid_schedule`) before it is returned.
 """
 
