@@ -33,7 +33,7 @@ from capplan.placement.schedule.result import lex_key
 from capplan.placement.schedule.timeline import Item
 
 #: Most jobs freed in one neighbourhood.
-MAX_FREE = 60
+MAX_FREE = 30
 #: Most nodes a neighbourhood's freed jobs may use (a random part of the window's or the domain's).
 MAX_NODES = 16
 #: A neighbourhood counts at least this share of its deterministic budget on the search's clock (small
