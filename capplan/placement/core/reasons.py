@@ -99,12 +99,12 @@ def _ever_fits(st: ClusterState, w: Workload) -> str | None:
             if w.gpus > biggest:
                 return f"GPU model: needs {what} on one node; the largest node has {biggest} GPUs"
         return f"GPU model: needs {what}; no node offers it (cluster GPU models: {', '.join(models) or 'none'})"
-    if int(st.cap_cpu[idx].max()) < w.cpu_milli:
+    if int(st.cpu_cap[idx].max()) < w.cpu_milli:
         return (f"host CPU: needs {w.cpu:g} cores per replica; the largest eligible node has "
-                f"{st.cap_cpu[idx].max() / MILLI:g}")
-    if int(st.cap_mem[idx].max()) < w.memory_mib:
+                f"{st.cpu_cap[idx].max() / MILLI:g}")
+    if int(st.mem_cap[idx].max()) < w.memory_mib:
         return (f"host memory: needs {w.memory_gib:g} GiB host memory per replica; the largest eligible node has "
-                f"{st.cap_mem[idx].max() / MIB_PER_GIB:g} GiB")
+                f"{st.mem_cap[idx].max() / MIB_PER_GIB:g} GiB")
     return None
 
 

@@ -46,7 +46,7 @@ def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = N
         All assignments (running ones included), unplaced replicas with reasons, and the placer
         (whose state holds the final occupancy).
     """
-    st = st or FleetState(p)
+    st = st or FleetState.with_assignments(p, p.running)
     placer = FleetPlacer(st, make_scorer(score, p, st))
     cl = p.cluster
     assignments = list(p.running)
