@@ -217,8 +217,18 @@ class ClusterState:
             for j, (level, dom) in enumerate(zip(cl.levels[:-1], x.path, strict=False)):
                 self.node_dom[i, j] = didx.get((level, dom), sentinel)
 
+    def domain_ids(self, level: str) -> tuple[np.ndarray, list[str]]:
+        """(domain id per node, domain names) for topology ``level`` (cached)."""
+        if level not in self._domain_ids:
+            cl = self.p.cluster
+            names: dict[str, int] = {}
+            ids = np.array([names.setdefault(cl.domain_of(x, level), len(names)) for x in cl.nodes], dtype=np.int64)
+            self._domain_ids[level] = (ids, list(names))
+        return self._domain_ids[level]
+
     def _init_domains(self, p: Problem) -> None:
         cl = p.cluster
+        self._domain_ids: dict[str, tuple[np.ndarray, list[str]]] = {}
         self.domain_nodes: dict[tuple[str, str], np.ndarray] = {}
         for lvl in cl.levels[:-1]:
             groups: dict[str, list[int]] = {}
