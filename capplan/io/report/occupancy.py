@@ -18,8 +18,8 @@ from capplan.model.catalog import GpuModel
 from capplan.model.plan import Assignment
 from capplan.model.problem import Demand, Node, Problem, Workload
 from capplan.model.units import MILLI, gib_to_mib
+from capplan.placement.core.gpuview import GpuView as GpuState
 from capplan.placement.core.state import ClusterState
-from capplan.placement.core.state import GpuView as GpuState
 
 #: Why a free piece is stranded, deepest check first reached last (the deepest failure is reported).
 STRANDED_TEXT = {
