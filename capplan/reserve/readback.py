@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from capplan.reserve.highs import LinearProgram
+from capplan.placement.core.lp import LinearProgram
 from capplan.reserve.problem import Problem
 from capplan.reserve.solver import RawSolution
 
