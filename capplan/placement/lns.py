@@ -1,10 +1,9 @@
 """Large-neighbourhood search: free a few nodes and re-place their replicas exactly with CP-SAT.
 
 Starting from the heuristic plan, each step picks a *neighbourhood* of nodes (a topology domain,
-the nodes where an unplaced workload could go, or the most fragmented nodes), builds a
-sub-problem with :meth:`Problem.replace` (those nodes only; replicas that must stay become its
-running state; unplaced workloads are offered), solves it with the ``cpsat`` strategy and keeps
-the result when it is lexicographically better. It stops at the time limit, when the plan
+the nodes where an unplaced workload could go, or the most fragmented nodes) with some unplaced
+workloads offered, and the search loop of :mod:`capplan.placement.core.search` re-solves it with the
+``cpsat`` strategy, keeping the result when it is lexicographically better. It stops at the time limit, when the plan
 meets its bound, or when CP-SAT proved a neighbourhood holding the whole problem (the first one, on
 clusters of at most twice the neighbourhood size).
 """
@@ -22,8 +21,8 @@ from capplan.model.problem import Problem, Workload
 from capplan.model.units import units_to_gpus
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.reasons import Holdings, explain
+from capplan.placement.core.search import Pick, SearchStats, SubResult, missing_replicas, search
 from capplan.placement.core.state import ClusterState
-from capplan.placement.core.subproblem import lex_key, neighbourhood
 from capplan.placement.core.summary import lexicographic_gap, make_plan, placed_units
 
 _NODES = 8  # nodes per neighbourhood
@@ -72,6 +71,29 @@ def _proven(plan: Plan) -> bool:
             and any(r["name"] == "guaranteed" and r["status"] == "optimal" for r in stages))
 
 
+class _RandomNeighbourhoods:
+    """The LNS neighbourhoods: by turns the hosts of an unplaced workload, a topology domain and the most
+    fragmented nodes (seeded), with up to ``_OFFER`` unplaced workloads offered; the whole problem first
+    on clusters of at most twice the neighbourhood size."""
+
+    def __init__(self, p: Problem, rng: np.random.Generator) -> None:
+        self.p, self.rng, self.step = p, rng, 0
+
+    def next(self, current: list[Assignment]) -> Pick:
+        p, rng = self.p, self.rng
+        missing = missing_replicas(p, current)
+        small = self.step == 0 and len(p.cluster.nodes) <= 2 * _NODES
+        nodes = ({n.name for n in p.cluster.nodes} if small
+                 else _neighbourhood(p, current, missing, rng, self.step))
+        offer = [missing[int(i)] for i in rng.permutation(len(missing))[:_OFFER]]
+        self.step += 1
+        return Pick(nodes=nodes, offer=offer,
+                    whole=len(nodes) == len(p.cluster.nodes) and len(offer) == len(missing))
+
+    def improved(self, pick: Pick, current: list[Assignment]) -> None:
+        """Nothing to update: the next pick reads the current plan."""
+
+
 def plan_lns(p: Problem, options: PlanOptions) -> Plan:
     """Plan ``p`` by large-neighbourhood search around the heuristic plan (see the module docstring)."""
     from capplan.placement.core.bound import upper_bound
@@ -82,69 +104,39 @@ def plan_lns(p: Problem, options: PlanOptions) -> Plan:
     deadline = t0 + options.time_limit * 0.85
     start = plan_heuristic(p, replace(options, progress=None, time_limit=options.time_limit * 0.3))
     bound = upper_bound(p, time_limit=max(0.5, options.time_limit * 0.1)).per_priority
-    assignments = list(start.assignments)
-    rng = np.random.default_rng(options.seed)
-    steps = improved = 0
-    best = lex_key(p, assignments)
 
     def units(ass: list[Assignment]) -> list[int]:
         got = placed_units(p, ass)
         return [got[q] for q in p.priorities]
 
-    target = [max(bound.get(q, 0), b) for q, b in zip(p.priorities, units(assignments), strict=True)]
+    target = [max(bound.get(q, 0), b) for q, b in zip(p.priorities, units(list(start.assignments)), strict=True)]
     shown = 0.0
 
-    def report(force: bool = False) -> None:
+    def report(ass: list[Assignment], steps: int, force: bool = False) -> None:
         nonlocal shown
         now = time.perf_counter()
         if options.progress and (force or now - shown >= 1.0):
-            got = units(assignments)
+            got = units(ass)
             options.progress({"stage": "lns", "elapsed": round(now - t0, 3), "step": steps,
                               "objective": [units_to_gpus(u) for u in got],
                               "bound": [units_to_gpus(b) for b in target], "gap": lexicographic_gap(got, target)})
             shown = now
 
-    report(force=True)
-    while time.perf_counter() < deadline and units(assignments) != target:
-        placed = {a.key for a in assignments}
-        missing = [(w, [r for r in range(w.replicas) if (w.name, r) not in placed]) for w in p.workloads]
-        missing = [(w, rs) for w, rs in missing if rs]
-        small = steps == 0 and len(p.cluster.nodes) <= 2 * _NODES
-        nodes = {n.name for n in p.cluster.nodes} if small else _neighbourhood(p, assignments, missing, rng, steps)
-        offer = [missing[int(i)] for i in rng.permutation(len(missing))[:_OFFER]]
-        steps += 1
-        report()
-        sub, back = neighbourhood(p, assignments, nodes, offer)
-        if not sub.workloads:
-            continue
-        left = deadline - time.perf_counter()
-        if left < 0.05:
-            break
+    def solve_sub(sub: Problem, left: float) -> SubResult:
         # Replicas running in the sub-problem (running ones, and gang members pinned by the rest of the plan)
         # stay where they are: an eviction or move there could not be recorded against the whole plan.
-        sub_plan = plan_cpsat(sub, replace(options, time_limit=left, progress=None, workers=1,
-                                           allow_preemption=False, allow_migration=False), repair_racks=False)
-        whole = len(nodes) == len(p.cluster.nodes) and len(offer) == len(missing)
-        old = [a for a in assignments if a.node in nodes]
-        fwd = {v: k for k, v in back.items()}
-        old_sub = [a.model_copy(update={"replica": fwd[a.key][1]}) for a in old if a.key in fwd]
-        if lex_key(sub, list(sub_plan.assignments)) <= lex_key(sub, old_sub):
-            if whole and _proven(sub_plan):
-                break  # the whole problem was the neighbourhood and CP-SAT proved it: no step can improve
-            continue
-        keep = [a for a in assignments if a.node not in nodes]
-        moved = {back[a.key] for a in sub_plan.assignments}
-        keep = [a for a in keep if a.key not in moved]
-        new = [a.model_copy(update={"replica": back[a.key][1]}) for a in sub_plan.assignments]
-        cand = keep + new
-        if lex_key(p, cand) > best:
-            assignments, best = cand, lex_key(p, cand)
-            improved += 1
-            report(force=True)
-    report(force=True)
-    placed = {a.key for a in assignments}
-    missed = [(w, rs) for w in p.workloads for rs in [[r for r in range(w.replicas) if (w.name, r) not in placed]]
-              if rs]
+        plan = plan_cpsat(sub, replace(options, time_limit=left, progress=None, workers=1,
+                                       allow_preemption=False, allow_migration=False), repair_racks=False)
+        return SubResult(plan.assignments, proven=_proven(plan))
+
+    report(list(start.assignments), 0, force=True)
+    assignments, stats = list(start.assignments), SearchStats()
+    if units(assignments) != target:
+        assignments, stats = search(p, assignments, _RandomNeighbourhoods(p, np.random.default_rng(options.seed)),
+                                    solve_sub, deadline, stop=lambda ass: units(ass) == target,
+                                    on_step=lambda ass, st, better: report(ass, st.steps, force=better))
+    report(assignments, stats.steps, force=True)
+    missed = missing_replicas(p, assignments)
     unplaced: list[Unplaced] = []
     if missed:  # reasons on the final occupancy (the start plan's may no longer hold)
         st = ClusterState.with_assignments(p, assignments)
@@ -152,5 +144,5 @@ def plan_lns(p: Problem, options: PlanOptions) -> Plan:
         unplaced = [Unplaced(workload=w.name, replicas=tuple(rs), reason=explain(st, w, len(rs), holdings))
                     for w, rs in missed]
     return make_plan(p, "lns", assignments, unplaced, bound=bound, seconds=time.perf_counter() - t0,
-                     seed=options.seed, extra_metrics={"lns_steps": steps, "lns_improvements": improved,
+                     seed=options.seed, extra_metrics={"lns_steps": stats.steps, "lns_improvements": stats.improved,
                                                        "start_objective": list(start.objective)})

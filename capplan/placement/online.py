@@ -43,7 +43,7 @@ class OnlineScheduler:
 
     def __init__(self, problem: Problem, score: ScoreName = "fgd", mix: Iterable[Workload] | None = None) -> None:
         self.problem = problem
-        self.state = FleetState(problem)
+        self.state = FleetState.with_assignments(problem, problem.running)
         ws = list(mix) if mix is not None else list(problem.workloads)
         self.placer = FleetPlacer(self.state, make_scorer(score, problem, self.state, ws))
         self.placed_units = 0

@@ -18,6 +18,7 @@ import pulp
 from capplan.placement.core.highs import quiet_stdout
 from capplan.placement.core.lp import LinearProgram
 from capplan.reserve.problem import Problem
+from capplan.reserve.readback import program, read_solution
 from capplan.reserve.solver import TOL, RawSolution, SolverSettings
 
 Arr = npt.NDArray[np.float64]
@@ -384,29 +385,12 @@ class ReservationModel:
         for d in (self.buy, self.com, self.gang, self.z, self.cap):
             for v in d.values():
                 seen.setdefault(v.name, v)
-        names = tuple(seen)
-        col = {n: i for i, n in enumerate(names)}
-        cost = np.zeros(len(names))
-        for v, c in self.lp.objective.items():
-            cost[col[v.name]] += c
-        vs = list(seen.values())
-        lower = np.array([-inf if v.lowBound is None else v.lowBound for v in vs], dtype=float)
-        upper = np.array([inf if v.upBound is None else v.upBound for v in vs], dtype=float)
-        integer = np.array([v.cat == pulp.LpInteger for v in vs], dtype=bool)
-        rnames, rlo, rup, starts, index, value = [], [], [], [0], [], []
-        for con in self.lp.constraints():
-            rhs = -con.constant
-            rnames.append(con.name)
-            rlo.append(rhs if con.sense in (pulp.LpConstraintEQ, pulp.LpConstraintGE) else -inf)
-            rup.append(rhs if con.sense in (pulp.LpConstraintEQ, pulp.LpConstraintLE) else inf)
-            for v, c in con.items():
-                index.append(col[v.name])
-                value.append(c)
-            starts.append(len(index))
-        return LinearProgram(
-            cost, lower, upper, np.array(rlo), np.array(rup), np.array(starts, dtype=np.int32),
-            np.array(index, dtype=np.int32), np.array(value, dtype=float), integer, names, tuple(rnames),
-        )
+        columns = [(n, v.lowBound, v.upBound, v.cat == pulp.LpInteger) for n, v in seen.items()]
+        rows = [(con.name,
+                 -con.constant if con.sense in (pulp.LpConstraintEQ, pulp.LpConstraintGE) else -inf,
+                 -con.constant if con.sense in (pulp.LpConstraintEQ, pulp.LpConstraintLE) else inf,
+                 [(v.name, c) for v, c in con.items()]) for con in self.lp.constraints()]
+        return program(columns, [(v.name, c) for v, c in self.lp.objective.items()], rows)
 
     # --------------------------------------------------------------------------------- solve
     def solve(self, settings: SolverSettings) -> RawSolution:
@@ -425,44 +409,17 @@ class ReservationModel:
             status = "infeasible"
         else:
             status = "no_solution"
-        W, C, M, R, T = self.shape
         ok = status in ("optimal", "feasible")
 
         def val(v: pulp.LpVariable) -> float:
             x = v.varValue if ok else 0.0
             return 0.0 if x is None or abs(x) < TOL else float(x)
 
-        def arr(d: dict[tuple[int, int, int], pulp.LpVariable]) -> Arr:
-            out = np.zeros((W, C, T))
-            for key, v in d.items():
-                out[key] = val(v)
-            return out
-
-        alloc = np.zeros((W, C, M, T))
-        for key4, v in self.a.items():
-            alloc[key4] = val(v)
-        rec = np.zeros((W, C, R, T))
-        for key4, v in self.r.items():
-            rec[key4] = val(v)
-        pr = self.p
-        return RawSolution(
-            status=status,
+        variables = self.lp.variables()
+        return read_solution(
+            self, val, status=status,
             objective=float(pulp.value(self.lp.objective) or 0.0) if ok else float("nan"),
             runtime_s=runtime,
-            variables=len(self.lp.variables()),
-            constraints=self.lp.numConstraints(),
-            integers=sum(1 for v in self.lp.variables() if v.cat == pulp.LpInteger),
+            size=(len(variables), self.lp.numConstraints(), sum(1 for v in variables if v.cat == pulp.LpInteger)),
             backend=type(solver).__name__,
-            buys={
-                k: round(val(v)) * pr.purchases[k[0]].lot_size for k, v in self.buy.items() if round(val(v))
-            },
-            commits={k: round(val(v)) for k, v in self.com.items() if round(val(v))},
-            gangs={k: round(val(v)) for k, v in self.gang.items() if round(val(v))},
-            alloc=alloc,
-            rec=rec,
-            short=arr(self.sh),
-            excess=arr(self.ex),
-            lost=arr(self.lo),
-            backlog=arr(self.bl),
-            missed={k: val(v) > 0.5 for k, v in self.z.items()},
         )

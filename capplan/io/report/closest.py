@@ -14,7 +14,7 @@ from capplan.placement.core.state import ClusterState, Placement
 
 def _gpu_room(st: ClusterState, w: Workload, d: Demand, i: int) -> tuple[float, str]:
     """(shortfall in [0, 1], text) of node ``i``'s GPU room for one replica."""
-    model = st.models[i]
+    model = st.models[int(st.model_id[i])]
     gs = st.gpus[i]
     if d.kind == "whole":
         free = sum(1 for s in gs if s.users == 0 and (s.fixed is None or s.fixed.mode == "whole"))

@@ -18,7 +18,8 @@ from capplan.model.catalog import GpuModel
 from capplan.model.plan import Assignment
 from capplan.model.problem import Demand, Node, Problem, Workload
 from capplan.model.units import MILLI, gib_to_mib
-from capplan.placement.core.state import ClusterState, GpuState
+from capplan.placement.core.gpuview import GpuView as GpuState
+from capplan.placement.core.state import ClusterState
 
 #: Why a free piece is stranded, deepest check first reached last (the deepest failure is reported).
 STRANDED_TEXT = {
@@ -97,15 +98,12 @@ class _Classifier:
             return "cpu"
         if st.free_mem[i] < w.memory_mib:
             return "memory"
-        t = st.node_tenants[i]
-        others = sum(t.values()) - t[w.tenant]
-        if others and (w.isolation == "node" or st.node_isolated[i]):
+        if not st.node_tenant_ok(w, i):
             return "isolation"
         return ""
 
     def _power(self, i: int, new_gpus: int) -> bool:
-        need = new_gpus * self.st.tdp[i]
-        return not need or all(self.st.power_free[k] >= need for k in self.st.node_power[i])
+        return self.st.power_ok(i, new_gpus)
 
     @staticmethod
     def _mode_ok(s: GpuState, mode: str) -> bool:

@@ -1,24 +1,29 @@
 """Why a workload was left unplaced: a diagnosis by constraint family, from the occupancy.
 
-For each node the replica's fit is checked family by family (GPU model, CPU, memory, GPU room,
-isolation, power); the family that rules out the last candidates is reported with numbers, and
-with gangs, one GPU model per gang and required topology the best domain's room is compared with
-what is needed. Every reason starts with the family (``GPU capacity: ...``), gives its numbers in
-GPUs, and names the workloads that hold the contested capacity on the eligible nodes
-(:class:`Holdings`).
+The one reason engine of every strategy. For each eligible node the replica's fit is checked family
+by family (GPU model, CPU, memory, GPU room, isolation, power); the family that rules out the last
+candidates is reported with numbers, and with gangs, one GPU model per gang and required topology
+the best domain's room is compared with what is needed. Every reason starts with the family
+(``GPU capacity: ...``), gives its numbers in GPUs, and names the workloads that hold the contested
+capacity on the eligible nodes (:class:`Holdings`).
+
+Two ways of counting share that text: exact (:func:`explain`: each node's :meth:`ClusterState.fit`, and
+replicas placed tentatively per domain) and, for fleets of thousands of nodes, by array operations over
+all nodes at once (:func:`explain_fast`: the same families in check order, rooms as estimates,
+``about N``).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from capplan.model.plan import Assignment
 from capplan.model.problem import Demand, Problem, Workload
-from capplan.model.units import MIB_PER_GIB, MILLI, units_to_gpus
-from capplan.placement.core.state import ClusterState, Placement
+from capplan.model.units import MIB_PER_GIB, MILLI, UNITS_PER_GPU, units_to_gpus
+from capplan.placement.core.state import FREE, MIG, SHARED, ClusterState, Placement
 from capplan.placement.core.summary import describe_demand
 
 #: The name each reason starts with, per constraint family.
@@ -57,7 +62,7 @@ class Holdings:
         table, unit = ((self.cpu, "cores") if family == "cpu" else (self.mem, "GiB") if family == "memory"
                        else (self.gpu, "GPUs"))
         total: Counter[str] = Counter()
-        for m in set(models):
+        for m in sorted(set(models), key=str):
             total.update(table.get(m, Counter()))
         ranked = [(n, x) for n, x in total.most_common() if x > 0][:top]
         if not ranked:
@@ -73,8 +78,9 @@ class Holdings:
         return "; held by " + ", ".join(parts) + (f" and {more} more" if more > 0 else "")
 
 
-def _models_of(st: ClusterState, idx: np.ndarray) -> set[str | None]:
-    return {st.model_of[int(i)] for i in idx}
+def _models_of(st: ClusterState, idx: np.ndarray) -> list[str | None]:
+    """GPU models of nodes ``idx``, in a fixed order (ties in :meth:`Holdings.competing` do not depend on hashing)."""
+    return sorted({st.model_of[int(i)] for i in idx}, key=str)
 
 
 def _gpus_of(st: ClusterState, idx: np.ndarray) -> str:
@@ -99,12 +105,12 @@ def _ever_fits(st: ClusterState, w: Workload) -> str | None:
             if w.gpus > biggest:
                 return f"GPU model: needs {what} on one node; the largest node has {biggest} GPUs"
         return f"GPU model: needs {what}; no node offers it (cluster GPU models: {', '.join(models) or 'none'})"
-    if int(st.cap_cpu[idx].max()) < w.cpu_milli:
+    if int(st.cpu_cap[idx].max()) < w.cpu_milli:
         return (f"host CPU: needs {w.cpu:g} cores per replica; the largest eligible node has "
-                f"{st.cap_cpu[idx].max() / MILLI:g}")
-    if int(st.cap_mem[idx].max()) < w.memory_mib:
+                f"{st.cpu_cap[idx].max() / MILLI:g}")
+    if int(st.mem_cap[idx].max()) < w.memory_mib:
         return (f"host memory: needs {w.memory_gib:g} GiB host memory per replica; the largest eligible node has "
-                f"{st.cap_mem[idx].max() / MIB_PER_GIB:g} GiB")
+                f"{st.mem_cap[idx].max() / MIB_PER_GIB:g} GiB")
     return None
 
 
@@ -209,3 +215,120 @@ def explain(st: ClusterState, w: Workload, missing: int, holdings: Holdings | No
     detail = FAMILY_TEXT.get(family, family)
     return (f"{FAMILY_LABEL.get(family, family)}: needs {need}; {detail} on {fails[family]} of {eligible} "
             f"eligible nodes ({_gpus_of(st, idx)}){held(family)}")
+
+
+# ------------------------------------------------------------------ by array operations (fleets)
+def explain_fast(st: ClusterState, w: Workload, missing: int, idx: np.ndarray,
+                 holdings: Holdings | None = None) -> str:
+    """:func:`explain` counted with array operations over the eligible nodes ``idx`` (fleet scale).
+
+    The families are counted once per node in check order; domain and gang rooms are upper estimates
+    from CPU, memory and free whole GPUs (``about N``).
+    """
+    p = st.p
+    what = describe_demand(p, w)
+    if idx.size == 0:
+        if w.gpus is not None and st.gpu_count.size and w.gpus > int(st.gpu_count.max()):
+            return f"GPU model: needs {what} on one node; the largest node has {int(st.gpu_count.max())} GPUs"
+        listed = ", ".join(sorted(m for m in st.model_names if m)) or "none"
+        return f"GPU model: needs {what}; no node offers it (cluster GPU models: {listed})"
+    biggest = int(st.cpu_cap[idx].max())
+    if biggest < w.cpu_milli:
+        return f"host CPU: needs {w.cpu:g} cores per replica; the largest eligible node has {biggest / MILLI:g}"
+    big_mem = int(st.mem_cap[idx].max())
+    if big_mem < w.memory_mib:
+        return (f"host memory: needs {w.memory_gib:g} GiB host memory per replica; the largest eligible node has "
+                f"{big_mem / MIB_PER_GIB:g} GiB")
+    models = _models_of(st, idx)
+
+    def held(family: str) -> str:
+        return holdings.competing(w, models, family) if holdings is not None else ""
+
+    gpus = _gpus_of(st, idx)
+    if w.one_model:  # structural: no single GPU model could take the gang even on the empty fleet
+        empty = _empty_room(st, w, idx)
+        per = {st.model_names[int(m)]: int(empty[st.model_id[idx] == m].sum()) for m in np.unique(st.model_id[idx])}
+        if max(per.values(), default=0) < w.replicas <= int(empty.sum()):
+            text = ", ".join(f"{m}: {r}" for m, r in sorted(per.items(), key=lambda x: str(x[0])))
+            return (f"one GPU model per gang: needs {w.replicas} x {what} on one GPU model; even on the empty "
+                    f"fleet the room per model is {text} (set mixed_models: true to allow mixing)")
+    if w.is_gang or w.topology.required:
+        return _gang_or_topology_fast(st, w, idx, what, gpus, held)
+    fam = _families(st, w, idx)
+    worst = max(fam, key=lambda f: fam[f])
+    need = f"{missing} x {what}" + (f" ({value_text(p, w, missing)})" if w.has_gpu_demand else "")
+    if fam[worst] == 0:
+        return (f"capacity: {missing} of {w.replicas} left after the others were placed ({need}); "
+                f"{gpus} on the eligible nodes{held('gpu')}")
+    return (f"{FAMILY_LABEL.get(worst, worst)}: needs {need}; {FAMILY_TEXT[worst]} on {fam[worst]} of {idx.size} "
+            f"eligible nodes ({gpus}){held(worst)}")
+
+
+def _gang_or_topology_fast(st: ClusterState, w: Workload, idx: np.ndarray, what: str, gpus: str,
+                           held: Callable[[str], str]) -> str:
+    p = st.p
+    lvl = w.topology.required
+    ok = idx[st.node_ok(w, idx)]
+    room = room_estimate(st, w, ok)
+    if lvl and lvl != p.cluster.levels[-1]:
+        dom, names = st.domain_ids(lvl)
+        cap = np.zeros(len(names), dtype=np.int64)
+        np.add.at(cap, dom[ok], np.minimum(room, w.replicas))
+        best = int(np.argmax(cap)) if cap.size else 0
+        return (f"topology: needs {w.replicas} x {what} in one {lvl}; the best {lvl} ({names[best]}) "
+                f"has room for about {int(cap[best]) if cap.size else 0}{held('gpu')}")
+    total = int(np.minimum(room, w.replicas).sum())
+    if w.one_model and total >= w.replicas:
+        per = {st.model_names[int(m)]: int(np.minimum(room[st.model_id[ok] == m], w.replicas).sum())
+               for m in np.unique(st.model_id[ok])}
+        if max(per.values(), default=0) < w.replicas:
+            text = ", ".join(f"{m}: about {r}" for m, r in sorted(per.items(), key=lambda x: str(x[0])))
+            return (f"one GPU model per gang: needs {w.replicas} x {what} on one GPU model; room per "
+                    f"model {text} (set mixed_models: true to allow mixing){held('gpu')}")
+    return (f"gang: needs {w.replicas} x {what} ({value_text(p, w, w.replicas)}) at once; the cluster "
+            f"has room for about {total} ({gpus} on the eligible nodes){held('gpu')}")
+
+
+def room_estimate(st: ClusterState, w: Workload, idx: np.ndarray) -> np.ndarray:
+    """Upper estimate of how many replicas of ``w`` each node in ``idx`` can still take (CPU, memory, whole GPUs)."""
+    big = 1 << 30
+    cpu = st.cpu[idx] // w.cpu_milli if w.cpu_milli else np.full(idx.size, big)
+    mem = st.mem[idx] // w.memory_mib if w.memory_mib else np.full(idx.size, big)
+    gpu = st.free_whole[idx] // w.gpus if w.gpus is not None else np.full(idx.size, big)
+    return np.asarray(np.minimum(np.minimum(cpu, mem), gpu))
+
+
+def _empty_room(st: ClusterState, w: Workload, idx: np.ndarray) -> np.ndarray:
+    """Replicas of ``w`` each node of ``idx`` could take when empty (CPU, memory, GPUs; an upper estimate)."""
+    room = np.full(idx.size, 1 << 30, dtype=np.int64)
+    if w.cpu_milli:
+        room = np.minimum(room, st.cpu_cap[idx] // w.cpu_milli)
+    if w.memory_mib:
+        room = np.minimum(room, st.mem_cap[idx] // w.memory_mib)
+    if w.gpus is not None:
+        room = np.minimum(room, st.gpu_count[idx] // w.gpus)
+    return np.minimum(room, w.replicas)
+
+
+def _families(st: ClusterState, w: Workload, idx: np.ndarray) -> dict[str, int]:
+    """Nodes ruled out by each family, counting each node once in check order."""
+    out: dict[str, int] = {}
+    alive = np.ones(idx.size, dtype=bool)
+    checks = [("cpu", st.cpu[idx] >= w.cpu_milli), ("memory", st.mem[idx] >= w.memory_mib),
+              ("isolation", st.node_ok(w, idx))]
+    if w.gpus is not None:
+        checks.append(("gpu", st.free_whole[idx] >= w.gpus))
+        checks.append(("power", st.power_headroom(idx) >= w.gpus * st.tdp[idx]))
+    elif w.gpu_fraction is not None or w.mig is not None:
+        mode = SHARED if w.gpu_fraction is not None else MIG
+        room = st.exists[idx] & ((st.mode[idx] == FREE) | (st.mode[idx] == mode))
+        if w.gpu_fraction is not None:
+            room &= st.frac[idx] + round(w.gpu_fraction * MILLI) <= MILLI
+        else:
+            room &= st.used[idx] < UNITS_PER_GPU
+        checks.append(("gpu", room.any(axis=1)))
+        checks.append(("isolation", (room & st.gpu_tenant_ok(w, idx)).any(axis=1) | ~room.any(axis=1)))
+    for fam, ok in checks:
+        out[fam] = out.get(fam, 0) + int((alive & ~ok).sum())
+        alive &= ok
+    return out

@@ -1,44 +1,47 @@
-"""Mutable cluster occupancy for constructive planners (greedy, heuristics, repair).
+"""The occupancy of a cluster while a plan is built: one array-backed state for every planner.
 
-Planners place and remove replicas here; the independent validator never uses this module.
-Node-level free capacity is kept in numpy arrays so that candidate nodes can be filtered and
-scored without a Python loop over nodes.
+:class:`ClusterState` keeps every quantity a placement rule needs in numpy arrays, one row per
+node and one column per GPU slot: free CPU and memory, GPU mode, users, demand units in use,
+shares and GPU memory, MIG masks and profile counts, tenants, isolation, power headroom. The
+vectorised fleet heuristics read the arrays to screen every node at once
+(:meth:`ClusterState.node_ok`, :meth:`ClusterState.whole_free`, ...); the greedy planner, the
+schedulers and the reports ask for one node at a time (:meth:`ClusterState.fit`, in
+:mod:`capplan.placement.core.fit`). Replicas are added and removed exactly (``sign=-1``), and
+changes can be journalled and rolled back (gang placement tries a domain and undoes it).
+
+The independent validator never uses this module.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from capplan.model.catalog import GpuModel, MigProfile
+from capplan.model.catalog import GpuModel
 from capplan.model.plan import Assignment, MigSlot
-from capplan.model.problem import Demand, GpuMode, Problem, Workload
-from capplan.model.units import MILLI, gib_to_mib
+from capplan.model.problem import Demand, Problem, Workload
+from capplan.model.units import MILLI, UNITS_PER_GPU, gib_to_mib
+
+# GPU modes in :attr:`ClusterState.mode` (and preset modes in :attr:`ClusterState.fixed`, -1: none).
+# BLOCKED is a mode no replica asks for (the scheduler's window union marks GPUs used two ways).
+FREE, WHOLE, SHARED, MIG, BLOCKED = 0, 1, 2, 3, 4
+MODE_CODE = {"whole": WHOLE, "shared": SHARED, "mig": MIG, "blocked": BLOCKED}
+MODE_NAME: dict[int, str | None] = {FREE: None, WHOLE: "whole", SHARED: "shared", MIG: "mig", BLOCKED: "blocked"}
+KIND_MODE = {"whole": WHOLE, "fraction": SHARED, "mig": MIG}
+_UNITS_PER_MILLI = UNITS_PER_GPU // MILLI
+_NO_TENANT, _MIXED = -1, -2
+_UNLIMITED = np.iinfo(np.int64).max // 4
 
 # Why a replica does not fit on a node, in the order they are checked.
 REASONS = ("model", "cpu", "memory", "gpu", "isolation", "power")
 
 
-@dataclass
-class GpuState:
-    """Occupancy of one physical GPU."""
-
-    fixed: GpuMode | None
-    mode: str | None = None  # "whole" | "mig" | "shared" while in use
-    users: int = 0
-    tenants: Counter[str] = field(default_factory=Counter)
-    isolated: int = 0  # users whose workload asks for tenant isolation
-    mig_mask: int = 0
-    mig_counts: Counter[str] = field(default_factory=Counter)
-    frac_used: int = 0
-    mem_used: int = 0
-
-
 @dataclass(frozen=True)
 class Placement:
-    """Where one replica goes: node index, GPU indices, MIG slot or fraction."""
+    """Where one replica goes: node index, GPU indices, MIG slot or fraction (milli)."""
 
     node: int
     gpus: tuple[int, ...] = ()
@@ -47,63 +50,229 @@ class Placement:
 
 
 class ClusterState:
-    """Free capacity of every node, GPU and power domain."""
+    """Free capacity of every node, GPU and power domain (see the module docstring).
+
+    Parameters
+    ----------
+    problem
+        The problem. Its running replicas are *not* applied (see :meth:`with_assignments`).
+    """
 
     def __init__(self, problem: Problem) -> None:
         self.p = problem
         cl = problem.cluster
-        self.nodes = cl.nodes
-        self.models: list[GpuModel | None] = [problem.gpu_model(n) for n in cl.nodes]
-        self.free_cpu = np.array([n.cpu_milli for n in cl.nodes], dtype=np.int64)
-        self.free_mem = np.array([n.memory_mib for n in cl.nodes], dtype=np.int64)
-        self.gpus = [[GpuState(fixed=n.mode_of(g)) for g in range(n.gpus)] for n in cl.nodes]
-        self.free_whole = np.array([sum(1 for g in gs if g.fixed is None or g.fixed.mode == "whole")
-                                    for gs in self.gpus], dtype=np.int64)
-        self.gpu_count = np.array([n.gpus for n in cl.nodes], dtype=np.int64)
-        self.node_tenants: list[Counter[str]] = [Counter() for _ in cl.nodes]
-        self.node_isolated: list[int] = [0] * len(cl.nodes)
-        budgets = {(d.level, d.name): d.power_w for d in cl.domains if d.power_w is not None}
-        self.power_free: dict[tuple[str, str], int] = {k: v for k, v in budgets.items() if v is not None}
-        self.node_power: list[list[tuple[str, str]]] = [
-            [(lvl, dom) for lvl, dom in zip(cl.levels[:-1], n.path, strict=True) if (lvl, dom) in budgets]
-            for n in cl.nodes]
-        self.tdp = [m.tdp_w if m and m.tdp_w is not None else 0 for m in self.models]
-        self.frac_room = np.zeros(len(cl.nodes), dtype=np.int64)
-        self.mig_free = np.zeros(len(cl.nodes), dtype=np.int64)
-        for i in range(len(cl.nodes)):
-            self._refresh(i)
-        self.model_of: list[str | None] = [n.gpu_model if n.gpus else None for n in cl.nodes]
+        nodes = self.nodes = cl.nodes
+        n = self.n = len(nodes)
+        g = self.g = max((x.gpus for x in nodes), default=0) or 1
+        self._init_models(problem)
+        self.cpu = np.array([x.cpu_milli for x in nodes], dtype=np.int64)
+        self.mem = np.array([x.memory_mib for x in nodes], dtype=np.int64)
+        self.cpu_cap, self.mem_cap = self.cpu.copy(), self.mem.copy()
+        self.gpu_count = np.array([x.gpus for x in nodes], dtype=np.int64)
+        self.exists = np.arange(g)[None, :] < self.gpu_count[:, None]
+        self.fixed = np.full((n, g), -1, dtype=np.int8)
+        self.layouts: dict[tuple[int, int], tuple[MigSlot, ...]] = {}
+        for i, x in enumerate(nodes):
+            for gm in x.gpu_modes:
+                self.fixed[i, gm.gpu] = MODE_CODE[gm.mode]
+                if gm.layout is not None:
+                    self.layouts[(i, gm.gpu)] = gm.layout
+        self.mode = np.zeros((n, g), dtype=np.int8)
+        self.users = np.zeros((n, g), dtype=np.int32)
+        self.used = np.where(self.exists, 0, UNITS_PER_GPU).astype(np.int32)  # demand units in use per GPU
+        self.frac = np.zeros((n, g), dtype=np.int32)  # milli in use by shares
+        self.gmem = np.zeros((n, g), dtype=np.int64)  # GPU memory in use by shares (MiB)
+        self.mig_mask = np.zeros((n, g), dtype=np.int64)
+        self.prof_count = np.zeros((n, g, max(1, len(self.prof_index))), dtype=np.int16)
+        self.free_whole = (self.exists & (self.fixed <= WHOLE)).sum(axis=1).astype(np.int64)
+        # Tenants: an id per name; the arrays hold the one tenant of a node or GPU (or _MIXED),
+        # the counters how many replicas each has (so that removals are exact).
+        self.tenants: dict[str, int] = {}
+        self.node_tenants: list[Counter[str]] = [Counter() for _ in nodes]
+        self.gpu_tenants: dict[tuple[int, int], Counter[int]] = {}
+        self.node_tenant = np.full(n, _NO_TENANT, dtype=np.int32)
+        self.gpu_tenant = np.full((n, g), _NO_TENANT, dtype=np.int32)
+        self.node_iso = np.zeros(n, dtype=np.int32)
+        self.gpu_iso = np.zeros((n, g), dtype=np.int32)
+        self._init_power(problem)
+        self._init_domains(problem)
+        self.stamp = np.zeros(n, dtype=np.int64)  # bumped whenever a node changes (score caches)
+        self.journal: list[tuple[Workload, Demand, Placement]] | None = None
+        self._depth = 0
+        self._dirty: set[int] = set(range(n))
+        self._frac_room = np.zeros(n, dtype=np.int64)
+        self._mig_free = np.zeros(n, dtype=np.int64)
+        self._eligible: dict[str, tuple[np.ndarray, dict[str | None, Demand]]] = {}
+        from capplan.placement.core.gpuview import GpuRows
+
+        self.gpus = GpuRows(self)  # st.gpus[i][g]: one GPU's fields, read from the arrays
+
+    def _init_models(self, p: Problem) -> None:
+        nodes = p.cluster.nodes
+        self.model_names: list[str | None] = [*sorted({x.gpu_model for x in nodes if x.gpu_model}), None]
+        mid = {m: i for i, m in enumerate(self.model_names)}
+        self.model_id = np.array([mid[x.gpu_model if x.gpu_model and x.gpus else None] for x in nodes],
+                                 dtype=np.int64)
+        #: GPU model per model id (see :attr:`model_id`); None for CPU-only nodes.
+        self.models: list[GpuModel | None] = [p.catalog.get(m) if m else None for m in self.model_names]
+        #: GPU model name per node (None: no GPUs).
+        self.model_of: list[str | None] = [x.gpu_model if x.gpus else None for x in nodes]
         by_model: dict[str | None, list[int]] = {}
         for i, m in enumerate(self.model_of):
             by_model.setdefault(m, []).append(i)
         self.model_nodes = {m: np.array(idx, dtype=np.int64) for m, idx in by_model.items()}
-        self.cap_cpu = self.free_cpu.copy()
-        self.cap_mem = self.free_mem.copy()
-        self._eligible: dict[str, tuple[np.ndarray, dict[str | None, Demand]]] = {}
+        cap = [gib_to_mib(m.memory_gib) if m and m.memory_gib else 0 for m in self.models]
+        self.gmem_cap = np.array(cap, dtype=np.int64)[self.model_id]
+        self.tdp = np.array([(m.tdp_w or 0) if m else 0 for m in self.models], dtype=np.int64)[self.model_id]
+        self._mig_ok = np.array([m is not None and m.supports_mig for m in self.models])[self.model_id]
+        self._slices = np.array([m.memory_slices if m is not None else 0 for m in self.models],
+                                dtype=np.int64)[self.model_id]
+        prof_names = sorted({pr.name for m in self.models if m for pr in m.profiles})
+        self.prof_index = {name: i for i, name in enumerate(prof_names)}
+
+    def _init_power(self, p: Problem) -> None:
+        """Power: one column per domain with a budget, and a last one (a sentinel) with unlimited headroom."""
+        cl = p.cluster
+        budgets = [(d.level, d.name, d.power_w) for d in cl.domains if d.power_w is not None]
+        didx = {(lv, nm): i for i, (lv, nm, _) in enumerate(budgets)}
+        self.power_free = np.array([b for _, _, b in budgets] + [_UNLIMITED], dtype=np.int64)
+        sentinel = len(budgets)
+        self.node_dom = np.full((self.n, max(1, len(cl.levels) - 1)), sentinel, dtype=np.int64)
+        for i, x in enumerate(cl.nodes):
+            for j, (level, dom) in enumerate(zip(cl.levels[:-1], x.path, strict=False)):
+                self.node_dom[i, j] = didx.get((level, dom), sentinel)
+
+    def domain_ids(self, level: str) -> tuple[np.ndarray, list[str]]:
+        """(domain id per node, domain names) for topology ``level`` (cached)."""
+        if level not in self._domain_ids:
+            cl = self.p.cluster
+            names: dict[str, int] = {}
+            ids = np.array([names.setdefault(cl.domain_of(x, level), len(names)) for x in cl.nodes], dtype=np.int64)
+            self._domain_ids[level] = (ids, list(names))
+        return self._domain_ids[level]
+
+    def _init_domains(self, p: Problem) -> None:
+        cl = p.cluster
+        self._domain_ids: dict[str, tuple[np.ndarray, list[str]]] = {}
         self.domain_nodes: dict[tuple[str, str], np.ndarray] = {}
         for lvl in cl.levels[:-1]:
             groups: dict[str, list[int]] = {}
-            for i, n in enumerate(cl.nodes):
-                groups.setdefault(cl.domain_of(n, lvl), []).append(i)
+            for i, x in enumerate(cl.nodes):
+                groups.setdefault(cl.domain_of(x, lvl), []).append(i)
             for dom, idx in groups.items():
                 self.domain_nodes[(lvl, dom)] = np.array(idx, dtype=np.int64)
 
+    # ------------------------------------------------------------- aliases
+    @property
+    def free_cpu(self) -> np.ndarray:
+        """Free CPU per node (milli-cores); the same array as :attr:`cpu`."""
+        return self.cpu
+
+    @property
+    def free_mem(self) -> np.ndarray:
+        """Free host memory per node (MiB); the same array as :attr:`mem`."""
+        return self.mem
+
+    # ----------------------------------------------------------- per-node summaries (greedy's screens)
+    def touch(self, i: int) -> None:
+        """Mark node ``i`` changed (its summaries are recomputed when next read)."""
+        self.stamp[i] += 1
+        self._dirty.add(i)
+
     def _refresh(self, i: int) -> None:
-        """Recompute node ``i``'s best free share and most free MIG slices (for vectorised filters)."""
-        model = self.models[i]
-        frac = 0
-        mig = 0
-        for s in self.gpus[i]:
-            if self._mode_ok(s, "shared"):
-                frac = max(frac, MILLI - s.frac_used)
-            if model is not None and model.supports_mig and self._mode_ok(s, "mig"):
-                mig = max(mig, model.memory_slices - bin(s.mig_mask).count("1"))
-        self.frac_room[i] = frac
-        self.mig_free[i] = mig
+        """Recompute node ``i``'s summaries (after a direct change of its GPUs' arrays)."""
+        self.touch(i)
+
+    def _summaries(self) -> None:
+        if not self._dirty:
+            return
+        if len(self._dirty) <= 4:  # after one placement: cheaper in Python than as array operations
+            for i in self._dirty:
+                self._summary_of(i)
+            self._dirty.clear()
+            return
+        rows = np.fromiter(self._dirty, dtype=np.int64, count=len(self._dirty))
+        self._dirty.clear()
+        ex, mode, fixed = self.exists[rows], self.mode[rows], self.fixed[rows]
+        shared = ex & ((fixed < 0) | (fixed == SHARED)) & ((mode == FREE) | (mode == SHARED))
+        self._frac_room[rows] = np.where(shared, MILLI - self.frac[rows], 0).max(axis=1)
+        mig = ex & ((fixed < 0) | (fixed == MIG)) & ((mode == FREE) | (mode == MIG)) & self._mig_ok[rows, None]
+        free = self._slices[rows, None] - np.bitwise_count(self.mig_mask[rows]).astype(np.int64)
+        self._mig_free[rows] = np.where(mig, free, 0).max(axis=1)
+
+    def _summary_of(self, i: int) -> None:
+        """:meth:`_summaries` for one node."""
+        frac_room = mig_free = 0
+        slices, mig_ok = int(self._slices[i]), bool(self._mig_ok[i])
+        for fixed, mode, frac, mask in zip(self.fixed[i].tolist(), self.mode[i].tolist(), self.frac[i].tolist(),
+                                           self.mig_mask[i].tolist()[: int(self.gpu_count[i])], strict=False):
+            if fixed in (-1, SHARED) and mode in (FREE, SHARED):
+                frac_room = max(frac_room, MILLI - frac)
+            if mig_ok and fixed in (-1, MIG) and mode in (FREE, MIG):
+                mig_free = max(mig_free, slices - mask.bit_count())
+        self._frac_room[i], self._mig_free[i] = frac_room, mig_free
+
+    @property
+    def frac_room(self) -> np.ndarray:
+        """Per node, the largest free share (milli) of a GPU that may be time-sliced."""
+        self._summaries()
+        return self._frac_room
+
+    @property
+    def mig_free(self) -> np.ndarray:
+        """Per node, the most free MIG memory slices of a GPU that may be partitioned."""
+        self._summaries()
+        return self._mig_free
 
     # ----------------------------------------------------------------- queries
+    def tenant_id(self, name: str) -> int:
+        """Integer id of a tenant name."""
+        return self.tenants.setdefault(name, len(self.tenants))
+
+    def power_headroom(self, idx: np.ndarray) -> np.ndarray:
+        """Watts still available to nodes ``idx`` (the tightest of their power domains)."""
+        return np.asarray(self.power_free[self.node_dom[idx]].min(axis=1))
+
+    def power_ok(self, i: int, new_gpus: int) -> bool:
+        """Whether node ``i``'s power domains can feed ``new_gpus`` more busy GPUs."""
+        need = new_gpus * int(self.tdp[i])
+        return not need or int(self.power_free[self.node_dom[i]].min()) >= need
+
+    def node_ok(self, w: Workload, idx: np.ndarray, count: int = 1) -> np.ndarray:
+        """Mask over ``idx``: CPU, memory and node isolation allow ``count`` more replicas of ``w``."""
+        return np.asarray((self.cpu[idx] >= count * w.cpu_milli) & (self.mem[idx] >= count * w.memory_mib)
+                          & self.node_tenant_ok(w, idx))
+
+    def tenant_ok_at(self, w: Workload, i: int) -> bool:
+        """Whether node isolation lets ``w`` join the replicas on node ``i`` (one node of :meth:`node_tenant_ok`)."""
+        nt = int(self.node_tenant[i])
+        return nt in (_NO_TENANT, self.tenants.get(w.tenant)) or (w.isolation != "node" and not self.node_iso[i])
+
+    def gpu_tenant_ok_at(self, w: Workload, i: int, g: int) -> bool:
+        """Whether tenant isolation lets ``w`` share GPU ``g`` of node ``i`` (one GPU of :meth:`gpu_tenant_ok`)."""
+        gt = int(self.gpu_tenant[i, g])
+        return gt in (_NO_TENANT, self.tenants.get(w.tenant)) or (w.isolation != "tenant" and not self.gpu_iso[i, g])
+
+    def node_tenant_ok(self, w: Workload, idx: np.ndarray | int) -> np.ndarray:
+        """Mask over ``idx``: node isolation lets ``w`` join the replicas already there."""
+        t = self.tenant_id(w.tenant)
+        nt = self.node_tenant[idx]
+        alone = (nt == _NO_TENANT) | (nt == t)
+        return np.asarray(alone | ((w.isolation != "node") & (self.node_iso[idx] == 0)))
+
+    def gpu_tenant_ok(self, w: Workload, idx: np.ndarray) -> np.ndarray:
+        """(len(idx), G) mask: sharing each GPU with ``w`` respects tenant isolation."""
+        t = self.tenant_id(w.tenant)
+        gt = self.gpu_tenant[idx]
+        alone = (gt == _NO_TENANT) | (gt == t)
+        return np.asarray(alone | ((w.isolation != "tenant") & (self.gpu_iso[idx] == 0)))
+
+    def whole_free(self, idx: np.ndarray) -> np.ndarray:
+        """(len(idx), G) mask of GPUs free for whole use."""
+        return np.asarray(self.exists[idx] & (self.mode[idx] == FREE) & (self.fixed[idx] <= WHOLE))
+
     def eligible(self, w: Workload) -> tuple[np.ndarray, dict[str | None, Demand]]:
-        """Sorted indices of nodes that could ever host ``w``, and its demand per GPU model."""
+        """Sorted indices of nodes that could ever host ``w``, and its demand per GPU model name."""
         hit = self._eligible.get(w.name)
         if hit is None:
             per_model: dict[str | None, Demand] = {}
@@ -125,147 +294,146 @@ class ClusterState:
         """``w``'s demand on node ``i`` (which must be eligible)."""
         return self.eligible(w)[1][self.model_of[i]]
 
-    def _gpu_ok_for_tenant(self, g: GpuState, w: Workload) -> bool:
-        others = g.users - g.tenants[w.tenant]
-        if others == 0:
-            return True
-        return w.isolation != "tenant" and g.isolated == 0
-
-    def _node_ok_for_tenant(self, i: int, w: Workload) -> bool:
-        t = self.node_tenants[i]
-        others = sum(t.values()) - t[w.tenant]
-        return not (others and (w.isolation == "node" or self.node_isolated[i]))
-
-    def _power_ok(self, i: int, new_gpus: int) -> bool:
-        need = new_gpus * self.tdp[i]
-        return all(self.power_free[k] >= need for k in self.node_power[i]) if need else True
-
-    def _mode_ok(self, g: GpuState, mode: str) -> bool:
-        if g.fixed is not None and g.fixed.mode != mode:
-            return False
-        return g.mode is None or g.mode == mode
-
     def fit(self, w: Workload, d: Demand, i: int) -> Placement | str:
-        """Best placement of one replica of ``w`` on node ``i``, or the reason it does not fit."""
-        if self.free_cpu[i] < w.cpu_milli:
-            return "cpu"
-        if self.free_mem[i] < w.memory_mib:
-            return "memory"
-        if not self._node_ok_for_tenant(i, w):
-            return "isolation"
-        if d.kind == "none":
-            return Placement(node=i)
-        gs = self.gpus[i]
-        model = self.models[i]
-        assert model is not None
-        blocked = False
-        if d.kind == "whole":
-            free = [g for g, s in enumerate(gs) if s.users == 0 and self._mode_ok(s, "whole")]
-            if len(free) < d.gpus:
-                return "gpu"
-            free.sort(key=lambda g: gs[g].fixed is None)  # use GPUs preset to whole first
-            chosen = tuple(sorted(free[: d.gpus]))
-            return Placement(node=i, gpus=chosen) if self._power_ok(i, d.gpus) else "power"
-        best: tuple[tuple[int, ...], Placement] | None = None
-        for gi, s in enumerate(gs):
-            mode = "mig" if d.kind == "mig" else "shared"
-            if not self._mode_ok(s, mode):
-                continue
-            if d.kind == "mig":
-                assert d.profile is not None
-                opt = self._mig_choice(model, s, d.profile)
-                if opt is None:
-                    continue
-                start, after = opt
-                cand = Placement(node=i, gpus=(gi,), slot=MigSlot(profile=d.profile.name, start=start))
-                key = (s.users == 0, bin(s.mig_mask).count("1") * -1, -after, gi)
-            else:
-                cap = gib_to_mib(model.memory_gib) if model.memory_gib else 0
-                if s.frac_used + d.fraction_milli > MILLI or s.mem_used + d.memory_mib > cap:
-                    continue
-                cand = Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli)
-                key = (s.users == 0, MILLI - s.frac_used - d.fraction_milli, 0, gi)
-            if not self._gpu_ok_for_tenant(s, w):
-                blocked = True
-                continue
-            if s.users == 0 and not self._power_ok(i, 1):
-                continue
-            if best is None or key < best[0]:
-                best = (key, cand)
-        if best is None:
-            return "isolation" if blocked else "gpu"
-        return best[1]
+        """Best placement of one replica of ``w`` on node ``i``, or the reason it does not fit (:data:`REASONS`)."""
+        return _fit.fit_on_node(self, w, d, i)
 
-    def _mig_choice(self, model: GpuModel, s: GpuState, prof: MigProfile) -> tuple[int, int] | None:
-        """Free start for ``prof`` keeping the most valid placements; (start, placements left)."""
-        if s.mig_counts[prof.name] >= prof.max_count:
-            return None
-        if model.homogeneous and s.mig_counts and prof.name not in s.mig_counts:
-            return None
-        layout = s.fixed.layout if s.fixed is not None else None
-        best: tuple[int, int] | None = None
-        for start in prof.starts:
-            mask = ((1 << prof.memory_slices) - 1) << start
-            if s.mig_mask & mask:
-                continue
-            if layout is not None and MigSlot(profile=prof.name, start=start) not in layout:
-                continue
-            after = self._placements_left(model, s.mig_mask | mask, layout)
-            if best is None or after > best[1]:
-                best = (start, after)
-        return best
+    # ------------------------------------------------------------- journal
+    def checkpoint(self) -> int:
+        """Start journalling (nested calls allowed); returns a mark for :meth:`rollback`.
 
-    @staticmethod
-    def _placements_left(model: GpuModel, mask: int, layout: tuple[MigSlot, ...] | None) -> int:
-        n = 0
-        for p in model.profiles:
-            for st in p.starts:
-                if not mask & (((1 << p.memory_slices) - 1) << st) and (
-                        layout is None or MigSlot(profile=p.name, start=st) in layout):
-                    n += 1
-        return n
+        Every checkpoint is closed by exactly one :meth:`rollback` or :meth:`commit`.
+        """
+        if self.journal is None:
+            self.journal = []
+        self._depth += 1
+        return len(self.journal)
+
+    def rollback(self, mark: int) -> None:
+        """Undo every change made after ``mark`` and close its checkpoint."""
+        assert self.journal is not None
+        journal, self.journal = self.journal, None  # the removals themselves are not journalled
+        while len(journal) > mark:
+            w, d, pl = journal.pop()
+            self.apply(w, d, pl, -1)
+        self.journal = journal
+        self._close()
+
+    def commit(self) -> None:
+        """Keep the changes and close the innermost checkpoint."""
+        self._close()
+
+    def _close(self) -> None:
+        self._depth -= 1
+        if self._depth <= 0:
+            self._depth, self.journal = 0, None
 
     # --------------------------------------------------------------- mutation
     def apply(self, w: Workload, d: Demand, pl: Placement, sign: int = 1) -> None:
-        """Add (``sign=1``) or remove (``sign=-1``) one replica's use."""
+        """Add (``sign=1``) or remove (``sign=-1``) one replica of ``w`` with demand ``d`` at ``pl``."""
         i = pl.node
-        self.free_cpu[i] -= sign * w.cpu_milli
-        self.free_mem[i] -= sign * w.memory_mib
-        self.node_tenants[i][w.tenant] += sign
-        self.node_isolated[i] += sign * (w.isolation == "node")
+        if self.journal is not None:
+            self.journal.append((w, d, pl))
+        t = self.tenant_id(w.tenant)
+        self.touch(i)
+        self.cpu[i] -= sign * w.cpu_milli
+        self.mem[i] -= sign * w.memory_mib
+        self.node_iso[i] += sign * (w.isolation == "node")
+        self.node_tenant[i] = _count(self.node_tenants[i], w.tenant, sign, self.tenants)
+        iso = sign * (w.isolation == "tenant")
+        mode = KIND_MODE.get(d.kind, WHOLE)
+        if d.kind == "mig":
+            assert d.profile is not None and pl.slot is not None
+            width, pi = (1 << d.profile.memory_slices) - 1, self.prof_index[d.profile.name]
+            slot_mask = width << pl.slot.start
+        turned = 0  # GPUs switched on (+) or off (-)
         for gi in pl.gpus:
-            s = self.gpus[i][gi]
-            was_free = s.users == 0
-            s.users += sign
-            s.tenants[w.tenant] += sign
-            s.isolated += sign * (w.isolation == "tenant")
-            if d.kind == "mig" and pl.slot is not None and d.profile is not None:
-                mask = ((1 << d.profile.memory_slices) - 1) << pl.slot.start
-                s.mig_mask ^= mask
-                s.mig_counts[d.profile.name] += sign
-                s.mode = "mig"
+            before = int(self.users[i, gi])
+            self.users[i, gi] = after = before + sign
+            key = (i, gi)
+            counter = self.gpu_tenants.get(key)
+            if counter is None:
+                counter = self.gpu_tenants[key] = Counter()
+            self.gpu_tenant[i, gi] = _count(counter, t, sign, None)
+            self.gpu_iso[i, gi] += iso
+            if d.kind == "whole":
+                self.used[i, gi] += sign * UNITS_PER_GPU
             elif d.kind == "fraction":
-                s.frac_used += sign * pl.fraction_milli
-                s.mem_used += sign * d.memory_mib
-                s.mode = "shared"
+                self.frac[i, gi] += sign * pl.fraction_milli
+                self.gmem[i, gi] += sign * d.memory_mib
+                self.used[i, gi] += sign * pl.fraction_milli * _UNITS_PER_MILLI
             else:
-                s.mode = "whole"
-            now_free = s.users == 0
-            if now_free:
-                s.mode = None
-                s.mig_counts = Counter()
-            if was_free != now_free:
-                delta = 1 if now_free else -1
-                if s.fixed is None or s.fixed.mode == "whole":
-                    self.free_whole[i] += delta
-                for k in self.node_power[i]:
-                    self.power_free[k] += delta * self.tdp[i]
-        if pl.gpus:
-            self._refresh(i)
+                self.mig_mask[i, gi] ^= slot_mask
+                self.prof_count[i, gi, pi] += sign
+                self.used[i, gi] += sign * d.units
+            if after == 0:
+                self.mode[i, gi] = FREE
+            elif sign > 0:
+                self.mode[i, gi] = mode
+            if (before == 0) != (after == 0):
+                turned += 1 if after else -1
+                if self.fixed[i, gi] <= WHOLE:
+                    self.free_whole[i] -= 1 if after else -1
+        if turned:
+            self.power_free[self.node_dom[i]] -= turned * self.tdp[i]
+            self.power_free[-1] = _UNLIMITED
+
+    def apply_many(self, w: Workload, d: Demand, cs: list[Placement]) -> None:
+        """Add several replicas of ``w`` on one node at once (same effect as :meth:`apply` for each)."""
+        if not cs:
+            return
+        if self.journal is not None:
+            self.journal.extend((w, d, c) for c in cs)
+        i, k = cs[0].node, len(cs)
+        t = self.tenant_id(w.tenant)
+        self.touch(i)
+        self.cpu[i] -= k * w.cpu_milli
+        self.mem[i] -= k * w.memory_mib
+        self.node_iso[i] += k * (w.isolation == "node")
+        self.node_tenant[i] = _count(self.node_tenants[i], w.tenant, k, self.tenants)
+        cnt: dict[int, int] = {}
+        for c in cs:
+            for gi in c.gpus:
+                cnt[gi] = cnt.get(gi, 0) + 1
+        iso = int(w.isolation == "tenant")
+        mode = KIND_MODE.get(d.kind, WHOLE)
+        pi = self.prof_index[d.profile.name] if d.profile is not None else 0
+        new_gpus = 0
+        # Python scalars per touched GPU: cheaper than array operations on one short row.
+        for gi, k_g in cnt.items():
+            if self.users[i, gi] == 0:
+                new_gpus += 1
+                if self.fixed[i, gi] <= WHOLE:
+                    self.free_whole[i] -= 1
+            self.users[i, gi] += k_g
+            counter = self.gpu_tenants.get((i, gi))
+            if counter is None:
+                counter = self.gpu_tenants[(i, gi)] = Counter()
+            self.gpu_tenant[i, gi] = _count(counter, t, k_g, None)
+            self.gpu_iso[i, gi] += k_g * iso
+            self.mode[i, gi] = mode
+            if d.kind == "whole":
+                self.used[i, gi] += k_g * UNITS_PER_GPU
+            elif d.kind == "fraction":
+                self.frac[i, gi] += k_g * cs[0].fraction_milli
+                self.gmem[i, gi] += k_g * d.memory_mib
+                self.used[i, gi] += k_g * cs[0].fraction_milli * _UNITS_PER_MILLI
+            else:
+                self.prof_count[i, gi, pi] += k_g
+                self.used[i, gi] += k_g * d.units
+        if d.kind == "mig":
+            assert d.profile is not None
+            width = (1 << d.profile.memory_slices) - 1
+            for c in cs:
+                assert c.slot is not None
+                self.mig_mask[i, c.gpus[0]] ^= width << c.slot.start
+        if new_gpus:
+            self.power_free[self.node_dom[i]] -= new_gpus * self.tdp[i]
+            self.power_free[-1] = _UNLIMITED
 
     @classmethod
-    def with_assignments(cls, problem: Problem, assignments: list[Assignment]) -> ClusterState:
-        """A state with ``assignments`` (e.g. a plan's or a running state) already applied."""
+    def with_assignments(cls, problem: Problem, assignments: Sequence[Assignment]) -> ClusterState:
+        """A state with ``assignments`` (e.g. a plan's, or ``problem.running``) already applied."""
         st = cls(problem)
         nodes = problem.cluster.nodes
         for a in assignments:
@@ -287,3 +455,20 @@ class ClusterState:
         """The plan assignment for a placement."""
         return Assignment(workload=w.name, replica=replica, node=self.nodes[pl.node].name, gpus=pl.gpus,
                           mig=pl.slot, fraction=pl.fraction_milli / MILLI if pl.fraction_milli else None)
+
+
+def _count(counter: Counter[str] | Counter[int], key: str | int, sign: int, ids: dict[str, int] | None) -> int:
+    """Add ``sign`` to ``counter[key]``; the one key left with users (its id), none, or _MIXED."""
+    c: Counter[object] = counter  # type: ignore[assignment]
+    c[key] += sign
+    if c[key] <= 0:
+        del c[key]
+    if not c:
+        return _NO_TENANT
+    if len(c) > 1:
+        return _MIXED
+    only = next(iter(c))
+    return ids[only] if ids is not None else int(only)  # type: ignore[index,call-overload]
+
+
+from capplan.placement.core import fit as _fit  # noqa: E402  (fit.py reads this module's names)

@@ -8,7 +8,8 @@ the busy GPUs. Such moves touch few nodes, so small regions are solved on their 
 pair of nodes (one with stranded room, one carrying lowest-priority work), a pair of racks. Each
 small problem holds the region's nodes, the replicas placed on them, every left-out replica that
 could go there, and its domains' power budgets minus what the rest of each domain draws
-(:func:`capplan.placement.core.subproblem.neighbourhood`); replicas of a gang or of a workload with a required topology
+(:func:`capplan.placement.core.subproblem.neighbourhood`), and the search loop of
+:mod:`capplan.placement.core.search` solves it; replicas of a gang or of a workload with a required topology
 that also sit outside the region stay where they are. It is solved by the exact planner in
 well under a second for a node pair; the region's new arrangement is kept when it is
 lexicographically better (guaranteed replicas, then placed demand and replicas per priority),
@@ -27,7 +28,7 @@ from capplan.model.plan import Assignment
 from capplan.model.problem import Problem
 from capplan.model.units import UNITS_PER_GPU
 from capplan.placement.core.options import PlanOptions
-from capplan.placement.core.subproblem import lex_key, neighbourhood
+from capplan.placement.core.search import Pick, SubResult, missing_replicas, search
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
@@ -55,32 +56,43 @@ def _busy(p: Problem, assignments: list[Assignment]) -> dict[str, set[int]]:
     return busy
 
 
-def subproblem(
-    p: Problem, assignments: list[Assignment], region: list[int]
-) -> tuple[Problem, dict[tuple[str, int], tuple[str, int]], list[Assignment]]:
-    """The region's problem (:func:`~capplan.placement.core.subproblem.neighbourhood`, every left-out
-    replica that could go there offered), the map from its replica keys to the original ones, and the region's
-    assignments now, in the small problem's keys."""
-    cl = p.cluster
-    nodes = [cl.nodes[i] for i in region]
-    names = {n.name for n in nodes}
-    placed: dict[str, set[int]] = defaultdict(set)
-    for a in assignments:
-        placed[a.workload].add(a.replica)
-    offer = [(w, missing) for w in p.workloads
-             if (missing := [r for r in range(w.replicas) if r not in placed[w.name]])
-             and any(p.can_host(w, n) is not None for n in nodes)]
-    sub, back = neighbourhood(p, assignments, names, offer)
-    fwd = {v: k for k, v in back.items()}
-    now = [a.model_copy(update={"replica": fwd[a.key][1]}) for a in assignments if a.node in names]
-    return sub, back, now
+def offer_for(p: Problem, assignments: list[Assignment], region: list[int]) -> Pick:
+    """The region's neighbourhood: its nodes, with every left-out replica that could go there offered."""
+    nodes = [p.cluster.nodes[i] for i in region]
+    offer = [(w, rs) for w, rs in missing_replicas(p, assignments)
+             if any(p.can_host(w, n) is not None for n in nodes)]
+    return Pick(nodes={n.name for n in nodes}, offer=offer)
+
+
+class _Regions:
+    """Regions in the order of :func:`_neighbourhoods`, each tried once until the plan changes near it."""
+
+    def __init__(self, p: Problem, current: list[Assignment], regs: list[list[int]]) -> None:
+        self.p, self.regs = p, regs
+        self.tried: set[tuple[int, ...]] = set()  # neighbourhoods solved with no improvement since
+        self.order = _neighbourhoods(p, current, regs)  # recomputed only when the plan changes
+        self.last: list[int] = []
+
+    def next(self, current: list[Assignment]) -> Pick | None:
+        region = next((n for n in self.order if tuple(n) not in self.tried), None)
+        if region is None:
+            return None
+        self.tried.add(tuple(region))
+        self.last = region
+        return offer_for(self.p, current, region)
+
+    def improved(self, pick: Pick, current: list[Assignment]) -> None:
+        # Only neighbourhoods overlapping the region can improve now: elsewhere the arrangement is
+        # unchanged and the left-out pool only shrank.
+        self.tried = {t for t in self.tried if not set(t) & set(self.last)}
+        self.order = _neighbourhoods(self.p, current, self.regs)
 
 
 def repair(
     p: Problem, assignments: list[Assignment], options: PlanOptions, deadline: float, solve_sub: SubSolver,
     done: Callable[[list[Assignment]], bool] | None = None,
 ) -> tuple[list[Assignment], dict[str, object]]:
-    """Improve ``assignments`` rack by rack until ``deadline`` or a pass without improvement.
+    """Improve ``assignments`` region by region until ``deadline`` or a pass without improvement.
 
     Parameters
     ----------
@@ -102,45 +114,19 @@ def repair(
     tuple
         The improved assignments and statistics (regions solved, improved, seconds).
     """
-    t0 = time.perf_counter()
-    stats: dict[str, object] = {"regions_solved": 0, "regions_improved": 0}
     regs = regions(p)
     if p.running or len(regs) < 2:
-        return assignments, stats
-    current = list(assignments)
-    tried: set[tuple[int, ...]] = set()  # neighbourhoods solved with no improvement since
-    order = _neighbourhoods(p, current, regs)  # recomputed only when the plan changes
-    while time.perf_counter() < deadline - 0.5:
-        todo = [n for n in order if tuple(n) not in tried]
-        if not todo:
-            break
-        region = todo[0]
-        tried.add(tuple(region))
-        sub, back, now = subproblem(p, current, region)
-        if not sub.workloads:
-            continue
-        left = deadline - time.perf_counter()
+        return assignments, {"regions_solved": 0, "regions_improved": 0}
+
+    def solve(sub: Problem, left: float) -> SubResult:
         ts = time.perf_counter()
         got = solve_sub(sub, replace(options, time_limit=min(left, 4.0), progress=None))
-        log.debug("repair: %d nodes solved in %.1fs", len(region), time.perf_counter() - ts)
-        stats["regions_solved"] = int(str(stats["regions_solved"])) + 1
-        if lex_key(sub, got) <= lex_key(sub, now):
-            continue
-        names = {n.name for n in sub.cluster.nodes}
-        current = [a for a in current if a.node not in names] + [
-            a.model_copy(update={"replica": back[a.key][1]}) for a in got
-        ]
-        stats["regions_improved"] = int(str(stats["regions_improved"])) + 1
-        log.debug("repair: %s improved %s -> %s", sorted({n.path[:-1] or (n.name,) for n in sub.cluster.nodes}),
-                  lex_key(sub, now), lex_key(sub, got))
-        # Only neighbourhoods overlapping the region can improve now: elsewhere the arrangement is
-        # unchanged and the left-out pool only shrank.
-        tried = {t for t in tried if not set(t) & set(region)}
-        if done is not None and done(current):
-            break
-        order = _neighbourhoods(p, current, regs)
-    stats["seconds"] = round(time.perf_counter() - t0, 3)
-    return current, stats
+        log.debug("repair: %d nodes solved in %.1fs", len(sub.cluster.nodes), time.perf_counter() - ts)
+        return SubResult(got)
+
+    current, st = search(p, assignments, _Regions(p, list(assignments), regs), solve, deadline, margin=0.5,
+                         stop=done)
+    return current, {"regions_solved": st.solved, "regions_improved": st.improved, "seconds": st.seconds}
 
 
 def _neighbourhoods(p: Problem, assignments: list[Assignment], regs: list[list[int]]) -> list[list[int]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from capplan.model.problem import Problem, Workload
+from capplan.placement.core.reasons import room_estimate
 from capplan.placement.heuristics.bulk import BulkPlacer, bulk_ok
 from capplan.placement.heuristics.choose import Demands, choose
 from capplan.placement.heuristics.fleet import Choice, FleetState
@@ -57,7 +58,6 @@ class FleetPlacer:
         self.dem = Demands(st)
         self.bulk = BulkPlacer(st, scorer, self.dem)
         self.switched_at: int | None = None  # set by callers that change the scorer part-way
-        self._domains: dict[str, tuple[np.ndarray, list[str]]] = {}
 
     def use_scorer(self, scorer: Scorer) -> None:
         """Rank the following placements with ``scorer`` (e.g. a cheaper one near a deadline)."""
@@ -66,13 +66,7 @@ class FleetPlacer:
 
     def domains(self, level: str) -> tuple[np.ndarray, list[str]]:
         """(domain id per node, domain names) for topology ``level``."""
-        if level not in self._domains:
-            cl = self.p.cluster
-            names: dict[str, int] = {}
-            ids = np.array([names.setdefault(cl.domain_of(n, level), len(names)) for n in cl.nodes],
-                           dtype=np.int64)
-            self._domains[level] = (ids, list(names))
-        return self._domains[level]
+        return self.st.domain_ids(level)
 
     def place_one(self, w: Workload, within: np.ndarray | None = None, sticky: int | None = None) -> Choice | None:
         """Place one replica (trying node ``sticky`` first); None when it fits nowhere."""
@@ -129,17 +123,7 @@ class FleetPlacer:
 
     def room(self, w: Workload, idx: np.ndarray) -> np.ndarray:
         """Upper estimate of how many replicas of ``w`` each node in ``idx`` can still take."""
-        st = self.st
-        big = 1 << 30
-        cpu = st.cpu[idx] // w.cpu_milli if w.cpu_milli else np.full(idx.size, big)
-        mem = st.mem[idx] // w.memory_mib if w.memory_mib else np.full(idx.size, big)
-        if w.gpus is not None:
-            gpu = st.free_whole[idx] // w.gpus
-        elif w.mig is not None or w.gpu_fraction is not None:
-            gpu = np.full(idx.size, big)
-        else:
-            gpu = np.full(idx.size, big)
-        return np.asarray(np.minimum(np.minimum(cpu, mem), gpu))
+        return room_estimate(self.st, w, idx)
 
     def place_in_domain(self, w: Workload, n: int, level: str, fixed: str | None,
                         all_or_nothing: bool, within: np.ndarray | None = None) -> list[Choice]:

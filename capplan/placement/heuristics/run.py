@@ -10,8 +10,7 @@ import numpy as np
 from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Problem, Workload
 from capplan.placement.core.options import PlanOptions
-from capplan.placement.core.reasons import Holdings
-from capplan.placement.heuristics.explain import explain_fleet
+from capplan.placement.core.reasons import Holdings, explain_fast
 from capplan.placement.heuristics.fleet import FleetState
 from capplan.placement.heuristics.placer import FleetPlacer, batch_order
 from capplan.placement.heuristics.score import BestFit, Fgd, Scorer, ShapeMix
@@ -46,7 +45,7 @@ def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = N
         All assignments (running ones included), unplaced replicas with reasons, and the placer
         (whose state holds the final occupancy).
     """
-    st = st or FleetState(p)
+    st = st or FleetState.with_assignments(p, p.running)
     placer = FleetPlacer(st, make_scorer(score, p, st))
     todo = order if order is not None else batch_order(p, seed=seed)
     placer.bulk.pack_mig(todo)  # MIG instances packed by a layout plan for this order's demand
@@ -109,7 +108,7 @@ def explain_all(placer: FleetPlacer, missed: list[tuple[Workload, list[int]]],
                tuple(w.gpu_models), w.cpu_milli, w.memory_mib, w.tenant, w.isolation, w.topology.required,
                w.is_gang, w.one_model, w.replicas, len(missing))
         if key not in memo:
-            memo[key] = explain_fleet(placer, w, len(missing), holdings)
+            memo[key] = explain_fast(placer.st, w, len(missing), placer.dem.of(w)[1], holdings)
         out.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=memo[key]))
     return out
 

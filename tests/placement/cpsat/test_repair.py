@@ -13,8 +13,8 @@ from capplan.model.plan import Assignment
 from capplan.model.problem import Problem
 from capplan.model.validate import check_assignments
 from capplan.placement import PlanOptions, solve
-from capplan.placement.core.subproblem import lex_key
-from capplan.placement.cpsat.repair import regions, repair, subproblem
+from capplan.placement.core.subproblem import lex_key, neighbourhood
+from capplan.placement.cpsat.repair import offer_for, regions, repair
 from capplan.placement.cpsat.solve import plan_cpsat
 from capplan.placement.greedy import plan_greedy
 from tests.strategies_gen import scenario_data
@@ -41,7 +41,10 @@ def test_subproblem_keeps_assignments_and_power_outside_the_region() -> None:
     assignments = list(plan.assignments)
     idx = p.cluster.node_index
     region = [idx["a1"], idx["b1"]]  # a1 in r1, b1 in r2 (round-robin)
-    sub, back, now = subproblem(p, assignments, region)
+    pick = offer_for(p, assignments, region)
+    sub, back = neighbourhood(p, assignments, pick.nodes, pick.offer)
+    fwd = {v: k for k, v in back.items()}
+    now = [a.model_copy(update={"replica": fwd[a.key][1]}) for a in assignments if a.node in pick.nodes]
     assert {n.name for n in sub.cluster.nodes} == {"a1", "b1"}
     assert check_assignments(sub, now) == []
     originals = sorted((a for a in assignments if a.node in {"a1", "b1"}), key=lambda a: a.key)
