@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from capplan.model.plan import Assignment
 from capplan.model.problem import Problem, Workload
-from capplan.placement.heuristics.fleet import FleetState
+from capplan.placement.core.state import ClusterState
 from capplan.placement.heuristics.placer import FleetPlacer
 from capplan.placement.heuristics.run import ScoreName, make_scorer
 
@@ -43,7 +43,7 @@ class OnlineScheduler:
 
     def __init__(self, problem: Problem, score: ScoreName = "fgd", mix: Iterable[Workload] | None = None) -> None:
         self.problem = problem
-        self.state = FleetState.with_assignments(problem, problem.running)
+        self.state = ClusterState.with_assignments(problem, problem.running)
         ws = list(mix) if mix is not None else list(problem.workloads)
         self.placer = FleetPlacer(self.state, make_scorer(score, problem, self.state, ws))
         self.placed_units = 0

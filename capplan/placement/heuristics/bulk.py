@@ -7,7 +7,7 @@ nodes are ranked once by the scorer's cost of one replica and filled to capacity
 This is what placing replica by replica while sticking to the last node does (a node's score does
 not change when another node fills), at one array pass per workload instead of one per replica.
 Per-GPU capacities and node scores are cached per demand shape and recomputed only for nodes that
-changed since (:attr:`FleetState.stamp`).
+changed since (:attr:`ClusterState.stamp`).
 
 Not handled here (callers fall back to replica-by-replica placement): power budgets, whose
 headroom is shared by all nodes of a domain, and fixed MIG layouts.
@@ -24,8 +24,8 @@ from capplan.model.catalog import MigProfile
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU
+from capplan.placement.core.state import FREE, MIG, SHARED, WHOLE, ClusterState, Placement
 from capplan.placement.heuristics.choose import Demands, _placement_masks, cpu_pod_cost
-from capplan.placement.heuristics.fleet import FREE, MIG, SHARED, WHOLE, Choice, FleetState
 from capplan.placement.heuristics.migpack import MigPacker
 from capplan.placement.heuristics.score import Scorer
 
@@ -40,12 +40,12 @@ class StampCache:
     Parameters
     ----------
     st
-        The occupancy whose :attr:`~FleetState.stamp` marks changed nodes.
+        The occupancy whose :attr:`~ClusterState.stamp` marks changed nodes.
     limit
         Most shapes kept (least recently used dropped first).
     """
 
-    def __init__(self, st: FleetState, limit: int = 64) -> None:
+    def __init__(self, st: ClusterState, limit: int = 64) -> None:
         self.st = st
         self.limit = limit
         self._d: OrderedDict[Hashable, tuple[np.ndarray, np.ndarray]] = OrderedDict()
@@ -76,12 +76,12 @@ class StampCache:
         return vals
 
 
-def bulk_ok(st: FleetState) -> bool:
+def bulk_ok(st: ClusterState) -> bool:
     """Whether bulk placement is exact on ``st`` (no power budgets, no fixed MIG layouts)."""
     return st.power_free.size == 1 and not st.layouts
 
 
-def _share_caps(st: FleetState, d: Demand, idx: np.ndarray) -> np.ndarray:
+def _share_caps(st: ClusterState, d: Demand, idx: np.ndarray) -> np.ndarray:
     """(len(idx), G) shares of ``d`` each GPU can still take."""
     ok = (st.exists[idx] & ((st.mode[idx] == FREE) | (st.mode[idx] == SHARED))
           & ((st.fixed[idx] < 0) | (st.fixed[idx] == SHARED)))
@@ -91,7 +91,7 @@ def _share_caps(st: FleetState, d: Demand, idx: np.ndarray) -> np.ndarray:
     return np.asarray(np.where(ok, np.maximum(cap, 0), 0))
 
 
-def _mig_ok(st: FleetState, prof: MigProfile, homogeneous: bool, idx: np.ndarray) -> np.ndarray:
+def _mig_ok(st: ClusterState, prof: MigProfile, homogeneous: bool, idx: np.ndarray) -> np.ndarray:
     """(len(idx), G): GPUs that may hold an instance of ``prof`` (mode, fixed mode, homogeneity)."""
     ok = (st.exists[idx] & ((st.mode[idx] == FREE) | (st.mode[idx] == MIG))
           & ((st.fixed[idx] < 0) | (st.fixed[idx] == MIG)))
@@ -102,7 +102,7 @@ def _mig_ok(st: FleetState, prof: MigProfile, homogeneous: bool, idx: np.ndarray
     return np.asarray(ok)
 
 
-def _mig_fill(st: FleetState, prof: MigProfile, units: int, homogeneous: bool,
+def _mig_fill(st: ClusterState, prof: MigProfile, units: int, homogeneous: bool,
               idx: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     """Greedy MIG fill of every GPU of ``idx``: (count per GPU, taken mask per start).
 
@@ -138,7 +138,7 @@ class BulkPlacer:
         Demands and eligible nodes per workload.
     """
 
-    def __init__(self, st: FleetState, scorer: Scorer, dem: Demands) -> None:
+    def __init__(self, st: ClusterState, scorer: Scorer, dem: Demands) -> None:
         self.st = st
         self.scorer = scorer
         self.dem = dem
@@ -284,13 +284,13 @@ class BulkPlacer:
         return np.asarray(out[idx])
 
     # ---------------------------------------------------------------- fill
-    def place(self, w: Workload, per: list[Demand | None], n: int, idx: np.ndarray | None) -> list[Choice]:
+    def place(self, w: Workload, per: list[Demand | None], n: int, idx: np.ndarray | None) -> list[Placement]:
         """Place up to ``n`` replicas of ``w`` on nodes ``idx`` (None: all eligible), best first, each filled."""
         if self.packer is not None and w.mig is not None and n > 0:
             return self._place_packed(w, per, n, idx)
         return self._fill(w, per, n, idx)
 
-    def _place_packed(self, w: Workload, per: list[Demand | None], n: int, idx: np.ndarray | None) -> list[Choice]:
+    def _place_packed(self, w: Workload, per: list[Demand | None], n: int, idx: np.ndarray | None) -> list[Placement]:
         """MIG placement with the packer: free target slots, then fresh GPUs by the layout plan, then any start."""
         pk = self.packer
         assert pk is not None
@@ -326,7 +326,7 @@ class BulkPlacer:
         return out
 
     def _fill(self, w: Workload, per: list[Demand | None], n: int, idx: np.ndarray | None,
-              stage: Stage = None) -> list[Choice]:
+              stage: Stage = None) -> list[Placement]:
         """Rank nodes by the cost of one replica and fill each to capacity (see :meth:`_evaluate` for ``stage``)."""
         st = self.st
         parts = []
@@ -349,7 +349,7 @@ class BulkPlacer:
         order = np.lexsort((nodes, cost))
         take = np.minimum(caps[order], n)
         last = int(np.searchsorted(np.cumsum(take), n)) + 1
-        out: list[Choice] = []
+        out: list[Placement] = []
         for j in order[:last].tolist():
             k = min(int(caps[j]), n - len(out))
             if k <= 0:
@@ -368,7 +368,7 @@ class BulkPlacer:
             slot = self._slots[(name, start)] = MigSlot(profile=name, start=start)
         return slot
 
-    def _packed_choices(self, w: Workload, d: Demand, i: int, k: int, stage: Stage) -> list[Choice]:
+    def _packed_choices(self, w: Workload, d: Demand, i: int, k: int, stage: Stage) -> list[Placement]:
         """``k`` MIG placements on node ``i`` for a packer stage (known to fit)."""
         st, pk = self.st, self.packer
         prof = d.profile
@@ -377,7 +377,7 @@ class BulkPlacer:
         pi = pk.profile_index(s, prof.name)
         one = np.array([i], dtype=np.int64)
         width = (1 << prof.memory_slices) - 1
-        out: list[Choice] = []
+        out: list[Placement] = []
         if stage == "open":
             t = pk.valid_targets(one)[0].tolist()
             ok = st.gpu_tenant_ok(w, one)[0].tolist()
@@ -388,7 +388,7 @@ class BulkPlacer:
                     continue
                 for x, slot in self._layout_slots(lid, pi, prof.name):
                     if not masks[gi] & (width << x):
-                        out.append(Choice(node=i, gpus=(gi,), slot=slot))
+                        out.append(Placement(node=i, gpus=(gi,), slot=slot))
                         if len(out) == k:
                             return out
             if not any(lid < 0 and mode == MIG for lid, mode in zip(t, st.mode[i].tolist(), strict=True)):
@@ -408,7 +408,7 @@ class BulkPlacer:
                 if len(starts) < want:
                     low = _mig_starts(prof, d.units, state, want, None)
                     starts = low if len(low) > len(starts) else starts
-                out += [Choice(node=i, gpus=(gi,), slot=self._slot(prof.name, x)) for x in starts]
+                out += [Placement(node=i, gpus=(gi,), slot=self._slot(prof.name, x)) for x in starts]
                 if len(out) == k:
                     break
             return out
@@ -423,7 +423,7 @@ class BulkPlacer:
                 break
             pk.target[i, gi] = lid
             opened += 1
-            out += [Choice(node=i, gpus=(gi,), slot=x) for x in slots[:k - len(out)]]
+            out += [Placement(node=i, gpus=(gi,), slot=x) for x in slots[:k - len(out)]]
         pk.opened(lid, w.priority, opened)
         return out
 
@@ -436,29 +436,29 @@ class BulkPlacer:
                                                 if p == pi]
         return got
 
-    def _node_choices(self, w: Workload, d: Demand, i: int, k: int) -> list[Choice]:
+    def _node_choices(self, w: Workload, d: Demand, i: int, k: int) -> list[Placement]:
         """``k`` placements of ``w`` on node ``i`` (known to fit)."""
         st = self.st
         one = np.array([i], dtype=np.int64)
         if d.kind == "none":
-            return [Choice(node=i)] * k
+            return [Placement(node=i)] * k
         if d.kind == "whole":
             free = np.flatnonzero(st.whole_free(one)[0]).tolist()
             free.sort(key=lambda gi: (st.fixed[i, gi] != WHOLE, gi))
-            return [Choice(node=i, gpus=tuple(sorted(free[r * d.gpus:(r + 1) * d.gpus]))) for r in range(k)]
+            return [Placement(node=i, gpus=tuple(sorted(free[r * d.gpus:(r + 1) * d.gpus]))) for r in range(k)]
         if d.kind == "fraction":
             gcap = self.gpu_caps(w, d, one)[0]
             g = self.scorer.share(st, w, one, d.units)[0]
-            out: list[Choice] = []
+            out: list[Placement] = []
             for gi in np.lexsort((np.arange(st.g), g)).tolist():
-                c = Choice(node=i, gpus=(gi,), fraction_milli=d.fraction_milli)
+                c = Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli)
                 out += [c] * min(int(gcap[gi]), k - len(out))
                 if len(out) == k:
                     break
             return out
         return self._mig_choices(w, d, i, k)
 
-    def _mig_choices(self, w: Workload, d: Demand, i: int, k: int) -> list[Choice]:
+    def _mig_choices(self, w: Workload, d: Demand, i: int, k: int) -> list[Placement]:
         """``k`` MIG placements on node ``i``: GPUs already in MIG mode first.
 
         On each GPU every instance takes the free start that leaves the most (profile, start)
@@ -473,7 +473,7 @@ class BulkPlacer:
         ok = (_mig_ok(st, prof, _homogeneous(st, one), one) & st.gpu_tenant_ok(w, one))[0]
         allm = _placement_masks(model).tolist()
         gpus = sorted(np.flatnonzero(ok).tolist(), key=lambda gi: (st.mode[i, gi] != MIG, gi))
-        out: list[Choice] = []
+        out: list[Placement] = []
         for gi in gpus:
             state = (int(st.mig_mask[i, gi]), int(st.used[i, gi]), int(st.prof_count[i, gi, st.prof_index[prof.name]]))
             want = k - len(out)
@@ -485,7 +485,7 @@ class BulkPlacer:
                 slot = self._slots.get((prof.name, s))
                 if slot is None:
                     slot = self._slots[(prof.name, s)] = MigSlot(profile=prof.name, start=s)
-                out.append(Choice(node=i, gpus=(gi,), slot=slot))
+                out.append(Placement(node=i, gpus=(gi,), slot=slot))
             if len(out) == k:
                 break
         return out
@@ -514,12 +514,12 @@ def _mig_starts(prof: MigProfile, units: int, state: tuple[int, int, int], want:
     return out
 
 
-def _homogeneous(st: FleetState, idx: np.ndarray) -> bool:
+def _homogeneous(st: ClusterState, idx: np.ndarray) -> bool:
     model = st.models[int(st.model_id[idx[0]])] if idx.size else None
     return bool(model is not None and model.homogeneous)
 
 
-def _by_model(st: FleetState, idx: np.ndarray) -> list[tuple[int, np.ndarray]]:
+def _by_model(st: ClusterState, idx: np.ndarray) -> list[tuple[int, np.ndarray]]:
     """(model id, the nodes of ``idx`` with that model) for each GPU model present in ``idx``."""
     if idx.size == 0:
         return []

@@ -15,14 +15,14 @@ from capplan.model.catalog import GpuModel
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU
-from capplan.placement.heuristics.fleet import FREE, MIG, SHARED, WHOLE, Choice, FleetState
+from capplan.placement.core.state import FREE, MIG, SHARED, WHOLE, ClusterState, Placement
 from capplan.placement.heuristics.score import Scorer
 
 
 class Demands:
     """Per-workload demand by fleet model id, and the nodes that could ever host it (cached)."""
 
-    def __init__(self, st: FleetState) -> None:
+    def __init__(self, st: ClusterState) -> None:
         self.st = st
         self._cache: dict[object, tuple[list[Demand | None], np.ndarray]] = {}
 
@@ -54,7 +54,7 @@ class Demands:
         return hit
 
 
-def cpu_pod_cost(st: FleetState, w: Workload, idx: np.ndarray) -> np.ndarray:
+def cpu_pod_cost(st: ClusterState, w: Workload, idx: np.ndarray) -> np.ndarray:
     """Cost of a CPU-only replica on each node of ``idx``: CPU-only nodes first (GPU nodes keep
     their CPU and memory for GPU work), then the node with the fewest free GPU units, then the fullest CPU."""
     free_units = np.where(st.exists[idx], UNITS_PER_GPU - st.used[idx], 0).sum(axis=1)
@@ -70,8 +70,8 @@ def _placement_masks(model: GpuModel) -> np.ndarray:
                     dtype=np.int64)
 
 
-def choose(st: FleetState, dem: Demands, w: Workload, scorer: Scorer,
-           within: np.ndarray | None = None) -> Choice | None:
+def choose(st: ClusterState, dem: Demands, w: Workload, scorer: Scorer,
+           within: np.ndarray | None = None) -> Placement | None:
     """The best feasible placement of one replica of ``w``, or None.
 
     Parameters
@@ -90,7 +90,7 @@ def choose(st: FleetState, dem: Demands, w: Workload, scorer: Scorer,
     kinds = {d.kind for d in (per[m] for m in np.unique(st.model_id[idx])) if d is not None}
     kind = kinds.pop() if len(kinds) == 1 else "mig"
     if kind == "none":
-        return Choice(node=int(idx[int(np.argmin(cpu_pod_cost(st, w, idx)))]))
+        return Placement(node=int(idx[int(np.argmin(cpu_pod_cost(st, w, idx)))]))
     if kind == "whole":
         k = w.gpus or 0
         idx = idx[(st.free_whole[idx] >= k) & (st.power_headroom(idx) >= k * st.tdp[idx])]
@@ -99,20 +99,20 @@ def choose(st: FleetState, dem: Demands, w: Workload, scorer: Scorer,
         i = int(idx[int(np.argmin(scorer.whole(st, w, idx, k)))])
         free = np.flatnonzero(st.whole_free(np.array([i]))[0])
         order = sorted(free.tolist(), key=lambda gi: (st.fixed[i, gi] != WHOLE, gi))
-        return Choice(node=i, gpus=tuple(sorted(order[:k])))
+        return Placement(node=i, gpus=tuple(sorted(order[:k])))
     if kind == "fraction":
         return _share(st, per, w, idx, scorer)
     return _mig(st, per, w, idx)
 
 
-def _new_gpu_ok(st: FleetState, idx: np.ndarray) -> np.ndarray:
+def _new_gpu_ok(st: ClusterState, idx: np.ndarray) -> np.ndarray:
     """(C, G): a GPU not yet in use may be switched on (power)."""
     head = st.power_headroom(idx)
     return np.asarray((st.mode[idx] != FREE) | (head >= st.tdp[idx])[:, None])
 
 
-def _share(st: FleetState, per: list[Demand | None], w: Workload, idx: np.ndarray,
-           scorer: Scorer) -> Choice | None:
+def _share(st: ClusterState, per: list[Demand | None], w: Workload, idx: np.ndarray,
+           scorer: Scorer) -> Placement | None:
     d = next(x for x in per if x is not None)
     ok = (st.exists[idx] & ((st.mode[idx] == FREE) | (st.mode[idx] == SHARED))
           & ((st.fixed[idx] < 0) | (st.fixed[idx] == SHARED))
@@ -126,11 +126,11 @@ def _share(st: FleetState, per: list[Demand | None], w: Workload, idx: np.ndarra
     cost = np.where(ok, scorer.share(st, w, sub, d.units), np.inf)
     flat = int(np.argmin(cost))
     r, gi = divmod(flat, st.g)
-    return Choice(node=int(sub[r]), gpus=(gi,), fraction_milli=d.fraction_milli)
+    return Placement(node=int(sub[r]), gpus=(gi,), fraction_milli=d.fraction_milli)
 
 
-def _mig(st: FleetState, per: list[Demand | None], w: Workload, idx: np.ndarray) -> Choice | None:
-    best: tuple[tuple[float, float, float], Choice] | None = None
+def _mig(st: ClusterState, per: list[Demand | None], w: Workload, idx: np.ndarray) -> Placement | None:
+    best: tuple[tuple[float, float, float], Placement] | None = None
     for m in np.unique(st.model_id[idx]):
         d = per[int(m)]
         model = st.models[int(m)]
@@ -168,6 +168,6 @@ def _mig(st: FleetState, per: list[Demand | None], w: Workload, idx: np.ndarray)
         gi, si = divmod(rest, len(starts))
         cand = (float(d.units), float(key.flat[flat]), 0.0)  # the smallest slice held first
         if best is None or cand < best[0]:
-            best = (cand, Choice(node=int(sub[r]), gpus=(gi,), slot=MigSlot(profile=prof.name,
+            best = (cand, Placement(node=int(sub[r]), gpus=(gi,), slot=MigSlot(profile=prof.name,
                                                                              start=int(starts[si]))))
     return best[1] if best else None

@@ -26,8 +26,8 @@ from capplan.model.catalog import GpuModel
 from capplan.model.problem import Workload
 from capplan.placement.core.highs import ColumnLP
 from capplan.placement.core.miglayouts import mig_layouts
+from capplan.placement.core.state import FREE, MIG, ClusterState
 from capplan.placement.heuristics.choose import Demands
-from capplan.placement.heuristics.fleet import FREE, MIG, FleetState
 
 #: A mask that overlaps every GPU's memory slices: pads slot tables (never free).
 _NEVER = -1
@@ -46,7 +46,7 @@ class MigPacker:
         The workloads in placement order: what is still to come decides the plan.
     """
 
-    def __init__(self, st: FleetState, dem: Demands, order: list[Workload]) -> None:
+    def __init__(self, st: ClusterState, dem: Demands, order: list[Workload]) -> None:
         self.st = st
         self.dem = dem
         sigs: dict[tuple[object, ...], int] = {}

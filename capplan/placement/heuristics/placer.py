@@ -1,6 +1,6 @@
 """Batch placement with vectorised scores: priority order, gangs all-or-nothing inside one domain.
 
-:class:`FleetPlacer` places workloads in a given order on a :class:`FleetState`. A gang (a
+:class:`FleetPlacer` places workloads in a given order on a :class:`ClusterState`. A gang (a
 training workload) is placed completely or not at all; with a required topology level all
 replicas go into one domain of that level, tried tightest first after a vectorised capacity
 screen; with a preferred level a gang first tries one domain, then the whole fleet.
@@ -12,9 +12,9 @@ import numpy as np
 
 from capplan.model.problem import Problem, Workload
 from capplan.placement.core.reasons import room_estimate
+from capplan.placement.core.state import ClusterState, Placement
 from capplan.placement.heuristics.bulk import BulkPlacer, bulk_ok
 from capplan.placement.heuristics.choose import Demands, choose
-from capplan.placement.heuristics.fleet import Choice, FleetState
 from capplan.placement.heuristics.score import Scorer
 
 _DOMAIN_TRIES = 6
@@ -41,7 +41,7 @@ def batch_order(p: Problem, workloads: list[Workload] | None = None, seed: int =
 
 
 class FleetPlacer:
-    """Constructive placement on a :class:`FleetState` with a pluggable scorer.
+    """Constructive placement on a :class:`ClusterState` with a pluggable scorer.
 
     Parameters
     ----------
@@ -51,7 +51,7 @@ class FleetPlacer:
         Ranks feasible candidates (best fit, FGD, ...).
     """
 
-    def __init__(self, st: FleetState, scorer: Scorer) -> None:
+    def __init__(self, st: ClusterState, scorer: Scorer) -> None:
         self.st = st
         self.p = st.p
         self.scorer = scorer
@@ -68,7 +68,7 @@ class FleetPlacer:
         """(domain id per node, domain names) for topology ``level``."""
         return self.st.domain_ids(level)
 
-    def place_one(self, w: Workload, within: np.ndarray | None = None, sticky: int | None = None) -> Choice | None:
+    def place_one(self, w: Workload, within: np.ndarray | None = None, sticky: int | None = None) -> Placement | None:
         """Place one replica (trying node ``sticky`` first); None when it fits nowhere."""
         c = None
         if sticky is not None and (within is None or sticky in within):
@@ -89,7 +89,7 @@ class FleetPlacer:
             idx = np.intersect1d(idx, within, assume_unique=True)
         return idx
 
-    def place_many(self, w: Workload, n: int, within: np.ndarray | None = None) -> list[Choice]:
+    def place_many(self, w: Workload, n: int, within: np.ndarray | None = None) -> list[Placement]:
         """Place up to ``n`` replicas (in bulk when exact, else one by one until one does not fit)."""
         if n <= 0:
             return []
@@ -97,7 +97,7 @@ class FleetPlacer:
             per, _ = self.dem.of(w)
             per_node = w.mig is not None and (self.st.p.single_mig or w.mig_strategy != "mixed")  # per-node strategies
             return self.bulk.place(w, per, n, None if within is None and not per_node else self.candidates(w, within))
-        out: list[Choice] = []
+        out: list[Placement] = []
         last: int | None = None
         for _ in range(n):
             c = self.place_one(w, within, last)
@@ -107,7 +107,7 @@ class FleetPlacer:
             last = c.node
         return out
 
-    def place_gang(self, w: Workload, n: int, within: np.ndarray | None = None) -> list[Choice]:
+    def place_gang(self, w: Workload, n: int, within: np.ndarray | None = None) -> list[Placement]:
         """All ``n`` replicas (inside ``within``) or none."""
         if bulk_ok(self.st):
             per, _ = self.dem.of(w)
@@ -126,7 +126,7 @@ class FleetPlacer:
         return room_estimate(self.st, w, idx)
 
     def place_in_domain(self, w: Workload, n: int, level: str, fixed: str | None,
-                        all_or_nothing: bool, within: np.ndarray | None = None) -> list[Choice]:
+                        all_or_nothing: bool, within: np.ndarray | None = None) -> list[Placement]:
         """Place ``n`` replicas inside one domain of ``level`` (and ``within``), tightest feasible domain first."""
         st = self.st
         eligible = self.candidates(w, within)
@@ -146,7 +146,7 @@ class FleetPlacer:
         order = order[cap[order] >= (n if all_or_nothing else 1)]
         if fixed is not None:
             order = np.array([names.index(fixed)], dtype=np.int64)
-        best: list[Choice] = []
+        best: list[Placement] = []
         for d in order[:_DOMAIN_TRIES]:
             nodes = np.flatnonzero(dom == d)
             if within is not None:
@@ -168,7 +168,7 @@ class FleetPlacer:
         return []
 
     def place_workload(self, w: Workload, n: int, running_nodes: list[int],
-                       target: np.ndarray | None = None) -> list[Choice]:
+                       target: np.ndarray | None = None) -> list[Placement]:
         """Place ``n`` more replicas of ``w`` by its gang, GPU-model and topology rules (``target`` nodes first)."""
         if not w.one_model:
             return self._place_rules(w, n, running_nodes, target, None)
@@ -191,7 +191,7 @@ class FleetPlacer:
         return []
 
     def _place_rules(self, w: Workload, n: int, running_nodes: list[int], target: np.ndarray | None,
-                     within: np.ndarray | None) -> list[Choice]:
+                     within: np.ndarray | None) -> list[Placement]:
         cl = self.p.cluster
         lvl = w.topology.required
         if lvl:

@@ -11,7 +11,7 @@ from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Problem, Workload
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.reasons import Holdings, explain_fast
-from capplan.placement.heuristics.fleet import FleetState
+from capplan.placement.core.state import ClusterState
 from capplan.placement.heuristics.placer import FleetPlacer, batch_order
 from capplan.placement.heuristics.score import BestFit, Fgd, Scorer, ShapeMix
 
@@ -19,7 +19,7 @@ ScoreName = Literal["fgd", "bestfit"]
 LATE = "not tried: the time limit ran out before the planner reached this workload (a longer limit places more)"
 
 
-def make_scorer(name: ScoreName, p: Problem, st: FleetState, workloads: list[Workload] | None = None) -> Scorer:
+def make_scorer(name: ScoreName, p: Problem, st: ClusterState, workloads: list[Workload] | None = None) -> Scorer:
     """A scorer by name; FGD measures fragmentation against the shape mix of ``workloads``."""
     if name == "bestfit":
         return BestFit()
@@ -27,7 +27,7 @@ def make_scorer(name: ScoreName, p: Problem, st: FleetState, workloads: list[Wor
 
 
 def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = None,
-          st: FleetState | None = None, targets: dict[str, np.ndarray] | None = None,
+          st: ClusterState | None = None, targets: dict[str, np.ndarray] | None = None,
           seed: int = 0, deadline: float | None = None,
           stop: float | None = None) -> tuple[list[Assignment], list[Unplaced], FleetPlacer]:
     """Place the workloads of ``p`` (running replicas stay) in ``order`` (default :func:`batch_order`).
@@ -45,7 +45,7 @@ def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = N
         All assignments (running ones included), unplaced replicas with reasons, and the placer
         (whose state holds the final occupancy).
     """
-    st = st or FleetState.with_assignments(p, p.running)
+    st = st or ClusterState.with_assignments(p, p.running)
     placer = FleetPlacer(st, make_scorer(score, p, st))
     todo = order if order is not None else batch_order(p, seed=seed)
     placer.bulk.pack_mig(todo)  # MIG instances packed by a layout plan for this order's demand

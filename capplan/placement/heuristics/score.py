@@ -20,7 +20,7 @@ import numpy as np
 
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import UNITS_PER_GPU
-from capplan.placement.heuristics.fleet import FleetState
+from capplan.placement.core.state import ClusterState
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class ShapeMix:
     prob: np.ndarray
 
     @classmethod
-    def of(cls, p: Problem, st: FleetState, workloads: list[Workload] | None = None, top: int = 16) -> ShapeMix:
+    def of(cls, p: Problem, st: ClusterState, workloads: list[Workload] | None = None, top: int = 16) -> ShapeMix:
         """The ``top`` most frequent GPU shapes of ``workloads`` (default: all), weighted by replicas.
 
         Shapes are grouped by (whole GPUs, share, allowed models); CPU and memory are the
@@ -87,7 +87,7 @@ def _wmedian(items: list[tuple[int, int]]) -> int:
     return items[-1][0]
 
 
-def _shape_of(p: Problem, st: FleetState, w: Workload) -> tuple[int, int, tuple[bool, ...]]:
+def _shape_of(p: Problem, st: ClusterState, w: Workload) -> tuple[int, int, tuple[bool, ...]]:
     allowed = []
     need, k = UNITS_PER_GPU, 0
     for name in st.model_names:
@@ -118,11 +118,11 @@ def fragmentation(mix: ShapeMix, free: np.ndarray, cpu: np.ndarray, mem: np.ndar
 class Scorer(Protocol):
     """Cost of candidate placements; lower is better."""
 
-    def whole(self, st: FleetState, w: Workload, idx: np.ndarray, k: int) -> np.ndarray:
+    def whole(self, st: ClusterState, w: Workload, idx: np.ndarray, k: int) -> np.ndarray:
         """One cost per node in ``idx`` for ``k`` whole GPUs."""
         ...
 
-    def share(self, st: FleetState, w: Workload, idx: np.ndarray, units: int) -> np.ndarray:
+    def share(self, st: ClusterState, w: Workload, idx: np.ndarray, units: int) -> np.ndarray:
         """(len(idx), G) costs for ``units`` of one GPU on each GPU of each node."""
         ...
 
@@ -130,12 +130,12 @@ class Scorer(Protocol):
 class BestFit:
     """Best fit: fewest free GPUs left on the node, then least free CPU (normalised)."""
 
-    def whole(self, st: FleetState, w: Workload, idx: np.ndarray, k: int) -> np.ndarray:
+    def whole(self, st: ClusterState, w: Workload, idx: np.ndarray, k: int) -> np.ndarray:
         """Free whole GPUs left, CPU share left as tie-break."""
         left = st.free_whole[idx] - k
         return np.asarray(left + (st.cpu[idx] - w.cpu_milli) / np.maximum(st.cpu[idx], 1) * 0.5)
 
-    def share(self, st: FleetState, w: Workload, idx: np.ndarray, units: int) -> np.ndarray:
+    def share(self, st: ClusterState, w: Workload, idx: np.ndarray, units: int) -> np.ndarray:
         """Tightest GPU first (least share left), then the fullest node."""
         free = UNITS_PER_GPU - st.used[idx]
         node_free = free.sum(axis=1, keepdims=True) / (UNITS_PER_GPU * st.g)
@@ -156,7 +156,7 @@ class Fgd:
         self._frag = np.zeros(0)
         self._stamp = np.zeros(0, dtype=np.int64)
 
-    def _before(self, st: FleetState, idx: np.ndarray) -> np.ndarray:
+    def _before(self, st: ClusterState, idx: np.ndarray) -> np.ndarray:
         """Current fragmentation of nodes ``idx``, recomputed only for nodes changed since last time."""
         if self._frag.size != st.n:
             self._frag = np.zeros(st.n)
@@ -168,7 +168,7 @@ class Fgd:
             self._stamp[stale] = st.stamp[stale]
         return np.asarray(self._frag[idx])
 
-    def whole(self, st: FleetState, w: Workload, idx: np.ndarray, k: int) -> np.ndarray:
+    def whole(self, st: ClusterState, w: Workload, idx: np.ndarray, k: int) -> np.ndarray:
         """Fragmentation growth when ``k`` fully free GPUs of each node are taken."""
         if not self.mix.prob.size:
             return BestFit().whole(st, w, idx, k)
@@ -181,7 +181,7 @@ class Fgd:
                              st.model_id[idx])
         return np.asarray(frag - self._before(st, idx))
 
-    def share(self, st: FleetState, w: Workload, idx: np.ndarray, units: int) -> np.ndarray:
+    def share(self, st: ClusterState, w: Workload, idx: np.ndarray, units: int) -> np.ndarray:
         """Fragmentation growth for a share on each GPU (vectorised over nodes and GPUs)."""
         if not self.mix.prob.size:
             return BestFit().share(st, w, idx, units)

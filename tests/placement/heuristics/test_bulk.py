@@ -13,7 +13,8 @@ from capplan.model.catalog import load_catalog
 from capplan.model.problem import Problem
 from capplan.model.validate import check_plan
 from capplan.placement import PlanOptions, solve
-from capplan.placement.heuristics import BestFit, FleetState
+from capplan.placement.core.state import ClusterState
+from capplan.placement.heuristics import BestFit
 from capplan.placement.heuristics.bulk import BulkPlacer, bulk_ok
 from capplan.placement.heuristics.choose import Demands, choose
 from capplan.placement.heuristics.run import place
@@ -86,7 +87,7 @@ def test_apply_many_equals_apply_one_by_one() -> None:
                            "gpu_memory_gib": 10},
                           {"name": "g", "gpus": 1, "replicas": 1, "cpu": 3}]}
     p = _problem(data)
-    one, many = FleetState(p), FleetState(p)
+    one, many = ClusterState(p), ClusterState(p)
     dem = Demands(one)
     bulk = BulkPlacer(many, BestFit(), Demands(many))
     for w in p.workloads:
@@ -108,7 +109,7 @@ def test_apply_many_equals_apply_one_by_one() -> None:
 def test_bulk_plans_are_valid_and_gangs_stay_in_one_rack(data: dict[str, Any]) -> None:
     """Heuristic plans on mixed fleets pass the validator; rack gangs are whole and in one rack."""
     p = _problem(data)
-    assert bulk_ok(FleetState(p))
+    assert bulk_ok(ClusterState(p))
     plan = solve(p, "heuristic", PlanOptions(time_limit=5))
     assert check_plan(p, plan) == []
     for w in p.workloads:

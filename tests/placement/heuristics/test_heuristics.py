@@ -13,7 +13,8 @@ from capplan.model.catalog import load_catalog
 from capplan.model.problem import Problem
 from capplan.model.validate import check_plan
 from capplan.placement import PlanOptions, solve
-from capplan.placement.heuristics import BestFit, Fgd, FleetState, ShapeMix, place
+from capplan.placement.core.state import ClusterState
+from capplan.placement.heuristics import BestFit, Fgd, ShapeMix, place
 from capplan.placement.heuristics.choose import Demands, choose
 from tests.strategies_gen import scenario_data
 
@@ -59,7 +60,7 @@ def test_mig_start_keeps_most_placements() -> None:
     data = {"cluster": {"nodes": [{"name": "a", "gpu": "A100-SXM4-80GB", "gpus": 1, "cpu": 8, "memory_gib": 64}]},
             "workloads": [{"name": "s", "mig": "1g.10gb", "cpu": 1}]}
     p = _problem(data)
-    st = FleetState(p)
+    st = ClusterState(p)
     c = choose(st, Demands(st), p.workloads[0], BestFit())
     assert c is not None and c.slot is not None
     # Starting at 6 (the end) leaves 4g@0 and 3g@4 possible; 0 would block the 4g and 7g.
@@ -74,7 +75,7 @@ def test_fgd_prefers_node_that_keeps_whole_gpus() -> None:
                           {"name": "quarter", "kind": "shared", "gpu_fraction": 0.25, "cpu": 1},
                           {"name": "whole", "gpus": 1, "replicas": 6, "cpu": 1}]}
     p = _problem(data)
-    st = FleetState(p)
+    st = ClusterState(p)
     fgd = Fgd(ShapeMix.of(p, st))
     dem = Demands(st)
     first = choose(st, dem, p.workloads[0], fgd)
@@ -96,7 +97,7 @@ def test_same_seed_same_plan_and_running_kept() -> None:
 def test_rollback_restores_state() -> None:
     """Rolling back a journalled placement restores every array."""
     p = load_scenario(EXAMPLES / "training-cluster.yaml")
-    st = FleetState(p)
+    st = ClusterState(p)
     before = (st.cpu.copy(), st.used.copy(), st.power_free.copy(), st.free_whole.copy())
     mark = st.checkpoint()
     assignments, _, _ = place(p, "bestfit", st=st)

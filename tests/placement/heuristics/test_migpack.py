@@ -15,7 +15,8 @@ from capplan.model.validate import check_plan
 from capplan.placement import PlanOptions, solve
 from capplan.placement.core.bound import upper_bound
 from capplan.placement.core.miglayouts import mig_layouts
-from capplan.placement.heuristics import BestFit, FleetState
+from capplan.placement.core.state import ClusterState
+from capplan.placement.heuristics import BestFit
 from capplan.placement.heuristics.placer import FleetPlacer
 from capplan.placement.heuristics.run import place
 
@@ -83,7 +84,7 @@ def test_mixed_profiles_share_gpus_and_the_gang_fits() -> None:
     p = _hand_worked()
     order = list(p.workloads)  # the big slices first: the worst case for identical filling
     # Without the packer (as the online scheduler places): one workload's instances per GPU.
-    placer = FleetPlacer(FleetState(p), BestFit())
+    placer = FleetPlacer(ClusterState(p), BestFit())
     plain = [placer.st.assignment(w, r, c) for w in order
              for r, c in enumerate(placer.place_workload(w, w.replicas, []))]
     assert len(_mig_gpus(plain)) == 3
