@@ -39,9 +39,11 @@ the policy starts what it decides. Policies (:data:`REPLAY_POLICIES`):
     called on the waiting queue (workloads with ``duration`` = the run time, release 0) against the
     running set (running replicas with ``ends_in``). Planned pods start at their planned time on
     their planned node and GPUs (retried at later events while that spot is still taken: only
-    with noisy estimates). Between re-plans, a pod without a planned start (arrived since, or left
-    out by the schedule) starts at once if it fits with BestFit into what is free minus everything
-    reserved for planned pods (so the plan stays feasible). ``capplan-exact`` knows the run times;
+    with noisy estimates). Between re-plans (and right after one, for pods the schedule left out), a
+    pod without a planned start starts at once, with BestFit, if it fits into what is free now minus
+    what the planned pods that start before its own (believed) end will take: planned pods starting
+    after it ends find their room again, so the plan stays feasible. It is retried after each
+    departure, in arrival order. ``capplan-exact`` knows the run times;
     ``capplan-noisy`` knows only ``estimate = run time x exp(sigma z)``, ``z`` standard normal from
     ``numpy.random.default_rng(seed)``, rounded to whole seconds (at least 1); a running pod past its
     estimate is expected to end in 1 s.
