@@ -320,8 +320,7 @@ class EasyBackfill(ReplayPolicy):
         for end, i in sim.ends:
             by_node.setdefault(sim.where[i][0], []).append((end, i))
         best: tuple[int, int, int] | None = None
-        for node in np.flatnonzero(pv.allowed):
-            node = int(node)
+        for node in (int(x) for x in np.flatnonzero(pv.allowed)):
             cpu, mem, left = int(st.cpu_left[node]), int(st.mem_left[node]), st.gpu_left[node].copy()
             at = None
             if _fits_row(cpu, mem, left, pv):
@@ -471,7 +470,8 @@ class Capplan(ReplayPolicy):
         horizon = -(-horizon // step) * step
         p = self.base.replace(workloads=tuple(self._workload(i) for i in running + queue),
                               running=tuple(self._assignment(i) for i in running),
-                              ends_in=tuple(RunningEnd(workload=f"p{i}", replica=0, ends_in=e) for i, e in ends.items()))
+                              ends_in=tuple(RunningEnd(workload=f"p{i}", replica=0, ends_in=e)
+                                            for i, e in ends.items()))
         sched = schedule(p, "heuristic", horizon=horizon, step=step, time_limit=self.limit, seed=self.seed)
         waiting = set(queue)
         for a in sched.assignments:

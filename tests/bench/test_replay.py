@@ -33,7 +33,7 @@ def waits(policy: str, every: float = 25, trace: list[TracePod] = TRACE, nodes: 
           seed: int = 0) -> list[int]:
     tr = load_replay(nodes or [NODE], trace)
     run = run_replay(tr, policy, seed, replan_every=every)
-    return (run.start - tr.arrival).tolist()
+    return [int(x) for x in run.start - tr.arrival]
 
 
 def test_fifo_does_not_block_behind_the_head() -> None:
