@@ -618,10 +618,10 @@ def run_replay(tr: ReplayTrace, policy: str, seed: int, replan_every: float = DE
         if base is None:
             base = cluster_problem(tr)
         pol = Capplan(sim, known, every, replan_limit, seed, base)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     _loop(sim, pol)
     seconds = time.perf_counter() - t0
-    m = dict(pol.metrics)
+    m = dict(pol.metrics, cpu_seconds=round(time.process_time() - c0, 3))
     if "replan_seconds" in m:
         m["replan_seconds"] = round(m["replan_seconds"], 3)
         m["replan_max_seconds"] = round(m["replan_max_seconds"], 3)

@@ -26,10 +26,10 @@ from capplan.bench.replay import SHAPES, wait_cdf
 from capplan.io.files import write_text_atomic
 
 WAIT_COLUMNS = ("pods", "mean_wait_s", "p50_wait_s", "p95_wait_s", "p99_wait_s", "max_wait_s", "waiting_over_1h")
-RUN_COLUMNS = ("mean_allocation_pct", "peak_allocation_pct", "makespan_s", "seconds", "replans", "replan_seconds",
-               "replan_max_seconds", "replan_max_queue", "planned_starts", "fallback_starts", "backfilled",
-               "nodes", "gpus", "pods_in_file", "excluded_never_scheduled", "excluded_never_fits", "censored",
-               "replan_every_s", "noise_sigma", "fleet_fraction")
+RUN_COLUMNS = ("mean_allocation_pct", "peak_allocation_pct", "makespan_s", "seconds", "cpu_seconds", "replans",
+               "replan_seconds", "replan_max_seconds", "replan_max_queue", "planned_starts", "fallback_starts",
+               "backfilled", "nodes", "gpus", "pods_in_file", "excluded_never_scheduled", "excluded_never_fits",
+               "censored", "replan_every_s", "noise_sigma", "fleet_fraction")
 
 
 def _csv(rows: list[dict[str, Any]], cols: list[str]) -> str:
@@ -68,7 +68,8 @@ def replay_markdown(pols: dict[str, list[dict[str, Any]]]) -> list[str]:
     out = [f"### Replay protocol ({len(next(iter(pols.values())))} seed(s) per policy; {first['pods']} pods on "
            f"{first['nodes']} nodes / {first['gpus']} GPUs; waits in seconds)", "",
            "| policy | mean wait | p50 | p95 | p99 | max | waiting > 1 h | mean alloc % | peak alloc % | "
-           "re-plans | re-plan s (total / max) | s/run |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "re-plans | re-plan s (total / max) | s/run | CPU s/run |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for pol, runs in pols.items():
         f = [r["final"] for r in runs]
         replan = (f"{_mean(f, 'replan_seconds', '.1f')} / {_mean(f, 'replan_max_seconds', '.2f')}"
@@ -77,7 +78,8 @@ def replay_markdown(pols: dict[str, list[dict[str, Any]]]) -> list[str]:
                    f"{_mean(f, 'p95_wait_s', '.0f')} | {_mean(f, 'p99_wait_s', '.0f')} | "
                    f"{_mean(f, 'max_wait_s', '.0f')} | {_mean(f, 'waiting_over_1h', '.1f')} | "
                    f"{_mean(f, 'mean_allocation_pct', '.2f')} | {_mean(f, 'peak_allocation_pct', '.2f')} | "
-                   f"{_mean(f, 'replans', '.0f')} | {replan} | {_mean(f, 'seconds', '.1f')} |")
+                   f"{_mean(f, 'replans', '.0f')} | {replan} | {_mean(f, 'seconds', '.1f')} | "
+                   f"{_mean(f, 'cpu_seconds', '.1f')} |")
     out += ["", "Mean / p95 wait (s) by demand shape (pods):", "",
             "| policy | " + " | ".join(SHAPES) + " |", "|---|" + "---|" * len(SHAPES)]
     for pol, runs in pols.items():
