@@ -9,7 +9,8 @@ Written into the output folder beside the common runs.csv / final.csv / summary.
 * ``replay_allocation.csv``: one row per (policy, seed, hour): the time-weighted mean GPU
   allocation (% of the fleet's GPUs) over that hour of the trace.
 * ``wait_cdf.png``: the share of pods that waited at most x seconds, per policy (x log-scaled);
-  ``allocation_time.png``: daily mean GPU allocation over the trace, per policy.
+  ``allocation_time.png``: per policy, the daily mean GPU allocation over the whole trace (left) and
+  the hourly mean over its last 40 days, where the default trace's pods arrive (right).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import numpy as np
 from capplan.bench.replay import SHAPES, wait_cdf
 from capplan.io.files import write_text_atomic
 
+#: The right panel of allocation_time.png: hourly allocation over the last days of the replay.
+ZOOM_DAYS = 40
 WAIT_COLUMNS = ("pods", "mean_wait_s", "p50_wait_s", "p95_wait_s", "p99_wait_s", "max_wait_s", "waiting_over_1h")
 RUN_COLUMNS = ("mean_allocation_pct", "peak_allocation_pct", "makespan_s", "seconds", "cpu_seconds", "replans",
                "replan_seconds", "replan_max_seconds", "replan_max_queue", "planned_starts", "fallback_starts",
@@ -117,15 +120,21 @@ def replay_plots(results: list[dict[str, Any]], out: Path) -> list[Path]:
     ax.set_ylabel("pods that waited at most this long (%)")
     ax.set_title("Replay: wait CDF per policy")
     written.append(_finish(plt, fig, ax, out / "wait_cdf.png"))
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, (ax0, ax) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [1, 2]})
+    last = max((int(t) for res in by_pol.values() for t, _ in res.get("allocation", [])), default=0)
     for k, (pol, res) in enumerate(by_pol.items()):
         days: dict[int, list[float]] = defaultdict(list)
         for t, a in res.get("allocation", []):
             days[int(t) // 86400].append(float(a))
         xs = sorted(days)
-        ax.plot(xs, [float(np.mean(days[d])) for d in xs], label=pol, color=f"C{k}", lw=1)
+        ax0.plot(xs, [float(np.mean(days[d])) for d in xs], label=pol, color=f"C{k}", lw=1)
+        tail = [(int(t) / 86400, float(a)) for t, a in res.get("allocation", []) if int(t) >= last - ZOOM_DAYS * 86400]
+        ax.plot([x for x, _ in tail], [y for _, y in tail], label=pol, color=f"C{k}", lw=0.7)
+    ax0.set_xlabel("trace day")
+    ax0.set_ylabel("GPU allocation (% of the fleet)")
+    ax0.set_title("daily mean, whole trace")
+    ax0.grid(alpha=0.3)
     ax.set_xlabel("trace day")
-    ax.set_ylabel("GPU allocation (% of the fleet, daily mean)")
-    ax.set_title("Replay: GPU allocation over time")
+    ax.set_title(f"hourly mean, last {ZOOM_DAYS} days")
     written.append(_finish(plt, fig, ax, out / "allocation_time.png"))
     return written
