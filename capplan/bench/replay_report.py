@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from capplan.bench.replay import SHAPES, wait_cdf
+from capplan.bench.replay import REPLAY_POLICIES, SHAPES, wait_cdf
 from capplan.io.files import write_text_atomic
 
 #: The right panel of allocation_time.png: hourly allocation over the last days of the replay.
@@ -67,6 +67,8 @@ def _mean(rows: list[dict[str, Any]], key: str, fmt: str) -> str:
 
 def replay_markdown(pols: dict[str, list[dict[str, Any]]]) -> list[str]:
     """The replay summary: one row per policy (means over seeds), waits in seconds, then waits by shape."""
+    rank = {p: k for k, p in enumerate(REPLAY_POLICIES)}
+    pols = dict(sorted(pols.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
     first = next(iter(pols.values()))[0]["final"]
     out = [f"### Replay protocol ({len(next(iter(pols.values())))} seed(s) per policy; {first['pods']} pods on "
            f"{first['nodes']} nodes / {first['gpus']} GPUs; waits in seconds)", "",
@@ -108,7 +110,8 @@ def replay_plots(results: list[dict[str, Any]], out: Path) -> list[Path]:
     from capplan.bench.report import _finish
 
     by_pol: dict[str, dict[str, Any]] = {}
-    for res in sorted(results, key=lambda r: r["job"]["seed"]):
+    rank = {p: k for k, p in enumerate(REPLAY_POLICIES)}
+    for res in sorted(results, key=lambda r: (rank.get(r["job"]["policy"], len(rank)), r["job"]["seed"])):
         by_pol.setdefault(res["job"]["policy"], res)
     written = []
     fig, ax = plt.subplots(figsize=(8, 5))
