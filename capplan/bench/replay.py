@@ -46,7 +46,7 @@ the policy starts what it decides. Policies (:data:`REPLAY_POLICIES`):
     departure, in arrival order. ``capplan-exact`` knows the run times;
     ``capplan-noisy`` knows only ``estimate = run time x exp(sigma z)``, ``z`` standard normal from
     ``numpy.random.default_rng(seed)``, rounded to whole seconds (at least 1); a running pod past its
-    estimate is expected to end in 1 s.
+    estimate is expected to run as long again as it has run so far.
 """
 
 from __future__ import annotations
@@ -453,6 +453,13 @@ class Capplan(ReplayPolicy):
                                                  fraction=pv.milli / MILLI if pv.shares else None)
         return a
 
+    def _remaining(self, i: int) -> int:
+        """The run time pod ``i`` is believed to have left: its estimate minus the time run; once it has
+        run past its estimate, as long again as it has run so far (at least 1 s)."""
+        ran = self.sim.t - int(self.sim.start[i])
+        left = int(self.known[i]) - ran
+        return left if left > 0 else max(1, ran)
+
     def replan(self) -> None:
         """Schedule the whole queue against the running set; the result replaces the previous plan."""
         from capplan.model.timing import RunningEnd
@@ -463,7 +470,7 @@ class Capplan(ReplayPolicy):
         self.plan.clear()
         self.due.clear()
         running = [i for _, i in sim.ends]
-        ends = {i: max(1, int(sim.start[i]) + int(self.known[i]) - sim.t) for i in running}
+        ends = {i: self._remaining(i) for i in running}
         queue = list(sim.queue)
         horizon = max(ends.values(), default=0) + sum(int(self.known[i]) for i in queue) + 1
         step = max(1, -(-horizon // MAX_STEPS))
