@@ -10,7 +10,8 @@ run time has passed after their start *in the simulation*. Which pods take part
 * a pod without ``deletion_time``, or deleted at the last timestamp of the file, was still
   running when the trace ends: its run time is ``trace end - scheduled_time`` (a lower bound;
   counted in ``censored``);
-* a pod without ``creation_time`` arrives at its ``scheduled_time``; a run time of 0 counts as 1 s;
+* an empty ``creation_time`` reads as 0 (the loader's rule: the pod arrives at the trace start); a
+  run time of 0 counts as 1 s;
 * a pod that fits no node of the (possibly reduced) fleet even when it is empty is left out
   (``excluded_never_fits``): it would wait forever under every policy;
 * a file without ``scheduled_time`` on any pod (e.g. ``multigpu*``) cannot be replayed (InputError).
@@ -152,7 +153,7 @@ def load_replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], fleet_frac
             counts["censored"] += 1
             gone = end
         keep.append(p)
-        arrival.append(p.creation_time if p.creation_time is not None else p.scheduled_time)
+        arrival.append(p.creation_time)
         duration.append(max(1, gone - p.scheduled_time))
     table = PodTable.from_trace(keep)
     empty = SimState.empty(fleet)

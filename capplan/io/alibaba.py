@@ -3,8 +3,8 @@
 Node files have ``sn, cpu_milli, memory_mib, gpu, model``. Pod files have at least
 ``cpu_milli, memory_mib, num_gpu, gpu_milli`` (the ``multigpu*`` variants have only five columns,
 ``name`` among them); ``gpu_spec`` (``A|B``: allowed models), ``qos``, ``pod_phase`` and the
-timestamps (``creation_time``, ``deletion_time``, ``scheduled_time``; None when absent or empty)
-are optional. Columns are matched by name, so any order works.
+timestamps are optional (``creation_time`` reads as 0 when absent or empty, ``deletion_time`` and
+``scheduled_time`` as None). Columns are matched by name, so any order works.
 
 Semantics, exactly as in the trace: a pod's GPUs are all on one node; a pod with
 ``gpu_milli < 1000`` (and ``num_gpu == 1``) time-shares one GPU; ``gpu_spec`` lists the
@@ -19,7 +19,7 @@ import csv
 import io
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +56,10 @@ class TracePod:
     gpu_milli: int
     gpu_spec: tuple[str, ...] = ()
     qos: str = ""
-    creation_time: int | None = None
-    deletion_time: int | None = None
-    scheduled_time: int | None = None
+    creation_time: int = 0
+    # Left out of repr (and so of the synthetic suites' digests, which predate them): None when absent.
+    deletion_time: int | None = field(default=None, repr=False)
+    scheduled_time: int | None = field(default=None, repr=False)
 
     @property
     def gpu_demand_milli(self) -> int:
@@ -135,7 +136,7 @@ def read_pods(path: str | Path) -> list[TracePod]:
         out.append(TracePod(name=(row.get("name") or f"pod-{line - 1:05d}").strip(),
                             cpu_milli=_int(row, "cpu_milli", where), memory_mib=_int(row, "memory_mib", where),
                             num_gpu=num_gpu, gpu_milli=gpu_milli, gpu_spec=spec, qos=(row.get("qos") or "").strip(),
-                            creation_time=_opt_int(row, "creation_time", where),
+                            creation_time=_int(row, "creation_time", where, 0),
                             deletion_time=_opt_int(row, "deletion_time", where),
                             scheduled_time=_opt_int(row, "scheduled_time", where)))
     return out
