@@ -56,7 +56,7 @@ import bisect
 import heapq
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -738,5 +738,3 @@ def wait_cdf(waits: IntArr, points: int = 200) -> list[tuple[float, float]]:
     frac = np.searchsorted(srt, grid, side="right") / len(srt)
     return [(round(float(g), 1), round(float(f), 5)) for g, f in zip(grid, frac, strict=True)]
 
-
-SCORERS: dict[str, Callable[[PolicyContext], Policy]] = {"bestfit": BestFitPolicy, "fgd": FGDPolicy}
