@@ -140,8 +140,27 @@ def _replay(args: argparse.Namespace, source: Any) -> int:
     jobs = [Job(source, "replay", n, s, replan_every=float(every), replan_limit=args.replan_limit,
                 noise_sigma=sigma, fleet_fraction=fraction) for n in names for s in seeds]
     out = Path(args.output)
+    _same_options(jobs, out)
     results = run_all(jobs, out, workers=args.jobs, quiet=args.quiet)
     summary = write_report(results, out, None, source.label)
     if not args.quiet:
         print(summary.read_text())
     return 0
+
+
+def _same_options(jobs: list[Any], out: Path) -> None:
+    """Finished runs are reused by name: refuse (exit 2) when one was made with other options or inputs."""
+    import json
+    from dataclasses import asdict
+
+    for job in jobs:
+        path = out / "runs" / f"{job.key}.json"
+        if not path.is_file():
+            continue
+        try:
+            old = json.loads(path.read_text()).get("job")
+        except (OSError, ValueError):
+            old = None
+        if old != json.loads(json.dumps(asdict(job))):
+            raise InputError("-o", f"{path} holds a run made with other options or inputs; use a fresh output "
+                                   "folder (or delete that run to redo it)")

@@ -154,3 +154,14 @@ def test_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
     err = capsys.readouterr().err
     assert needle in err and "error:" in err
     assert not (out / "replay.csv").exists()
+
+
+def test_cli_refuses_runs_made_with_other_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nodes, pods = _csvs(tmp_path)
+    out = tmp_path / "out"
+    base = ["bench", "alibaba", "--nodes", str(nodes), "--pods", str(pods), "--protocol", "replay",
+            "--policies", "easy-backfill", "-q", "-o", str(out)]
+    assert main(base) == 0
+    assert main(base) == 0  # same options: the finished run is reused
+    assert main([*base, "--replan-every", "5m"]) == 2
+    assert "other options" in capsys.readouterr().err
