@@ -7,6 +7,11 @@ per priority), so that "quality never drops when the limit grows" can be read of
 
     python benchmarks/limits_bench.py                       # default trace at 2 5 10 30 s, 100k at 30 60 s
     python benchmarks/limits_bench.py --cases default:2 default:10 --repeat 3
+    python benchmarks/limits_bench.py --checkout /tmp/main-copy --cases default:2   # another checkout's code
+
+Besides the wall time it prints the CPU seconds of the ``capplan`` process (user + system): on a
+shared machine the wall time of the fixed steps (start, import, load, validate) grows with the load,
+their CPU time much less, so CPU seconds compare two checkouts more fairly than wall seconds.
 
 Scenarios: ``default`` is the Alibaba default trace imported with ``capplan import alibaba`` (YAML,
 8,152 pods on 1,213 nodes); ``fleet100k`` is :func:`fleet_bench.synthetic` at 100,000 GPUs (JSON).
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -62,15 +68,27 @@ def scenario(name: str, workdir: Path) -> Path:
     raise SystemExit(f"unknown scenario {name!r}: default or fleetNk (e.g. fleet100k)")
 
 
-def run_case(path: Path, limit: float, strategy: str) -> dict[str, object]:
-    """One ``capplan plan`` run in a fresh process: wall seconds, exit code and the plan's figures."""
+def _cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_case(path: Path, limit: float, strategy: str, checkout: Path | None = None) -> dict[str, object]:
+    """One ``capplan plan`` run in a fresh process: wall and CPU seconds, exit code and the plan's figures.
+
+    ``checkout``: run that source tree's ``capplan`` (it becomes the working directory and
+    ``PYTHONPATH``; ``python -m`` puts the working directory first on the path).
+    """
     out = path.with_suffix(f".plan-{limit:g}.json")
-    t = time.perf_counter()
+    env = os.environ.copy()
+    if checkout is not None:
+        env["PYTHONPATH"] = str(checkout)
+    c, t = _cpu(), time.perf_counter()
     res = subprocess.run([sys.executable, "-m", "capplan", "plan", str(path), "--time-limit", str(limit),
                           "--strategy", strategy, "-q", "-o", str(out)], capture_output=True, text=True,
-                         env=os.environ.copy())
+                         env=env, cwd=checkout)
     wall = time.perf_counter() - t
-    row: dict[str, object] = {"wall": round(wall, 2), "code": res.returncode}
+    row: dict[str, object] = {"wall": round(wall, 2), "cpu": round(_cpu() - c, 2), "code": res.returncode}
     if res.returncode in (0, 3):
         plan = json.loads(out.read_text())
         row.update(strategy=plan["strategy"], objective=plan["objective"], gap=plan["gap"],
@@ -87,20 +105,23 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs per case (the median wall is reported)")
     ap.add_argument("--strategy", default="auto")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/capplan-limits"))
+    ap.add_argument("--checkout", type=Path, help="run this source tree's capplan (default: the installed one)")
     a = ap.parse_args()
-    print("| scenario | limit s | strategy | wall s (median) | wall / limit | <= 1.1 x limit + 1 s | objective "
-          "(GPUs per priority) | gap | runs |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| scenario | limit s | strategy | wall s (median) | wall / limit | <= 1.1 x limit + 1 s | CPU s (median) "
+          "| objective (GPUs per priority) | gap | runs (wall) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for case in a.cases:
         name, _, secs = case.partition(":")
         limit = float(secs)
         path = scenario(name, a.workdir)
-        rows = [run_case(path, limit, a.strategy) for _ in range(a.repeat)]
+        rows = [run_case(path, limit, a.strategy, a.checkout) for _ in range(a.repeat)]
         walls = [float(str(r["wall"])) for r in rows]
         wall = statistics.median(walls)
         last = rows[-1]
         ok = "yes" if wall <= 1.1 * limit + 1 else "NO"
+        cpu = statistics.median(float(str(r["cpu"])) for r in rows)
         print(f"| {name} | {limit:g} | {last.get('strategy', '-')} | {wall:.2f} | {wall / limit:.2f} | {ok} | "
+              f"{cpu:.2f} | "
               f"{last.get('objective', last.get('error'))} | {last.get('gap', '-')} | "
               f"{', '.join(f'{w:.1f}' for w in walls)} |", flush=True)
 

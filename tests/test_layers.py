@@ -18,7 +18,7 @@ ALLOWED = {
     "model": set(),
     "placement": {"model"},
     "io": {"model", "placement"},
-    "reserve": {"model", "io"},
+    "reserve": {"model", "placement", "io"},  # of placement/, only the LP adapter (RESERVE_FROM_PLACEMENT)
     "bench": {"model", "placement", "io"},
     "cli": {"model", "placement", "io", "reserve", "bench"},
 }
@@ -26,8 +26,10 @@ ALLOWED = {
 SOLVERS = {
     "ortools": re.compile(r"^capplan\.placement\.cpsat\."),
     "pulp": re.compile(r"^capplan\.reserve\.milp$"),
-    "highspy": re.compile(r"^capplan\.reserve\.highs$"),
+    "highspy": re.compile(r"^capplan\.placement\.core\.highs$"),
 }
+# What reserve/ may use of placement/: the LP data and the one HiGHS adapter, not the placement engine.
+RESERVE_FROM_PLACEMENT = {"capplan.placement.core.lp", "capplan.placement.core.highs"}
 # Distribution name -> import name, where they differ.
 IMPORT_NAME = {"pyyaml": "yaml"}
 
@@ -117,6 +119,14 @@ def test_placement_core_imports_only_model() -> None:
     assert not bad, "\n".join(bad)
 
 
+def test_reserve_uses_only_the_lp_adapter_of_placement() -> None:
+    """reserve/ solves its LPs through placement/core's one HiGHS adapter and uses nothing else of placement/."""
+    bad = [f"{m} imports {t}" for m, ts in _capplan_edges().items() if m.startswith("capplan.reserve")
+           for t in ts if t.startswith("capplan.placement") and t not in RESERVE_FROM_PLACEMENT
+           and t not in ("capplan.placement", "capplan.placement.core")]
+    assert not bad, "\n".join(bad)
+
+
 def test_nothing_in_placement_imports_the_dispatcher() -> None:
     """Only the strategy table knows every strategy; strategies receive the ones they run."""
     bad = [m for m, ts in _capplan_edges().items() if m.startswith("capplan.placement.")
@@ -164,7 +174,7 @@ def test_only_cli_parses_arguments_and_prints() -> None:
 
 @pytest.mark.parametrize("lib", ["ortools", "pulp", "highspy"])
 def test_solver_library_behind_its_adapter(lib: str) -> None:
-    """ortools only under placement/cpsat, pulp only in reserve/milp.py, highspy only in reserve/highs.py."""
+    """ortools only under placement/cpsat, pulp only in reserve/milp.py, highspy only in placement/core/highs.py."""
     users = sorted(m for m, p in MODULES.items() if any(n.split(".")[0] == lib for n, _ in _imports(p)))
     assert users, f"{lib} is declared but imported nowhere"
     assert all(SOLVERS[lib].match(m) for m in users), users

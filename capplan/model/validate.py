@@ -165,6 +165,7 @@ class _Shapes:
         self.p = p
         self.memo: dict[tuple[object, ...], tuple[int, int]] = {}
         self.models: dict[str, GpuModel] = {}
+        self.requests: dict[str, tuple[object, ...]] = {}  # workload name -> what its shape checks depend on
 
     def model(self, name: str) -> GpuModel:
         m = self.models.get(name)
@@ -179,8 +180,12 @@ class _Shapes:
         ok_idx = 0 <= gs[0] < node.gpus if n == 1 else len(set(gs)) == n and all(0 <= g < node.gpus for g in gs)
         if not ok_idx:
             return _shape(self.p, w, a, node)
-        key = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, None if w.gpu_models is None else tuple(w.gpu_models),
-               node.gpu_model, n, None if a.mig is None else a.mig.profile, a.mig is None, a.fraction)
+        wkey = self.requests.get(w.name)
+        if wkey is None:
+            wkey = self.requests[w.name] = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib,
+                                            None if w.gpu_models is None else tuple(w.gpu_models))
+        mig = a.mig
+        key = (wkey, node.gpu_model, n, None if mig is None else mig.profile, mig is None, a.fraction)
         hit = self.memo.get(key)
         if hit is not None:
             return [], hit[0], hit[1]

@@ -15,7 +15,8 @@ import numpy as np
 import numpy.typing as npt
 import pulp
 
-from capplan.reserve.highs import LinearProgram, quiet_stdout
+from capplan.placement.core.highs import quiet_stdout
+from capplan.placement.core.lp import LinearProgram
 from capplan.reserve.problem import Problem
 from capplan.reserve.solver import TOL, RawSolution, SolverSettings
 

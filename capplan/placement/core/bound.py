@@ -4,14 +4,16 @@ Items occupy what they hold on each GPU model (their GPUs, share or MIG slice th
 their workload's value (:meth:`~capplan.model.problem.Problem.replica_value`), wherever they land.
 
 Every plan packs each GPU with replicas whose per-GPU demand fits in one GPU (``UNITS_PER_GPU``
-units): a whole GPU, shares summing to at most one GPU, or MIG instances using at most all
-compute slices. Dropping everything that ties GPUs together (nodes, topology, gangs, MIG
-geometry, GPU memory, isolation, power) but keeping the GPU models and the host CPU and memory
-of all nodes of a model in aggregate gives a relaxation whose optimum bounds every plan's
-objective: an LP over packing *patterns* of one GPU (Gilmore-Gomory), with interchangeable
-replicas and GPUs aggregated into counts. Patterns are generated on demand (column
-generation) and priced by an exact unbounded knapsack. If time runs out before no pattern
-improves, the Lagrangian (Farley) correction keeps the value a valid bound.
+units): a whole GPU or shares summing to at most one GPU, or else (a GPU runs in one mode) MIG
+instances forming a valid layout of the model (memory slices at allowed starts without overlap,
+counts, compute slices: :mod:`capplan.placement.core.miglayouts`). Dropping everything that ties
+GPUs together (nodes, topology, gangs, GPU memory, isolation, power) but keeping the GPU models and
+the host CPU and memory of all nodes of a model in aggregate gives a relaxation whose optimum
+bounds every plan's objective: an LP over packing *patterns* of one GPU (Gilmore-Gomory), with
+interchangeable replicas and GPUs aggregated into counts. Patterns are generated on demand
+(column generation) and priced by an exact unbounded knapsack (whole GPUs and shares) or by
+enumerating the model's maximal MIG layouts. If time runs out before no pattern improves, the
+Lagrangian (Farley) correction keeps the value a valid bound.
 
 Each priority is bounded on its own: its replicas alone on the whole fleet, which bounds that
 component of any plan's objective whatever the other priorities place.
@@ -25,11 +27,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
 
+from capplan.model.catalog import GpuModel
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import UNITS_PER_GPU
+from capplan.placement.core.highs import ColumnLP
+from capplan.placement.core.miglayouts import mig_layouts, most_alone
 
 _EPS = 1e-7
 _SLACK_PENALTY = 1e4  # per unit of a floor left unmet (a unit is a GPU's 1/UNITS_PER_GPU; weights are <= 1)
@@ -55,18 +58,23 @@ class Bound:
     seconds: float
 
 
+#: What an item holds on one GPU of a bin type: ("u", units) for a whole GPU or a share (packed by
+#: units), ("m", profile name) for a MIG instance (packed by the model's valid MIG layouts).
+Slot = tuple[str, int | str]
+
+
 @dataclass
 class _Items:
-    sizes: list[dict[int, int]]  # per item type: model id -> units held per GPU slot
+    sizes: list[dict[int, Slot]]  # per item type: bin type -> what it holds per GPU slot
     count: list[int]  # GPU slots
     value: list[int]  # per slot: the replica's value (Problem.replica_value) per GPU slot
     cpu: list[int]  # per slot
     mem: list[int]
 
 
-def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> tuple[dict[int, int], int]:
-    """Units per GPU slot of ``w`` on each bin type, and GPU slots per replica."""
-    sizes: dict[int, int] = {}
+def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> tuple[dict[int, Slot], int]:
+    """What ``w`` holds per GPU slot on each bin type, and GPU slots per replica."""
+    sizes: dict[int, Slot] = {}
     slots = 1
     allowed = None if w.gpu_models is None else set(p.allowed_models(w))
     per_model: dict[str, object] = {}
@@ -79,28 +87,32 @@ def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> t
         if not isinstance(d, Demand) or d.kind == "none" or (d.kind == "whole" and d.gpus > max_gpus[b]):
             continue
         slots = d.gpus if d.kind == "whole" else 1
-        sizes[b] = UNITS_PER_GPU if d.kind == "whole" else d.units
+        if d.kind == "mig" and d.profile is not None:
+            sizes[b] = ("m", d.profile.name)
+        else:
+            sizes[b] = ("u", UNITS_PER_GPU if d.kind == "whole" else d.units)
     return sizes, slots
 
 
 def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int],
            of: dict[str, int] | None = None) -> _Items:
     """Item types of ``ws`` (filling ``of``: workload name -> item type index, when given)."""
-    groups: dict[tuple[tuple[tuple[int, int], ...], int, int, int], int] = defaultdict(int)
-    key_of: dict[str, tuple[tuple[tuple[int, int], ...], int, int, int]] = {}
-    memo: dict[tuple[object, ...], tuple[dict[int, int], int]] = {}
+    groups: dict[tuple[tuple[tuple[int, Slot], ...], int, int, int], int] = defaultdict(int)
+    key_of: dict[str, tuple[tuple[tuple[int, Slot], ...], int, int, int]] = {}
+    memo: dict[tuple[object, ...], tuple[tuple[tuple[int, Slot], ...], int]] = {}
     for w in ws:
         shape = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.gpu_models)
-        if shape not in memo:
-            memo[shape] = _sizes(p, w, models, max_gpus)
-        sizes, slots = memo[shape]
-        if not sizes:
+        found = memo.get(shape)
+        if found is None:
+            sizes, slots = _sizes(p, w, models, max_gpus)
+            found = memo[shape] = (tuple(sorted(sizes.items())), slots)
+        size_key, slots = found
+        if not size_key:
             continue
-        cpu = (w.cpu_milli // slots) // _CPU_GRID * _CPU_GRID
-        mem = (w.memory_mib // slots) // _MEM_GRID * _MEM_GRID
-        value = p.replica_value(w) // slots
-        groups[(tuple(sorted(sizes.items())), cpu, mem, value)] += w.replicas * slots
-        key_of[w.name] = (tuple(sorted(sizes.items())), cpu, mem, value)
+        key = (size_key, (w.cpu_milli // slots) // _CPU_GRID * _CPU_GRID,
+               (w.memory_mib // slots) // _MEM_GRID * _MEM_GRID, p.replica_value(w) // slots)
+        groups[key] += w.replicas * slots
+        key_of[w.name] = key
     keys = sorted(groups)
     if of is not None:
         pos = {k: i for i, k in enumerate(keys)}
@@ -140,11 +152,29 @@ def _knapsack(sizes: np.ndarray, values: np.ndarray, cap: int) -> tuple[float, d
     return float(dp[c]), dict(pattern)
 
 
+def _mig_patterns(model: GpuModel, names: list[str]) -> np.ndarray:
+    """(layouts, len(names)) instances of each profile of ``names`` in every maximal layout of ``model``."""
+    idx = {pr.name: i for i, pr in enumerate(model.profiles)}
+    lays = mig_layouts(model)
+    out = np.zeros((len(lays), len(names)), dtype=np.int64)
+    for r, lay in enumerate(lays):
+        for c, name in enumerate(names):
+            if name in idx:
+                out[r, c] = lay.counts[idx[name]]
+    return out
+
+
 def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: list[int],
                  deadline: float, weight: list[float] | None = None,
                  floors: list[tuple[list[int], float]] | None = None,
+                 gpu_models: list[GpuModel | None] | None = None,
                  ) -> tuple[float, bool, dict[tuple[int, int], float]]:
     """Column generation for items over GPU bin types.
+
+    A GPU pattern holds either whole GPUs and shares (at most ``UNITS_PER_GPU`` units: an
+    unbounded knapsack prices them) or MIG instances forming one valid layout of the bin type's
+    model (``gpu_models``, :func:`~capplan.placement.core.miglayouts.mig_layouts`: priced by
+    enumeration), never both: a GPU runs in one mode.
 
     ``weight`` (default all 1) weighs each item type's units in the objective; each
     ``(item types, units)`` of ``floors`` requires at least that many units of those items placed.
@@ -160,19 +190,33 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
     weight = weight if weight is not None else [1.0] * len(items.count)
     floors = floors or []
     nb = len(n_bins)
-    # Distinct sizes per model (the rows that link items to patterns).
-    size_rows: list[dict[int, int]] = [dict() for _ in range(nb)]
+    # Distinct slots per model (the rows that link items to patterns).
+    size_rows: list[dict[Slot, int]] = [dict() for _ in range(nb)]
     for it in items.sizes:
         for b, s in it.items():
             size_rows[b].setdefault(s, len(size_rows[b]))
     xs = [(i, b) for i, it in enumerate(items.sizes) for b in it if n_bins[b] > 0]
     if not xs:
         return 0.0, True, {}
-    patterns: list[tuple[int, dict[int, int]]] = []  # (model, size -> copies)
+    mig_of: list[tuple[list[Slot], np.ndarray] | None] = []  # per model: MIG slots, layouts x slots
+    for b in range(nb):
+        names = [s for s in size_rows[b] if s[0] == "m"]
+        model = gpu_models[b] if gpu_models is not None else None
+        if names and model is None:
+            raise ValueError("MIG items need the bin types' GPU models")
+        mig_of.append((names, _mig_patterns(model, [str(x[1]) for x in names]))
+                      if names and model is not None else None)
+    patterns: list[tuple[int, dict[Slot, int]]] = []  # (model, slot -> copies)
     for b in range(nb):
         for s in size_rows[b]:
             if n_bins[b] > 0:
-                patterns.append((b, {s: UNITS_PER_GPU // s}))
+                if s[0] == "m":
+                    model = gpu_models[b] if gpu_models is not None else None
+                    assert model is not None
+                    pi = next(k for k, pr in enumerate(model.profiles) if pr.name == s[1])
+                    patterns.append((b, {s: most_alone(model, pi)}))
+                else:
+                    patterns.append((b, {s: UNITS_PER_GPU // int(s[1])}))
     n_items = len(items.count)
     link0 = n_items
     link_off = []
@@ -213,46 +257,65 @@ def _bound_items(items: _Items, n_bins: list[int], cpu_cap: list[int], mem_cap: 
             vals.append(-float(items.value[i]))
     converged = False
     value = float("inf")
-    while True:
-        prow, pcol, pval = list(rows), list(cols), list(vals)
-        nx = n_slack + len(xs)
-        for k, (b, pat) in enumerate(patterns):
+    lp = ColumnLP(rhs)
+    lp.add_entries(-np.array(cost), rows, cols, vals)
+    nx = n_slack + len(xs)
+
+    def add_patterns(new: list[tuple[int, dict[Slot, int]]]) -> None:
+        prow: list[int] = []
+        pcol: list[int] = []
+        pval: list[float] = []
+        for k, (b, pat) in enumerate(new):
             for s, a in pat.items():
                 prow.append(link_off[b] + size_rows[b][s])
-                pcol.append(nx + k)
+                pcol.append(k)
                 pval.append(-float(a))
             prow.append(bins0 + b)
-            pcol.append(nx + k)
+            pcol.append(k)
             pval.append(1.0)
-        a_ub = coo_matrix((pval, (prow, pcol)), shape=(n_rows, nx + len(patterns))).tocsr()
-        left = deadline - time.perf_counter()
-        res = linprog(np.array(cost + [0.0] * len(patterns)), A_ub=a_ub, b_ub=rhs, bounds=(0, None),
-                      method="highs", options={"time_limit": max(0.01, left)})
-        if res.status != 0:  # out of time before a first LP optimum (or a solver failure): claim nothing new
+        lp.add_entries(np.zeros(len(new)), prow, pcol, pval)
+
+    add_patterns(patterns)
+    while True:
+        res = lp.solve(max(0.01, deadline - time.perf_counter()))
+        if res.status != "optimal":  # out of time before a first LP optimum (or a solver failure): claim nothing new
             return value, False, {}
         primal = {xs[j]: float(v) for j, v in enumerate(res.x[n_slack:nx]) if v > 1e-9}
-        duals = -np.asarray(res.ineqlin.marginals)
-        lp = -float(res.fun)
+        duals = res.duals
+        lp_value = res.value
         # Price one pattern per model; the Farley correction bounds the full LP at any iteration.
-        extra, added = 0.0, 0
+        extra = 0.0
+        new: list[tuple[int, dict[Slot, int]]] = []
         for b in range(nb):
             if n_bins[b] == 0 or not size_rows[b]:
                 continue
-            sizes = np.array(list(size_rows[b]), dtype=np.int64)
-            pi = np.array([duals[link_off[b] + r] for r in size_rows[b].values()])
-            best, pick = _knapsack(sizes, pi, UNITS_PER_GPU)
+            flat = [s for s in size_rows[b] if s[0] == "u"]
+            best, col = 0.0, {}
+            if flat:
+                sizes = np.array([int(s[1]) for s in flat], dtype=np.int64)
+                price = np.array([duals[link_off[b] + size_rows[b][s]] for s in flat])
+                best, pick = _knapsack(sizes, price, UNITS_PER_GPU)
+                col = {flat[j]: c for j, c in pick.items()}
+            mig = mig_of[b]
+            if mig is not None and mig[1].size:
+                names, lay = mig
+                worth = lay @ np.array([duals[link_off[b] + size_rows[b][s]] for s in names])
+                r = int(np.argmax(worth))
+                if worth[r] > best:
+                    best = float(worth[r])
+                    col = {s: int(c) for s, c in zip(names, lay[r].tolist(), strict=True) if c}
             rc = best - duals[bins0 + b]
             if rc > 1e-9:
                 extra += n_bins[b] * rc
             if rc > 1e-6 * max(1.0, duals[bins0 + b]):
-                patterns.append((b, {int(sizes[j]): c for j, c in pick.items()}))
-                added += 1
-        value = min(value, lp + extra)
-        if added == 0:
+                new.append((b, col))
+        value = min(value, lp_value + extra)
+        if not new:
             converged = True
             break
         if time.perf_counter() > deadline:
             break
+        add_patterns(new)
     return value, converged, primal
 
 
@@ -273,6 +336,10 @@ class BinTypes:
         keys = sorted(groups)
         return cls(keys=keys, nodes=[groups[k] for k in keys])
 
+    def models(self, p: Problem) -> list[GpuModel | None]:
+        """The catalog GPU model of each bin type."""
+        return [p.catalog.get(k[0]) for k in self.keys]
+
 
 def _solve(p: Problem, ws: list[Workload], types: BinTypes, deadline: float,
            of: dict[str, int] | None = None) -> tuple[_Items, float, bool, dict[tuple[int, int], float]]:
@@ -282,7 +349,7 @@ def _solve(p: Problem, ws: list[Workload], types: BinTypes, deadline: float,
     cpu_cap = [c * k[2] for c, k in zip(counts, types.keys, strict=True)]
     mem_cap = [c * k[3] for c, k in zip(counts, types.keys, strict=True)]
     items = _items(p, ws, models, [k[1] for k in types.keys], of)
-    return (items, *_bound_items(items, n_bins, cpu_cap, mem_cap, deadline))
+    return (items, *_bound_items(items, n_bins, cpu_cap, mem_cap, deadline, gpu_models=types.models(p)))
 
 
 def lp_assignment(p: Problem, ws: list[Workload], time_limit: float = 10.0) -> dict[str, dict[int, float]]:
@@ -382,7 +449,8 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
             floors = [([i for i, o in enumerate(owner) if o == x], achieved.get(x, 0) * (1 - 1e-9) - 1e-6)
                       for x in above]
             value, ok, _ = _bound_items(merged, n_bins, cpu_cap, mem_cap, deadline,
-                                        weight=[1.0 if o == q else 0.0 for o in owner], floors=floors)
+                                        weight=[1.0 if o == q else 0.0 for o in owner], floors=floors,
+                                        gpu_models=types.models(p))
             converged &= ok
             if value != float("inf"):
                 out[q] = min(out[q], max(achieved.get(q, 0), math.floor(value * (1 + 1e-9) + 1e-6)))

@@ -1,4 +1,4 @@
-"""An LP upper bound per priority stage: a capacity relaxation solved with HiGHS (via SciPy).
+"""An LP upper bound per priority stage: a capacity relaxation solved with HiGHS (:mod:`capplan.placement.core.highs`).
 
 CP-SAT's own bound on large models can stay at the trivial value for a long time. This
 relaxation keeps only what bounds the demand: replica counts, node CPU and memory, demand units
@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
 
 from capplan.model.problem import Workload
 from capplan.model.units import UNITS_PER_GPU
+from capplan.placement.core.highs import ColumnLP
 from capplan.placement.cpsat.constraints import SLOT_SHARE, power_budgets, slot_share
 from capplan.placement.cpsat.index import Index
 
@@ -141,16 +140,16 @@ def solve_lp(lp: Lp, obj: dict[int, float], time_limit: float | None = None) -> 
             cols.append(k)
             vals.append(v)
         rhs.append(b)
-    a = coo_matrix((vals, (rows, cols)), shape=(len(lp.rows), n)).tocsr()
     cost = np.zeros(n)
     for k, v in obj.items():
-        cost[k] = -v
-    options = {} if time_limit is None else {"time_limit": max(0.01, time_limit)}
-    res = linprog(cost, A_ub=a, b_ub=np.array(rhs), bounds=list(zip([0.0] * n, lp.ub, strict=True)),
-                  method="highs", options=options)
-    if res.status != 0:
+        cost[k] = v
+    col = ColumnLP(np.array(rhs, dtype=float))
+    col.add_entries(cost, rows, cols, vals)
+    col.set_upper(np.arange(n, dtype=np.int32), np.array(lp.ub, dtype=float))
+    res = col.solve(float("inf") if time_limit is None else max(0.01, time_limit))
+    if res.status != "optimal":
         return None
-    return float(-res.fun)
+    return res.value
 
 
 def stage_terms(ix: Index, c: dict[tuple[str, int], int],

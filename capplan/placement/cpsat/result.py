@@ -49,7 +49,8 @@ class Run:
 
 def bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, int],
            lp: bool = True, deadline: float | None = None) -> tuple[dict[int, int], bool]:
-    """Per-priority bound (lexicographic) and whether every priority stage was proven optimal.
+    """Per-priority bound (lexicographic) and whether the plan is proven optimal: every priority stage
+    proven, or every one but the last, whose bound the plan meets.
 
     Proven stages are bounded by their value; the first unproven one by the smaller of CP-SAT's
     bound and the LP capacity bound (:mod:`capplan.placement.cpsat.bound`); later ones by the trivial bound.
@@ -89,7 +90,10 @@ def bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, int
                 if b is not None:
                     cands.append(int(b))
         out[st.priority] = max(min(cands) // st.per_unit, got.get(st.priority, 0))
-        return out, False
+        # The last priority at its bound (every one above proven, replicas included): the plan's
+        # objective is proven although CP-SAT's own search did not close this stage.
+        last = st is [s for s in stages if s.priority is not None][-1]
+        return out, last and out[st.priority] <= got.get(st.priority, 0)
     return out, True
 
 

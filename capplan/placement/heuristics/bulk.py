@@ -26,9 +26,12 @@ from capplan.model.problem import Demand, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU
 from capplan.placement.heuristics.choose import Demands, _placement_masks, cpu_pod_cost
 from capplan.placement.heuristics.fleet import FREE, MIG, SHARED, WHOLE, Choice, FleetState
+from capplan.placement.heuristics.migpack import MigPacker
 from capplan.placement.heuristics.score import Scorer
 
 BIG = 1 << 30
+#: A stage of the MIG packer (see :meth:`BulkPlacer._evaluate`): None, "open" or ("fresh", layout id).
+Stage = str | tuple[str, int] | None
 
 
 class StampCache:
@@ -142,6 +145,15 @@ class BulkPlacer:
         self.cache = StampCache(st)
         self._groups: dict[tuple[int, int], np.ndarray] = {}
         self._slots: dict[tuple[str, int], MigSlot] = {}
+        self.packer: MigPacker | None = None
+        self._lay_slots: dict[tuple[int, int], list[tuple[int, MigSlot]]] = {}
+
+    def pack_mig(self, order: list[Workload]) -> None:
+        """Pack MIG instances geometry-aware (:mod:`~capplan.placement.heuristics.migpack`) for the
+        workloads of ``order`` (the placement order); without this call each GPU is filled with one
+        workload's instances at the lowest free starts. Not for per-node MIG strategies."""
+        if bulk_ok(self.st) and not self.st.p.single_mig and any(w.mig is not None for w in order):
+            self.packer = MigPacker(self.st, self.dem, order)
 
     # ------------------------------------------------------------ capacity
     def gpu_caps(self, w: Workload, d: Demand, idx: np.ndarray) -> np.ndarray:
@@ -154,14 +166,20 @@ class BulkPlacer:
             cap = _mig_fill(st, d.profile, d.units, _homogeneous(st, idx), idx)[0]
         return np.asarray(np.where(st.gpu_tenant_ok(w, idx), cap, 0))
 
-    def _evaluate(self, w: Workload, d: Demand, idx: np.ndarray) -> np.ndarray:
-        """(len(idx), 2): replicas each node takes at once, and the cost of one replica there."""
+    def _evaluate(self, w: Workload, d: Demand, idx: np.ndarray, stage: Stage = None) -> np.ndarray:
+        """(len(idx), 2): replicas each node takes at once, and the cost of one replica there.
+
+        ``stage`` (MIG with the packer): ``"open"`` counts only free slots of target layouts and
+        MIG GPUs without one; ``("fresh", layout)`` only free GPUs that would get that layout.
+        """
         st = self.st
         cap = np.where(st.node_ok(w, idx), BIG, 0)
         if w.cpu_milli:
             cap = np.minimum(cap, st.cpu[idx] // w.cpu_milli)
         if w.memory_mib:
             cap = np.minimum(cap, st.mem[idx] // w.memory_mib)
+        if stage is not None:
+            return self._evaluate_packed(w, d, idx, stage, cap)
         if d.kind == "whole":
             cap = np.minimum(cap, st.free_whole[idx] // max(d.gpus, 1))
             cost = self.scorer.whole(st, w, idx, d.gpus)
@@ -182,15 +200,57 @@ class BulkPlacer:
             cost = cpu_pod_cost(st, w, idx)
         return np.stack([cap.astype(np.float64), np.asarray(cost, dtype=np.float64)], axis=1)
 
-    def evaluate(self, w: Workload, d: Demand, group: Hashable, idx: np.ndarray) -> np.ndarray:
+    def _evaluate_packed(self, w: Workload, d: Demand, idx: np.ndarray, stage: Stage,
+                         cap: np.ndarray) -> np.ndarray:
+        """:meth:`_evaluate` for the packer's stages (``cap``: what CPU, memory and isolation allow)."""
+        st, pk = self.st, self.packer
+        assert pk is not None and d.profile is not None
+        s = int(pk.sig_of_model[int(st.model_id[idx[0]])]) if idx.size else -1
+        node_free = (UNITS_PER_GPU - st.used[idx]).sum(axis=1)
+        has_mig = (st.mode[idx] == MIG).any(axis=1)
+        if s < 0:
+            return np.stack([np.zeros(idx.size), np.zeros(idx.size)], axis=1)
+        pi = pk.profile_index(s, d.profile.name)
+        if stage == "open":
+            gcap = self._open_caps(w, d, idx, s, pi)
+            cap = np.minimum(cap, gcap.sum(axis=1))
+            cost = d.units * 1e10 + node_free * 1e3  # the smallest slice that serves first (least held)
+        else:
+            assert isinstance(stage, tuple)
+            lid = stage[1]
+            free = (st.exists[idx] & (st.mode[idx] == FREE) & ((st.fixed[idx] < 0) | (st.fixed[idx] == MIG))
+                    & st.gpu_tenant_ok(w, idx)).sum(axis=1)
+            size, per_gpu = int(pk.lay_size[lid]), int(pk.lay_counts[lid][pi])
+            if w.cpu_milli or w.memory_mib:
+                room = np.maximum(cap - pk.reserved(idx), 0)  # instances the host can still feed
+                free = np.minimum(free, room // max(size, 1))
+            cap = np.where(cap > 0, free * per_gpu, 0)
+            cost = (~has_mig) * 1e9 + node_free * 1e3
+        return np.stack([cap.astype(np.float64), np.asarray(cost, dtype=np.float64)], axis=1)
+
+    def _open_caps(self, w: Workload, d: Demand, idx: np.ndarray, s: int, pi: int) -> np.ndarray:
+        """(len(idx), G) instances of ``d`` each MIG GPU still takes: free slots of its target layout,
+        or (no target) what fits at any free start."""
+        st, pk = self.st, self.packer
+        assert pk is not None and d.profile is not None
+        t = pk.valid_targets(idx)
+        gcap = pk.open_slots(s, pi, idx)
+        bare = (t < 0) & (st.mode[idx] == MIG)  # MIG GPUs without a target (e.g. running instances)
+        rows = np.flatnonzero(bare.any(axis=1))
+        if rows.size:
+            loose = _mig_fill(st, d.profile, d.units, _homogeneous(st, idx), idx[rows])[0]
+            gcap[rows] = np.where(bare[rows], loose, gcap[rows])
+        return np.asarray(np.where(st.gpu_tenant_ok(w, idx), gcap, 0))
+
+    def evaluate(self, w: Workload, d: Demand, group: Hashable, idx: np.ndarray, stage: Stage = None) -> np.ndarray:
         """:meth:`_evaluate` for the nodes ``idx`` of ``group``, cached when ``group`` is not None."""
         if group is None:
-            return self._evaluate(w, d, idx)
+            return self._evaluate(w, d, idx, stage)
         prof = d.profile
         key = (group, d.kind, d.gpus, d.fraction_milli, d.memory_mib, d.units,
                (prof.name, prof.memory_slices, tuple(prof.starts), prof.max_count) if prof else None,
-               w.cpu_milli, w.memory_mib, w.tenant, w.isolation)
-        return self.cache.get(key, idx, lambda s: self._evaluate(w, d, s), 2)
+               w.cpu_milli, w.memory_mib, w.tenant, w.isolation, stage)
+        return self.cache.get(key, idx, lambda x: self._evaluate(w, d, x, stage), 2)
 
     def groups(self, w: Workload, per: list[Demand | None],
                idx: np.ndarray | None) -> list[tuple[int, Hashable, np.ndarray]]:
@@ -226,12 +286,54 @@ class BulkPlacer:
     # ---------------------------------------------------------------- fill
     def place(self, w: Workload, per: list[Demand | None], n: int, idx: np.ndarray | None) -> list[Choice]:
         """Place up to ``n`` replicas of ``w`` on nodes ``idx`` (None: all eligible), best first, each filled."""
+        if self.packer is not None and w.mig is not None and n > 0:
+            return self._place_packed(w, per, n, idx)
+        return self._fill(w, per, n, idx)
+
+    def _place_packed(self, w: Workload, per: list[Demand | None], n: int, idx: np.ndarray | None) -> list[Choice]:
+        """MIG placement with the packer: free target slots, then fresh GPUs by the layout plan, then any start."""
+        pk = self.packer
+        assert pk is not None
+        pk.begin(w)
+        out = self._fill(w, per, n, idx, "open")
+        held = {int(pk.sig_of_model[m]): x.units for m, x in enumerate(per) if x is not None}
+        # Geometries whose instance holds least first (the smallest slice that serves).
+        sigs = sorted({int(pk.sig_of_model[m]) for m, _, _ in self.groups(w, per, idx)} - {-1},
+                      key=lambda g: (held[g], g))
+        for s in sigs:
+            mids = [m for m, d in enumerate(per) if d is not None and d.profile is not None
+                    and int(pk.sig_of_model[m]) == s]
+            d0 = per[mids[0]]
+            assert d0 is not None and d0.profile is not None
+            pi = pk.profile_index(s, d0.profile.name)
+            only = [x if int(pk.sig_of_model[m]) == s else None for m, x in enumerate(per)]
+            while len(out) < n:
+                lid = pk.layout_for(s, pi, w.priority, n - len(out))
+                per_gpu = int(pk.lay_counts[lid][pi])
+                quota = pk.quota.get((s, w.priority))
+                left = float(quota[lid - pk.base[s]]) if quota is not None else 0.0
+                gpus = max(1, int(left + 1e-9))  # this round opens at most the layout's quota of GPUs
+                got = self._fill(w, only, min(n - len(out), gpus * per_gpu), idx, ("fresh", lid))
+                if not got:
+                    break
+                out += got
+        if len(out) < n:
+            got = self._fill(w, per, n - len(out), idx)
+            t = pk.target
+            for c in got:  # instances off their GPU's target: the GPU has no target any more
+                t[c.node, c.gpus[0]] = -1
+            out += got
+        return out
+
+    def _fill(self, w: Workload, per: list[Demand | None], n: int, idx: np.ndarray | None,
+              stage: Stage = None) -> list[Choice]:
+        """Rank nodes by the cost of one replica and fill each to capacity (see :meth:`_evaluate` for ``stage``)."""
         st = self.st
         parts = []
         for m, gkey, sub in self.groups(w, per, idx):
             d = per[m]
             assert d is not None
-            ev = self.evaluate(w, d, gkey, sub)
+            ev = self.evaluate(w, d, gkey, sub, stage)
             keep = ev[:, 0] > 0
             if keep.any():
                 parts.append((sub[keep], ev[keep]))
@@ -255,10 +357,84 @@ class BulkPlacer:
             i = int(nodes[j])
             d = per[int(st.model_id[i])]
             assert d is not None
-            got = self._node_choices(w, d, i, k)
+            got = self._node_choices(w, d, i, k) if stage is None else self._packed_choices(w, d, i, k, stage)
             st.apply_many(w, d, got)
             out += got
         return out
+
+    def _slot(self, name: str, start: int) -> MigSlot:
+        slot = self._slots.get((name, start))
+        if slot is None:
+            slot = self._slots[(name, start)] = MigSlot(profile=name, start=start)
+        return slot
+
+    def _packed_choices(self, w: Workload, d: Demand, i: int, k: int, stage: Stage) -> list[Choice]:
+        """``k`` MIG placements on node ``i`` for a packer stage (known to fit)."""
+        st, pk = self.st, self.packer
+        prof = d.profile
+        assert pk is not None and prof is not None and stage is not None
+        s = int(pk.sig_of_model[int(st.model_id[i])])
+        pi = pk.profile_index(s, prof.name)
+        one = np.array([i], dtype=np.int64)
+        width = (1 << prof.memory_slices) - 1
+        out: list[Choice] = []
+        if stage == "open":
+            t = pk.valid_targets(one)[0].tolist()
+            ok = st.gpu_tenant_ok(w, one)[0].tolist()
+            masks = st.mig_mask[i].tolist()
+            # Free slots of the targets first (plain integers: at most a few GPUs and slots).
+            for gi, lid in enumerate(t):
+                if lid < 0 or not ok[gi]:
+                    continue
+                for x, slot in self._layout_slots(lid, pi, prof.name):
+                    if not masks[gi] & (width << x):
+                        out.append(Choice(node=i, gpus=(gi,), slot=slot))
+                        if len(out) == k:
+                            return out
+            if not any(lid < 0 and mode == MIG for lid, mode in zip(t, st.mode[i].tolist(), strict=True)):
+                return out
+            # MIG GPUs without a target: the start that keeps the most placements free.
+            gcap = self._open_caps(w, d, one, s, pi)[0]
+            model = st.models[int(st.model_id[i])]
+            assert model is not None
+            allm = _placement_masks(model).tolist()
+            for gi in np.flatnonzero(gcap > 0).tolist():
+                if t[gi] >= 0:
+                    continue
+                want = min(int(gcap[gi]), k - len(out))
+                state = (int(st.mig_mask[i, gi]), int(st.used[i, gi]),
+                         int(st.prof_count[i, gi, st.prof_index[prof.name]]))
+                starts = _mig_starts(prof, d.units, state, want, allm)
+                if len(starts) < want:
+                    low = _mig_starts(prof, d.units, state, want, None)
+                    starts = low if len(low) > len(starts) else starts
+                out += [Choice(node=i, gpus=(gi,), slot=self._slot(prof.name, x)) for x in starts]
+                if len(out) == k:
+                    break
+            return out
+        assert isinstance(stage, tuple)
+        lid = stage[1]
+        slots = [slot for _, slot in self._layout_slots(lid, pi, prof.name)]
+        free = np.flatnonzero(st.exists[i] & (st.mode[i] == FREE) & ((st.fixed[i] < 0) | (st.fixed[i] == MIG))
+                              & st.gpu_tenant_ok(w, one)[0]).tolist()
+        opened = 0
+        for gi in free:
+            if len(out) == k:
+                break
+            pk.target[i, gi] = lid
+            opened += 1
+            out += [Choice(node=i, gpus=(gi,), slot=x) for x in slots[:k - len(out)]]
+        pk.opened(lid, w.priority, opened)
+        return out
+
+    def _layout_slots(self, lid: int, pi: int, name: str) -> list[tuple[int, MigSlot]]:
+        """(start, slot) of profile ``pi``'s places in layout ``lid``."""
+        got = self._lay_slots.get((lid, pi))
+        if got is None:
+            assert self.packer is not None
+            got = self._lay_slots[(lid, pi)] = [(x, self._slot(name, x)) for p, x in self.packer.lay_slots[lid]
+                                                if p == pi]
+        return got
 
     def _node_choices(self, w: Workload, d: Demand, i: int, k: int) -> list[Choice]:
         """``k`` placements of ``w`` on node ``i`` (known to fit)."""

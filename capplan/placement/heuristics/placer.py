@@ -194,7 +194,7 @@ class FleetPlacer:
             d = per[m]
             return d.units if d is not None else 0
 
-        models = sorted({int(m) for m in st.model_id[eligible]}, key=lambda m: (held(m), m))
+        models = sorted(np.unique(st.model_id[eligible]).tolist(), key=lambda m: (held(m), m))
         if running_nodes:
             models = [m for m in models if m in {int(st.model_id[i]) for i in running_nodes}]
         for m in models:  # one GPU model per gang: the model holding least first

@@ -48,6 +48,8 @@ def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = N
     """
     st = st or FleetState(p)
     placer = FleetPlacer(st, make_scorer(score, p, st))
+    todo = order if order is not None else batch_order(p, seed=seed)
+    placer.bulk.pack_mig(todo)  # MIG instances packed by a layout plan for this order's demand
     cl = p.cluster
     assignments = list(p.running)
     running: dict[str, list[Assignment]] = {}
@@ -58,7 +60,7 @@ def place(p: Problem, score: ScoreName = "fgd", order: list[Workload] | None = N
     # of the same shape cannot fit either and is not tried (most of a trace's leftovers, at no cost).
     full: set[tuple[object, ...]] = set()
     late: list[Unplaced] = []
-    for k, w in enumerate(order if order is not None else batch_order(p, seed=seed)):
+    for k, w in enumerate(todo):
         if deadline is not None and placer.switched_at is None and time.perf_counter() > deadline:
             placer.use_scorer(BestFit())
             placer.switched_at = k

@@ -138,16 +138,22 @@ class Pricer:
         self._tables: dict[tuple[object, ...], ShareTable] = {}
         self._whole = [[i for i, s in enumerate(shapes) if s.gpus and t in s.types] for t in range(len(types))]
         self._share = [[i for i, s in enumerate(shapes) if not s.gpus and t in s.types] for t in range(len(types))]
+        #: replicas of each shape a pattern may hold (all of them unless :meth:`start` says otherwise)
+        self.caps = [len(s.replicas) for s in shapes]
 
-    def start(self) -> None:
-        """Forget cached share tables (call when the shape values change)."""
-        self._tables = {}
+    def start(self, caps: list[int] | None = None, same_values: bool = False) -> None:
+        """Forget cached share tables (call when the shape values change; ``same_values`` keeps them
+        when only ``caps`` changed); ``caps`` limits the replicas of each shape a pattern may hold
+        (default: all the shape's replicas)."""
+        if not same_values:
+            self._tables = {}
+        self.caps = list(caps) if caps is not None else [len(s.replicas) for s in self.shapes]
 
     def _table(self, t: int, free: int, vals: FloatArr) -> ShareTable:
-        share = tuple(i for i in self._share[t] if vals[i] > 0)
-        key = (free, share)
+        share = tuple(i for i in self._share[t] if vals[i] > 0 and self.caps[i] > 0)
+        key = (free, share, tuple(self.caps[i] for i in share))
         if key not in self._tables:
-            cands = [(i, self.shapes[i].units, self.cl[i], float(vals[i]), len(self.shapes[i].replicas))
+            cands = [(i, self.shapes[i].units, self.cl[i], float(vals[i]), self.caps[i])
                      for i in share]
             self._tables[key] = share_table(cands, free, self.unit, self.levels)
         return self._tables[key]
@@ -160,7 +166,7 @@ class Pricer:
         whole: dict[int, tuple[FloatArr, npt.NDArray[np.int64]]] = {}
         for i in self._whole[t]:
             s = self.shapes[i]
-            if vals[i] > 0 and self.cl[i] <= c_max:
+            if vals[i] > 0 and self.cl[i] <= c_max and self.caps[i] > 0:
                 if s.gpus not in whole:
                     whole[s.gpus] = (np.full(n, _NEG), np.full(n, -1, dtype=np.int64))
                 arr = whole[s.gpus]
@@ -229,7 +235,7 @@ class Pricer:
         kept = []
         for s, gp in sorted(items, key=lambda x: -vals[x[0]]):
             seen[s] = seen.get(s, 0) + 1
-            if seen[s] <= len(self.shapes[s].replicas):
+            if seen[s] <= self.caps[s]:
                 kept.append((s, gp))
         mem = sum(self.shapes[s].mem for s, _ in kept)
         if mem > nt.mem:
@@ -263,7 +269,7 @@ class Pricer:
                 break
             if t not in sh.types:
                 continue
-            while used.get(s, 0) < len(sh.replicas) and sh.cpu <= cpu and sh.mem <= mem:
+            while used.get(s, 0) < self.caps[s] and sh.cpu <= cpu and sh.mem <= mem:
                 if sh.gpus:
                     gp: list[int] = [g for g in range(nt.n_whole) if idle[g]][:sh.gpus]
                     if len(gp) < sh.gpus:

@@ -134,6 +134,10 @@ def shapes(p: Problem, todo: list[tuple[Workload, int]], types: list[NodeType]) 
     groups: dict[tuple[object, ...], Shape] = {}
     out: list[Shape] = []
     memo: dict[tuple[object, ...], tuple[int, int, frozenset[int]]] = {}
+    fit_memo: dict[tuple[object, ...], frozenset[int]] = {}
+    last: Workload | None = None
+    fits: frozenset[int] = frozenset()
+    key: tuple[object, ...] = ()
     for w, r in todo:
         sig = (w.gpus, w.gpu_fraction, w.gpu_models)
         if sig not in memo:
@@ -147,13 +151,18 @@ def shapes(p: Problem, todo: list[tuple[Workload, int]], types: list[NodeType]) 
                 ok += [t for t in ts if (gpus <= types[t].n_whole if gpus else
                                          any(s.share_ok and s.free >= units for s in types[t].slots))]
             memo[sig] = (gpus, units, frozenset(ok))
-        gpus, units, ok_types = memo[sig]
-        fits = frozenset(t for t in ok_types if types[t].cpu >= w.cpu_milli and types[t].mem >= w.memory_mib)
-        if not fits:
-            continue
-        key = (w.cpu_milli, w.memory_mib, gpus, units, fits)
-        if key not in groups:
-            groups[key] = Shape(cpu=w.cpu_milli, mem=w.memory_mib, gpus=gpus, units=units, types=fits)
-            out.append(groups[key])
-        groups[key].replicas.append((w, r))
+        if w is not last:  # the replicas of a workload come together: its shape is found once
+            last = w
+            gpus, units, ok_types = memo[sig]
+            cpu, mem = w.cpu_milli, w.memory_mib
+            fkey = (sig, cpu, mem)
+            if fkey not in fit_memo:
+                fit_memo[fkey] = frozenset(t for t in ok_types if types[t].cpu >= cpu and types[t].mem >= mem)
+            fits = fit_memo[fkey]
+            key = (cpu, mem, gpus, units, fits)
+            if fits and key not in groups:
+                groups[key] = Shape(cpu=cpu, mem=mem, gpus=gpus, units=units, types=fits)
+                out.append(groups[key])
+        if fits:
+            groups[key].replicas.append((w, r))
     return out

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import time
 
-from capplan.model.plan import Assignment, Plan
+from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import MILLI
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.progress import plan_event
 from capplan.placement.heuristics.placer import batch_order
-from capplan.placement.heuristics.run import place, plan_heuristic
+from capplan.placement.heuristics.run import LATE, place, plan_heuristic
 from capplan.placement.patterns.master import MasterResult, solve_master
 from capplan.placement.patterns.pricing import Pricer, grids
 from capplan.placement.patterns.shapes import Shape, covered, node_types, shapes
@@ -83,6 +83,10 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
                                         for r in range(w.replicas) if (w.name, r) not in done]
     # However little time is left, the pattern model runs (its first LP rounded down is a plan, and it is
     # the fast part: the best-fit fill after it costs far more per replica and is what a hard stop cuts).
+    post = reserve(p, tl, SUMMARY_COST)
+    # The bound first (it does not depend on the plan), with at most a fifth of the time left.
+    now = time.perf_counter()
+    bound = upper_bound(p, time_limit=max(0.05, min(0.2 * (end - now), end - post - now)))
     types = node_types(p, first)
     shp = shapes(p, todo, types) if types else []
     stats: dict[str, object] = {}
@@ -90,27 +94,32 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
     if shp:
         step, unit = grids(types, shp)
         pricer = Pricer(types, shp, step, unit)
-        # Of the time left, column generation gets a quarter and the integer master 15%; the rest
-        # is for the final fill, the bound and the plan's summary, which must end by the limit.
-        left = max(0.0, end - time.perf_counter())
-        res = solve_master(types, shp, pricer, deadline=time.perf_counter() + 0.25 * left,
-                           mip_seconds=0.15 * left, seed=options.seed)
+        # Of the time left, column generation gets up to half (it stops when it converges) and the
+        # integer pattern counts 60% of what is left after it; the rest is for the final fill and the
+        # plan's summary, which must end by the limit.
+        now = time.perf_counter()
+        cg_end = now + 0.5 * max(0.0, end - post - now)
+        res = solve_master(types, shp, pricer, deadline=cg_end, end=end - post, seed=options.seed)
         assignments += realise(p, shp, res, [t.nodes for t in types], [t.gpu_index for t in types])
         stats = {"pattern_lp_gpus": round(res.lp_value, 3), "pattern_mip_gpus": round(res.mip_value, 3),
                  "pattern_columns": res.columns, "pattern_iterations": res.iterations,
-                 "pattern_lp_converged": res.converged, "node_types": len(types), "shapes": len(shp)}
+                 "pattern_lp_converged": res.converged, "pattern_search_steps": res.lns_steps,
+                 "node_types": len(types), "shapes": len(shp)}
     # Whatever is left (replicas the MIP left out, CPU-only pods) goes where there is still room. The
     # assignments come from the heuristic and the realised patterns: the problem is not checked again.
     rest = Problem.model_construct(cluster=p.cluster, workloads=p.workloads, running=tuple(assignments),
                                    catalog=p.catalog)
     placed = {a.key for a in assignments}
     left_ws = [w for w in p.workloads if any((w.name, r) not in placed for r in range(w.replicas))]
-    # The fill may use the time left but the plan assembly's expected cost and a tenth of the limit
-    # (for the bound); workloads it does not reach are reported as such.
-    post = reserve(p, tl, SUMMARY_COST)
-    final, unplaced, _ = place(rest, "bestfit", order=batch_order(rest, left_ws, seed=options.seed),
-                               seed=options.seed, stop=end - post - 0.1 * tl)
-    bound = upper_bound(p, time_limit=max(0.05, min(0.25 * tl, end - post - time.perf_counter())))
+    # The fill may use the time left but the plan assembly's expected cost; workloads it does not
+    # reach are reported as such.
+    if time.perf_counter() < end - post:
+        final, unplaced, _ = place(rest, "bestfit", order=batch_order(rest, left_ws, seed=options.seed),
+                                   seed=options.seed, stop=end - post)
+    else:  # what the fill would say without trying any workload (and without building its fleet state)
+        final = assignments
+        unplaced = [Unplaced(workload=w.name, replicas=tuple(r for r in range(w.replicas) if (w.name, r) not in placed),
+                             reason=LATE) for w in left_ws]
     plan = make_plan(p, "patterns", final, unplaced, bound=bound.per_priority, seconds=time.perf_counter() - t0,
                      seed=options.seed, extra_metrics={**stats, "bound_seconds": round(bound.seconds, 3),
                                                        "bound_exact": bound.converged})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,8 @@ def _master(p: Problem) -> Any:
     types = node_types(p, [])
     shp = shapes(p, todo, types)
     step, unit = grids(types, shp)
-    return solve_master(types, shp, Pricer(types, shp, step, unit), deadline=float("inf"), mip_seconds=5), shp
+    return solve_master(types, shp, Pricer(types, shp, step, unit), deadline=float("inf"),
+                        end=time.perf_counter() + 5), shp
 
 
 def _cpu_pairing() -> Problem:
