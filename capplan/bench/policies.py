@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from capplan.bench.frag import FragModel, TypicalPods
-from capplan.bench.sim import MILLI, Fleet, FloatArr, Pod, PodTable, Policy, SimState, best_fit_gpus
+from capplan.bench.sim import MILLI, Fleet, FloatArr, IntArr, Pod, PodTable, Policy, SimState, best_fit_gpus
 from capplan.model.errors import InputError
 
 MAX_SPEC_CPU = 128_000  # normalisers of the authors' simulator (milli-CPU, milli-GPU)
@@ -183,51 +183,119 @@ def _sigmoid_score(delta: np.ndarray) -> FloatArr:
     return np.trunc(100.0 / (1.0 + np.exp(-delta / 1000.0)))
 
 
+class _Scores:
+    """Cached scores of one pod shape: per node the score, the chosen GPU and the node version used."""
+
+    __slots__ = ("gpu", "score", "ver")
+
+    def __init__(self, n: int) -> None:
+        self.score = np.full(n, -1.0)
+        self.gpu = np.zeros(n, dtype=np.int64)
+        self.ver = np.full(n, -1, dtype=np.int64)
+
+
+MAX_SHAPES = 1024  # cached pod shapes per run (the oldest is dropped beyond); a trace has a few hundred
+
+
 class FGDPolicy:
     """Fragmentation gradient descent: the node (and GPU) whose fragmentation grows least.
 
     Fragmentation is measured against the workload's typical pod shapes (:mod:`capplan.bench.frag`);
     the score is upstream's truncated ``100 * sigmoid(decrease / 1000)``. For a share the GPU is
     the first one reaching the node's best score.
+
+    A node's score depends only on that node's occupancy and the pod's shape, so scores are cached
+    per pod shape (CPU, memory, GPU count, milli-GPU, accepted models) together with the version of
+    every node they were computed from; ``observe`` bumps the changed node's version and the next
+    pod of a shape rescores only the nodes changed since that shape was last scored. Every state
+    change must therefore be reported through ``observe`` (the simulator does, rollbacks included).
+    Infeasible nodes score -1. The returned scores are a read-only view of the cache.
     """
 
     def __init__(self, ctx: PolicyContext) -> None:
         self.typical = ctx.typical
         self.model: FragModel | None = None
-        self.best_gpu: np.ndarray | None = None
+        self.ver = np.zeros(len(ctx.fleet.cpu), dtype=np.int64)
+        self.frag = np.zeros(0)
+        self.cache: dict[tuple[int, int, int, int, tuple[str, ...]], _Scores] = {}
+        self.last: _Scores | None = None
+        self.started = False
+        self.states: dict[bytes, int] = {}
+        self.sid = np.zeros(0, dtype=np.int64)
+        self._model(SimState.empty(ctx.fleet))  # start-up work; redone if the first state is not empty
+        self.started = True  # until the first pod: the model above was built for an empty cluster
 
     def _model(self, state: SimState) -> FragModel:
-        if self.model is None:
+        if self.model is None or (self.started and not self._is_empty(state)):
+            self.started = False
             self.model = FragModel(self.typical, state)
+            self.frag = self.model.node_frag(state)
+            self.sid = np.array([self._state_id(state, i) for i in range(len(self.ver))], dtype=np.int64)
         return self.model
 
+    @staticmethod
+    def _is_empty(state: SimState) -> bool:
+        return state.used_milli == 0 and bool((state.cpu_left == state.fleet.cpu).all()) and \
+            bool((state.mem_left == state.fleet.mem).all())
+
+    def _state_id(self, state: SimState, node: int) -> int:
+        """A number per distinct scoring-relevant node state (model, free CPU, free milli per slot)."""
+        # bytes, not a tuple: not tracked by the garbage collector, so the table adds nothing to its pauses
+        key = b"%s|%d|" % (state.fleet.model[node].encode(), state.cpu_left[node]) + state.gpu_left[node].tobytes()
+        return self.states.setdefault(key, len(self.states))
+
     def score(self, state: SimState, pod: Pod) -> FloatArr:
-        """Score every node by the (truncated, squashed) decrease of its fragmentation."""
+        """Score every node by the (truncated, squashed) decrease of its fragmentation; -1 if infeasible."""
+        self._model(state)
+        self.started = False
+        key = (pod.cpu, pod.mem, pod.num, pod.milli, pod.spec)
+        entry = self.cache.pop(key, None)  # re-inserted last: the dict keeps the least recent first
+        if entry is None:
+            entry = _Scores(len(self.ver))
+            if len(self.cache) >= MAX_SHAPES:
+                del self.cache[next(iter(self.cache))]
+        self.cache[key] = entry
+        dirty = np.flatnonzero(entry.ver != self.ver)
+        if len(dirty):
+            ok = state.feasible(pod, dirty)
+            rows = dirty[ok]
+            entry.score[dirty[~ok]] = -1.0
+            if len(rows):
+                # Nodes in the same state (model, free CPU, free milli per GPU slot) score the same:
+                # score one node per state and copy.
+                _, first, inv = np.unique(self.sid[rows], return_index=True, return_inverse=True)
+                sc, gpu = self.rows_score(state, pod, rows[first])
+                entry.score[rows], entry.gpu[rows] = sc[inv], gpu[inv]
+            entry.ver[dirty] = self.ver[dirty]
+        self.last = entry
+        out = entry.score.view()
+        out.flags.writeable = False  # the cache itself: callers must not change it
+        return out
+
+    def rows_score(self, state: SimState, pod: Pod, rows: IntArr) -> tuple[FloatArr, IntArr]:
+        """Scores of the feasible nodes ``rows`` and, for a share, the GPU chosen on each (else 0)."""
         model = self._model(state)
-        out = np.full(len(state.cpu_left), -1.0)
-        rows = np.flatnonzero(state.feasible(pod))  # only these can win; skip the others' work
-        if not len(rows):
-            return out
-        before = model.frag_of(state, rows)
+        before = self.frag[rows]
         if pod.shares:
             after = model.after_share(state, pod.cpu, pod.milli, rows)
             sc = np.nan_to_num(_sigmoid_score(before[:, None] - after), nan=-1.0)
-            self.best_gpu = np.zeros(len(out), dtype=np.int64)
-            self.best_gpu[rows] = sc.argmax(axis=1)
-            out[rows] = sc.max(axis=1)
-        else:
-            out[rows] = _sigmoid_score(before - model.after_whole(state, pod.cpu, pod.num, rows))
-        return out
+            return _f(sc.max(axis=1)), sc.argmax(axis=1)
+        return _sigmoid_score(before - model.after_whole(state, pod.cpu, pod.num, rows)), np.zeros(len(rows), np.int64)
 
     def gpus(self, state: SimState, pod: Pod, node: int) -> tuple[int, ...]:
         """The GPU chosen while scoring (shares); lowest-numbered free GPUs otherwise."""
-        if pod.shares and self.best_gpu is not None:
-            return (int(self.best_gpu[node]),)
+        if pod.shares and self.last is not None:
+            return (int(self.last.gpu[node]),)
         return best_fit_gpus(state, pod, node)
 
     def observe(self, state: SimState, node: int) -> None:
-        """Refresh the cached per-shape counts of the changed node."""
-        self._model(state).refresh(state, np.array([node]))
+        """Refresh the changed node's per-shape counts and fragmentation; invalidate its cached scores."""
+        model = self._model(state)
+        rows = np.array([node])
+        model.refresh(state, rows)
+        self.frag[node] = model.frag_of(state, rows)[0]
+        self.sid[node] = self._state_id(state, node)
+        self.ver[node] += 1
 
 
 # --- capplan's online policy -------------------------------------------------------------------
@@ -304,15 +372,12 @@ class BalancedFGD(FGDPolicy):
         out: FloatArr = before - after - used
         return out
 
-    def score(self, state: SimState, pod: Pod) -> FloatArr:
+    def rows_score(self, state: SimState, pod: Pod, rows: IntArr) -> tuple[FloatArr, IntArr]:
         """FGD's integer score plus ``weight * (1 - (rounded clipped loss + 2) / 4)`` (``cpu_weight``: CPU-only)."""
-        out = super().score(state, pod)
-        rows = np.flatnonzero(out >= 0)  # FGD marks infeasible nodes with -1
-        if len(rows):
-            lost = np.clip(np.round(self.loss(state, pod, rows) * self.steps) / self.steps, -CLIP, CLIP)
-            w = self.weight if pod.num else self.cpu_weight
-            out[rows] += w * (1.0 - (lost + CLIP) / (2 * CLIP))
-        return out
+        out, gpu = super().rows_score(state, pod, rows)
+        lost = np.clip(np.round(self.loss(state, pod, rows) * self.steps) / self.steps, -CLIP, CLIP)
+        w = self.weight if pod.num else self.cpu_weight
+        return out + w * (1.0 - (lost + CLIP) / (2 * CLIP)), gpu
 
 
 POLICIES: dict[str, Callable[[PolicyContext], Policy]] = {

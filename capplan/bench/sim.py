@@ -155,12 +155,16 @@ class SimState:
                    gpu_left=np.where(slots, MILLI, 0).astype(np.int64),
                    tags=np.zeros((len(fleet.cpu), N_TAGS), dtype=np.int64))
 
-    def feasible(self, pod: Pod) -> BoolArr:
-        """Nodes that can host ``pod`` now."""
-        ok = (self.cpu_left >= pod.cpu) & (self.mem_left >= pod.mem)
+    def feasible(self, pod: Pod, rows: IntArr | None = None) -> BoolArr:
+        """Nodes that can host ``pod`` now (all nodes, or only ``rows``: one entry per row)."""
+        if rows is None:
+            cpu, mem, gpu, allowed = self.cpu_left, self.mem_left, self.gpu_left, pod.allowed
+        else:
+            cpu, mem, gpu, allowed = self.cpu_left[rows], self.mem_left[rows], self.gpu_left[rows], pod.allowed[rows]
+        ok: BoolArr = (cpu >= pod.cpu) & (mem >= pod.mem)
         if pod.num:
-            fits = self.gpu_left >= pod.milli
-            ok &= pod.allowed & (fits.any(axis=1) if pod.shares else fits.sum(axis=1) >= pod.num)
+            fits = gpu >= pod.milli
+            ok &= allowed & (fits.any(axis=1) if pod.shares else fits.sum(axis=1) >= pod.num)
         return ok
 
     def apply(self, pod: Pod, node: int, gpus: tuple[int, ...], sign: int = 1) -> None:

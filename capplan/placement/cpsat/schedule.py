@@ -61,17 +61,23 @@ class Job:
     domains: tuple[str, ...] = ()  # per candidate node: its domain of the required level ("" when none)
     group: int = -1  # jobs of one workload that must share a domain (-1: none)
     models: tuple[str, ...] = ()  # per candidate node: its GPU model, when the job must stay on one model
+    tenant: str = ""
+    isolated: bool = False  # node isolation: no other tenant on its nodes while it runs
 
 
 @dataclass(frozen=True)
 class Busy:
-    """A running replica: node, use and end (it runs from 0)."""
+    """A fixed use of a node from ``start`` to ``end``: a running replica (from 0), or work a
+    neighbourhood search keeps in place."""
 
     node: int
     gpus: int
     cpu: int
     mem: int
     end: int
+    start: int = 0
+    tenant: str = ""
+    isolated: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,7 @@ class TimeSolution:
     starts: list[int | None]
     counts: list[dict[int, int]]
     stages: list[tuple[str, int, float, str]] = field(default_factory=list)  # name, value, bound, status (scaled)
+    deterministic: float = 0.0  # CP-SAT deterministic time spent
 
     def proven(self) -> bool:
         """Every stage solved to optimality."""
@@ -105,6 +112,7 @@ class TimeModel:
                  horizon: int, step: int, with_wait: bool = True) -> None:
         self.jobs, self.horizon, self.step = jobs, horizon, step
         self.with_wait = with_wait
+        self.deterministic = 0.0
         m = self.m = cp_model.CpModel()
         self.x = [m.new_bool_var(f"x{j}") for j in range(len(jobs))]
         self.k = [m.new_int_var(jb.earliest // step, jb.latest // step, f"k{j}") for j, jb in enumerate(jobs)]
@@ -113,6 +121,7 @@ class TimeModel:
         self.ceilings: dict[str, int] = {}  # stage -> its a-priori most (unscaled)
         self.pres: list[dict[int, cp_model.IntVar]] = []
         per_node: dict[int, list[_Use]] = {}
+        tenancy: dict[int, list[tuple[cp_model.IntervalVar, str, bool]]] = {}
         for j, jb in enumerate(jobs):
             k = self.k[j]
             cs: dict[int, cp_model.IntVar] = {}
@@ -143,13 +152,15 @@ class TimeModel:
                 cs[n], ps[n] = cnt, p
                 self.intervals += 1
                 per_node.setdefault(n, []).append(_Use(iv, cnt, most, (jb.gpus, jb.cpu, jb.mem)))
+                tenancy.setdefault(n, []).append((iv, jb.tenant, jb.isolated))
             m.add(sum(cs.values()) == jb.replicas * self.x[j])
             self.c.append(cs)
             self.pres.append(ps)
         self._groups(jobs)
         self._one_model(jobs)
         self._symmetry(jobs)
-        self._resources(per_node, busy, nodes, budgets)
+        self._resources(per_node, busy, nodes, budgets, tenancy)
+        self._isolation(tenancy)
 
     def _groups(self, jobs: list[Job]) -> None:
         by_group: dict[int, list[int]] = {}
@@ -186,13 +197,27 @@ class TimeModel:
                     self.m.add(self.k[i] <= self.k[j]).only_enforce_if(self.x[j])
             prev[jb.workload] = j
 
+    def _isolation(self, tenancy: dict[int, list[tuple[cp_model.IntervalVar, str, bool]]]) -> None:
+        """Node isolation: an isolated job's interval on a node overlaps no interval of another tenant there."""
+        for uses in tenancy.values():
+            for a, (iv, tenant, isolated) in enumerate(uses):
+                if not isolated:
+                    continue
+                for b, (other, who, _) in enumerate(uses):
+                    if who != tenant and (b > a or not uses[b][2]):
+                        self.m.add_no_overlap([iv, other])
+
     def _resources(self, per_node: dict[int, list[_Use]], busy: list[Busy], nodes: list[NodeCap],
-                   budgets: list[int]) -> None:
+                   budgets: list[int], tenancy: dict[int, list[tuple[cp_model.IntervalVar, str, bool]]]) -> None:
         m = self.m
         fixed: dict[int, list[_Use]] = {}
         for b in busy:
-            iv = m.new_fixed_size_interval_var(0, b.end, f"busy{b.node}_{len(fixed.get(b.node, []))}")
+            if b.end <= b.start:
+                continue
+            iv = m.new_fixed_size_interval_var(b.start, b.end - b.start, f"busy{b.node}_{len(fixed.get(b.node, []))}")
             fixed.setdefault(b.node, []).append(_Use(iv, 1, 1, (b.gpus, b.cpu, b.mem)))
+            if b.isolated or any(t != b.tenant and isolated for _, t, isolated in tenancy.get(b.node, [])):
+                tenancy.setdefault(b.node, []).append((iv, b.tenant, b.isolated))
         power: list[list[tuple[cp_model.IntervalVar, cp_model.LinearExprT, int]]] = [[] for _ in budgets]
         for n in sorted(set(per_node) | set(fixed)):
             cap = nodes[n]
@@ -283,10 +308,12 @@ class TimeModel:
         solver = cp_model.CpSolver()
         prm = solver.parameters
         prm.max_time_in_seconds = max(0.05, budget)
+        prm.max_deterministic_time = max(0.05, budget) * DETERMINISTIC_SHARE
         prm.num_workers = 1
         prm.random_seed = seed
         prm.fix_variables_to_their_hinted_value = True
         status = solver.solve(self.m)
+        self.deterministic += solver.response_proto.deterministic_time
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             log.info("schedule cpsat: the hint does not complete (%s)", solver.status_name(status))
             return None
@@ -307,6 +334,7 @@ class TimeModel:
         keeps the incumbent's value, so later stages still start from a solution.
         """
         deadline = time.perf_counter() + time_limit
+        self.deterministic = 0.0
         stages = self.stage_exprs()
         full: list[int] | None = None
         if hint is not None:
@@ -334,14 +362,16 @@ class TimeModel:
             budget = left / (len(stages) - i) * (1.5 if i < len(stages) - 1 else 1.0)
             prm.max_time_in_seconds = budget
             # Stop on CP-SAT's deterministic clock first, so that the same seed gives the same schedule
-            # unless the machine is so loaded that the wall-clock limit comes first.
-            prm.max_deterministic_time = budget * DETERMINISTIC_SHARE
+            # unless the machine is so loaded that the wall-clock limit comes first; that clock's budget
+            # derives from the time limit alone, not from the wall time the earlier stages took.
+            prm.max_deterministic_time = time_limit / len(stages) * DETERMINISTIC_SHARE
             prm.num_workers = max(1, workers)
             prm.random_seed = seed
             # Presolve spends seconds on cumulative constraints over thousands of optional intervals
             # (measured: 13 s of a 15 s stage with 10,000 intervals) and then finds nothing; search directly.
             prm.cp_model_presolve = self.intervals <= PRESOLVE_MAX_INTERVALS
             status = solver.solve(self.m)
+            self.deterministic += solver.response_proto.deterministic_time
             log.info("stage %s: %s, wall %.2f s, deterministic %.2f", name, solver.status_name(status),
                      solver.wall_time, solver.response_proto.deterministic_time)
             found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
@@ -361,7 +391,7 @@ class TimeModel:
         if full is None or not results:
             return None
         starts, counts = self._read(full)
-        return TimeSolution(starts=starts, counts=counts, stages=results)
+        return TimeSolution(starts=starts, counts=counts, stages=results, deterministic=self.deterministic)
 
     def _read(self, full: list[int]) -> tuple[list[int | None], list[dict[int, int]]]:
         starts: list[int | None] = []
@@ -398,17 +428,139 @@ def _reduced(terms: list[tuple[int, cp_model.IntVar]], const: int = 0) -> tuple[
     return expr + const // g, g
 
 
-def pooled(jobs: list[Job], busy: list[Busy], nodes: list[NodeCap], horizon: int, step: int) -> TimeModel:
-    """A relaxation of the time model: the whole cluster as one node (every GPU, CPU and MiB pooled).
+def pooled(jobs: list[Job], busy: list[Busy], nodes: list[NodeCap], horizon: int, step: int,
+           part: list[int] | None = None, gpus: list[int] | None = None) -> TimeModel:
+    """A relaxation of the time model: each part of the cluster (``part[n]`` for node ``n``; default: the
+    whole cluster) as one node with every GPU, CPU and MiB of its nodes pooled.
 
     Every schedule of the real model is one of this model, so its stage bounds are upper bounds of
-    the real work per priority; it has one interval per job instead of one per job and node, and
-    CP-SAT often proves it optimal where the full model stays open. No guaranteed stage, no wait.
+    the real work per priority; it has one interval per job and part instead of one per job and
+    node, and CP-SAT often proves it optimal where the full model stays open. A job's required
+    domain and single GPU model are kept where a part lies within one (else dropped, which only
+    relaxes). ``gpus[g]``: the most GPUs part ``g`` runs at once (power budgets may allow fewer
+    than all). No guaranteed stage, no wait.
     """
-    pool = NodeCap(gpus=sum(n.gpus for n in nodes), cpu=sum(n.cpu for n in nodes), mem=sum(n.mem for n in nodes),
-                   tdp=0, power=())
-    flat = [Job(workload=jb.workload, replicas=jb.replicas, earliest=jb.earliest, latest=jb.latest,
-                duration=jb.duration, nodes=(0,), gpus=jb.gpus, cpu=jb.cpu, mem=jb.mem, units=jb.units,
-                release=jb.release, priority=jb.priority, guaranteed=False) for jb in jobs]
-    fixed = [Busy(node=0, gpus=b.gpus, cpu=b.cpu, mem=b.mem, end=b.end) for b in busy]
-    return TimeModel(flat, fixed, [pool], [], horizon, step, with_wait=False)
+    part = part if part is not None else [0] * len(nodes)
+    size = max(part, default=-1) + 1
+    pool = [NodeCap(gpus=sum(n.gpus for n, g in zip(nodes, part, strict=True) if g == k) if gpus is None else gpus[k],
+                    cpu=sum(n.cpu for n, g in zip(nodes, part, strict=True) if g == k),
+                    mem=sum(n.mem for n, g in zip(nodes, part, strict=True) if g == k), tdp=0, power=())
+            for k in range(size)]
+    flat = []
+    for jb in jobs:
+        parts = sorted({part[n] for n in jb.nodes})
+        doms: dict[int, set[str]] = {}
+        mods: dict[int, set[str]] = {}
+        for k, n in enumerate(jb.nodes):
+            if jb.domains:
+                doms.setdefault(part[n], set()).add(jb.domains[k])
+            if jb.models:
+                mods.setdefault(part[n], set()).add(jb.models[k])
+        keep_dom = bool(jb.domains) and all(len(v) == 1 for v in doms.values())
+        keep_mod = bool(jb.models) and all(len(v) == 1 for v in mods.values())
+        flat.append(Job(workload=jb.workload, replicas=jb.replicas, earliest=jb.earliest, latest=jb.latest,
+                        duration=jb.duration, nodes=tuple(parts), gpus=jb.gpus, cpu=jb.cpu, mem=jb.mem,
+                        units=jb.units, release=jb.release, priority=jb.priority, guaranteed=False,
+                        domains=tuple(next(iter(doms[g])) for g in parts) if keep_dom else (),
+                        group=jb.group if keep_dom else -1,
+                        models=tuple(next(iter(mods[g])) for g in parts) if keep_mod else ()))
+    fixed = [Busy(node=part[b.node], gpus=b.gpus, cpu=b.cpu, mem=b.mem, end=b.end, start=b.start) for b in busy]
+    return TimeModel(flat, fixed, pool, [], horizon, step, with_wait=False)
+
+
+@dataclass(frozen=True)
+class EnergyItem:
+    """One job of the energy relaxation: it runs ``rate`` demand units from a start in ``[earliest, latest]``
+    for ``duration`` seconds (None: to the horizon) and adds at most ``work`` to its priority."""
+
+    priority: int
+    earliest: int
+    latest: int
+    duration: int | None
+    rate: int
+    work: int
+
+
+class EnergyRelaxation:
+    """A 0-1 relaxation of the time model: which jobs run, subject to energetic reasoning.
+
+    Whatever its start, a job that runs occupies at least ``max(0, min(d, b - a, e + d - a, b - l))``
+    seconds of a window ``[a, b]`` (``e``/``l``: earliest/latest start, ``d``: duration); the jobs that
+    run together, at that minimum, cannot need more than the capacity rate times ``b - a`` in any
+    window. Windows run from job starts (earliest and latest) to job ends (earliest and latest),
+    thinned to at most ``points`` of each; any subset of windows is a relaxation. The capacity rate
+    is pooled over the cluster (demand units; power budgets cap their domains' GPUs).
+    """
+
+    def __init__(self, items: list[EnergyItem], fixed: list[tuple[int, int]], capacity: int, horizon: int,
+                 points: int = 48) -> None:
+        import numpy as np
+
+        self.items = items
+        n = len(items)
+        e = np.array([it.earliest for it in items], dtype=np.int64)
+        lat = np.array([it.latest for it in items], dtype=np.int64)
+        svc = np.array([it.duration is None for it in items], dtype=bool)
+        d = np.array([it.duration if it.duration is not None else horizon - it.earliest for it in items],
+                     dtype=np.int64)
+        rate = np.array([it.rate for it in items], dtype=np.int64)
+        starts = _thin(sorted({0, *e.tolist(), *lat.tolist()}), points)
+        ends = _thin(sorted({horizon, *(e + d).tolist(), *(lat + np.where(svc, 0, d)).tolist()}), points)
+        self.rows: list[tuple[list[int], list[int], int]] = []  # item indices, coefficients, right-hand side
+        for a in starts:
+            for b in ends:
+                if b <= a or n == 0:
+                    continue
+                least = np.minimum(np.minimum(d, b - a), np.minimum(e + d - a, b - lat))
+                least = np.where(svc, b - np.maximum(a, lat), least)
+                least = np.clip(least, 0, None) * rate
+                room = capacity * (b - a) - sum(r * max(0, min(end, b) - a) for r, end in fixed)
+                if int(least.sum()) <= room:
+                    continue  # never binding
+                idx = np.nonzero(least)[0]
+                self.rows.append((idx.tolist(), least[idx].tolist(), max(0, room)))
+
+    def level(self, q: int, floors: dict[int, int], time_limit: float, seed: int = 0) -> int | None:
+        """An upper bound on priority ``q``'s work given every higher priority ``h`` at least ``floors[h]``;
+        None when the relaxation finds no answer in time or the floors cannot all be met."""
+        m = cp_model.CpModel()
+        use = [j for j, it in enumerate(self.items) if it.priority >= q]
+        x = {j: m.new_bool_var(f"e{j}") for j in use}
+        for idx, coef, rhs in self.rows:
+            terms = [(c, x[j]) for j, c in zip(idx, coef, strict=True) if j in x]
+            if terms and sum(c for c, _ in terms) > rhs:
+                expr, g = _reduced(terms)
+                m.add(expr <= rhs // g)
+        for h, floor in floors.items():
+            terms = [(self.items[j].work, x[j]) for j in use if self.items[j].priority == h]
+            if sum(c for c, _ in terms) < floor:
+                return None
+            if terms and floor > 0:
+                expr, g = _reduced(terms)
+                m.add(expr >= -(-floor // g))
+        terms = [(self.items[j].work, x[j]) for j in use if self.items[j].priority == q and self.items[j].work]
+        if not terms:
+            return 0
+        expr, g = _reduced(terms)
+        m.maximize(expr)
+        solver = cp_model.CpSolver()
+        prm = solver.parameters
+        prm.max_time_in_seconds = max(0.05, time_limit)
+        prm.max_deterministic_time = max(0.05, time_limit) * DETERMINISTIC_SHARE
+        prm.num_workers = 1
+        prm.random_seed = seed
+        status = solver.solve(m)
+        if status == cp_model.INFEASIBLE:
+            return None
+        bound = solver.best_objective_bound
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN) or not math.isfinite(bound):
+            return None
+        return math.floor(bound + 1e-6) * g
+
+
+def _thin(values: list[int], most: int) -> list[int]:
+    """At most ``most`` of ``values`` (sorted), evenly spread, first and last kept."""
+    if len(values) <= most:
+        return values
+    step = (len(values) - 1) / (most - 1)
+    return sorted({values[round(i * step)] for i in range(most)})

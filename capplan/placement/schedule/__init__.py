@@ -2,8 +2,10 @@
 
 :func:`schedule` is the one entry point. ``heuristic`` is list scheduling (priority order,
 earliest feasible start, backfill) on the placement core's occupancy state; ``cpsat`` solves the
-time model hinted by it and keeps the better schedule; ``auto`` picks ``cpsat`` when the model
-covers the problem (whole GPUs) and it is small. Every schedule passes the independent validator
+time model hinted by it and keeps the better schedule (past the full model's reach, a neighbourhood
+search over time windows and domains improves list scheduling's schedule); ``auto`` picks ``cpsat``
+whenever the model covers the problem (whole GPUs, CPU-only pods, node isolation). Every schedule
+passes the independent validator
 (:func:`capplan.model.validate_schedule.assert_valid_schedule`) before it is returned.
 """
 
@@ -20,9 +22,6 @@ from capplan.model.validate_schedule import assert_valid_schedule
 
 ScheduleStrategy = Literal["auto", "cpsat", "heuristic"]
 SCHEDULE_STRATEGIES = ("auto", "cpsat", "heuristic")
-#: ``auto`` uses the exact model up to this many jobs (gangs or single replicas) and nodes.
-AUTO_MAX_JOBS = 600
-AUTO_MAX_NODES = 128
 #: From this many replicas ``heuristic`` uses the linear time-order sweep instead of earliest-start search.
 SWEEP_FROM_REPLICAS = 2000
 
@@ -43,13 +42,12 @@ def _spec(p: Problem, horizon: int | str | None, step: int | str | None) -> Sche
 
 
 def choose_schedule_strategy(p: Problem) -> str:
-    """What ``auto`` runs: ``cpsat`` when the time model covers ``p`` and it is small, else ``heuristic``."""
+    """What ``auto`` runs: ``cpsat`` when the time model covers ``p`` (the full model when small, a
+    neighbourhood search over time windows and domains from list scheduling's schedule when large),
+    else ``heuristic``."""
     from capplan.placement.schedule.exact import unsupported
 
-    jobs = sum(1 if w.is_gang else w.replicas for w in p.workloads)
-    if unsupported(p) is None and jobs <= AUTO_MAX_JOBS and len(p.cluster.nodes) <= AUTO_MAX_NODES:
-        return "cpsat"
-    return "heuristic"
+    return "cpsat" if unsupported(p) is None else "heuristic"
 
 
 def schedule(problem: Problem, strategy: str = "auto", *, horizon: int | str | None = None,

@@ -14,25 +14,40 @@ from collections import defaultdict
 from capplan.model.problem import Problem
 from capplan.model.schedule import Schedule
 from capplan.model.timing import ceil_to
+from capplan.model.units import UNITS_PER_GPU
 from capplan.placement.core.state import Placement
-from capplan.placement.cpsat.schedule import Busy, Job, NodeCap, TimeModel, TimeSolution, pooled
-from capplan.placement.schedule.heuristic import best_list_schedule, diagnose
-from capplan.placement.schedule.result import energy_bound, lex_key, make_schedule
+from capplan.placement.cpsat.schedule import (
+    Busy,
+    EnergyItem,
+    EnergyRelaxation,
+    Job,
+    NodeCap,
+    TimeModel,
+    TimeSolution,
+    pooled,
+)
+from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, compact, diagnose
+from capplan.placement.schedule.result import eligible, energy_bound, lex_key, make_schedule, node_kinds
 from capplan.placement.schedule.timeline import Item
 
 #: Share of the time limit for list scheduling in several orders (the hint).
 HINT_SHARE = 0.25
 #: Share of the time limit for the pooled relaxation (its stage bounds tighten the bound).
-RELAXED_SHARE = 0.2
+RELAXED_SHARE = 0.15
+#: Share of the time limit (at most 10 s) for the energy relaxation's bound (:func:`relaxation`).
+BOUND_SHARE = 0.05
+#: Share of the time limit kept, at time-order-sweep scale, for the reasons and the validator after the search.
+POST_SHARE = 0.35
+#: Above this many optional intervals (jobs x candidate nodes), the full time model is replaced by
+#: large-neighbourhood search over time windows and domains.
+FULL_MODEL_INTERVALS = 3000
 
 
 def unsupported(p: Problem) -> str | None:
-    """Why the time model cannot take ``p`` exactly (MIG, shares, preset GPU modes, node isolation), or None."""
+    """Why the time model cannot take ``p`` exactly (MIG, shares, preset GPU modes), or None."""
     for w in p.workloads:
         if w.mig is not None or w.gpu_fraction is not None:
             return f"workload {w.name} asks for a MIG slice or GPU share (the time model covers whole GPUs)"
-        if w.isolation == "node":
-            return f"workload {w.name} asks for node isolation"
     for n in p.cluster.nodes:
         if n.gpu_modes:
             return f"node {n.name} has preset GPU modes"
@@ -48,13 +63,14 @@ class Jobs:
         self.replicas: list[list[int]] = []
         running = {a.key for a in p.running}
         cl = p.cluster
+        kinds = node_kinds(p)
         for wi, w in enumerate(p.workloads):
             todo = [r for r in range(w.replicas) if (w.name, r) not in running]
             earliest = ceil_to(w.release, step)
             limit = min(w.deadline if w.deadline is not None else horizon, horizon)
             last = (limit - w.duration) if w.duration is not None else horizon - 1
             latest = last // step * step
-            nodes = [i for i, n in enumerate(cl.nodes) if p.can_host(w, n) is not None]
+            nodes = sorted(i for _, group in eligible(p, w, kinds) for i in group)
             lvl = w.topology.required
             if lvl:
                 fixed = {cl.domain_of(cl.nodes[cl.node_index[a.node]], lvl) for a in p.running
@@ -70,7 +86,8 @@ class Jobs:
                           release=w.release, priority=w.priority, guaranteed=w.sla == "guaranteed",
                           domains=tuple(cl.domain_of(cl.nodes[i], lvl) for i in nodes) if lvl else (),
                           group=wi if lvl else -1,
-                          models=tuple(str(cl.nodes[i].gpu_model) for i in nodes) if w.one_model else ())
+                          models=tuple(str(cl.nodes[i].gpu_model) for i in nodes) if w.one_model else (),
+                          tenant=w.tenant, isolated=w.isolation == "node")
             groups = [todo] if w.is_gang else [[r] for r in todo]
             for g in groups:
                 self.jobs.append(Job(replicas=len(g), **common))  # type: ignore[arg-type]
@@ -144,7 +161,65 @@ class Jobs:
         return items
 
 
-def combined_bound(p: Problem, horizon: int, step: int, *sols: TimeSolution | None) -> dict[int, int]:
+def capacity_rate(p: Problem) -> int:
+    """Most demand units the cluster can run at one instant: every GPU, less what power budgets forbid.
+
+    Nodes are grouped by their outermost domain with a budget; such a group runs at most
+    ``budget // (smallest TDP)`` GPUs at once (a GPU in use draws its TDP).
+    """
+    cl = p.cluster
+    budgets = {(d.level, d.name): d.power_w for d in cl.domains if d.power_w is not None}
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    free = 0
+    for n in cl.nodes:
+        key = next(((lvl, dom) for lvl, dom in zip(cl.levels[:-1], n.path, strict=False)
+                    if (lvl, dom) in budgets), None)
+        model = p.gpu_model(n)
+        if key is None or model is None or not model.tdp_w:
+            free += n.gpus
+        else:
+            groups[key] += [model.tdp_w] * n.gpus
+    for key, tdps in groups.items():
+        budget = budgets[key]
+        assert budget is not None
+        free += min(len(tdps), budget // min(tdps))
+    return free * UNITS_PER_GPU
+
+
+def relaxation(p: Problem, horizon: int, step: int, points: int | None = None) -> EnergyRelaxation:
+    """The energy relaxation of ``p``: a gang is one item, every other replica one item."""
+    running = {a.key for a in p.running}
+    ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+    cl = p.cluster
+    items: list[EnergyItem] = []
+    kinds = node_kinds(p)
+    for w in p.workloads:
+        todo = [r for r in range(w.replicas) if (w.name, r) not in running]
+        rates = [d.units for d, _ in eligible(p, w, kinds)]
+        if not todo or not rates:
+            continue
+        earliest = ceil_to(w.release, step)
+        limit = min(w.deadline if w.deadline is not None else horizon, horizon)
+        last = (limit - w.duration) if w.duration is not None else horizon - 1
+        latest = last // step * step
+        if latest < earliest:
+            continue
+        most = max(rates) * (w.duration if w.duration is not None else horizon - earliest)
+        for g in [todo] if w.is_gang else [[r] for r in todo]:
+            items.append(EnergyItem(priority=w.priority, earliest=earliest, latest=latest, duration=w.duration,
+                                    rate=min(rates) * len(g), work=most * len(g)))
+    fixed = []
+    for a in p.running:
+        d = p.can_host(p.workload(a.workload), cl.nodes[cl.node_index[a.node]])
+        if d is not None and d.units:
+            fixed.append((d.units, min(ends.get(a.key, horizon), horizon)))
+    if points is None:  # windows from at most this many starts and ends: about 5e6 item-window terms
+        points = max(24, min(300, int((5e6 / max(1, len(items))) ** 0.5)))
+    return EnergyRelaxation(items, fixed, capacity_rate(p), horizon, points)
+
+
+def combined_bound(p: Problem, horizon: int, step: int, *sols: TimeSolution | None,
+                   relax: EnergyRelaxation | None = None, relax_time: float = 0.0, seed: int = 0) -> dict[int, int]:
     """Per-priority bound: the energy bound, tightened level by level by the CP-SAT stage bounds that hold.
 
     A stage's bound holds given the earlier stages at least at the values that model reached. So
@@ -176,6 +251,11 @@ def combined_bound(p: Problem, horizon: int, step: int, *sols: TimeSolution | No
             if all(out[h] >= stages[f"priority {h}"][0] + fixed[h] for h in p.priorities[:i]
                    if f"priority {h}" in stages):
                 caps[q] = min(caps.get(q, out[q]), int(stages[key][1] + 1e-6) + fixed[q])
+        if relax is not None and relax_time > 0:
+            floors = {h: max(0, out[h] - fixed[h]) for h in p.priorities[:i]}
+            got = relax.level(q, floors, relax_time / len(p.priorities), seed)
+            if got is not None:
+                caps[q] = min(caps.get(q, out[q]), got + fixed[q])
         out = energy_bound(p, horizon, step, caps)
     return out
 
@@ -192,12 +272,8 @@ def _running_work(p: Problem, horizon: int) -> dict[int, int]:
     return out
 
 
-def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed: int = 0,
-                   workers: int = 1) -> Schedule:
-    """CP-SAT over the jobs of ``p``, hinted by list scheduling; the better schedule of the two."""
-    t0 = time.perf_counter()
-    heuristic, order = best_list_schedule(p, horizon, step, HINT_SHARE * time_limit)
-    jobs = Jobs(p, horizon, step)
+def model_inputs(p: Problem, horizon: int) -> tuple[list[NodeCap], list[int], list[Busy]]:
+    """Node capacities, power budgets and the running replicas of ``p``, as the time model takes them."""
     cl = p.cluster
     budgets_idx: dict[tuple[str, str], int] = {}
     budgets: list[int] = []
@@ -213,18 +289,51 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
                       if (lvl, dom) in budgets_idx)
         caps.append(NodeCap(gpus=n.gpus, cpu=n.cpu_milli, mem=n.memory_mib, tdp=tdp, power=power))
     ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
-    busy = [Busy(node=cl.node_index[a.node], gpus=len(a.gpus), cpu=p.workload(a.workload).cpu_milli,
-                 mem=p.workload(a.workload).memory_mib, end=min(ends.get(a.key, horizon), horizon))
+    busy = [Busy(node=cl.node_index[a.node], gpus=len(a.gpus), cpu=(w := p.workload(a.workload)).cpu_milli,
+                 mem=w.memory_mib, end=min(ends.get(a.key, horizon), horizon), tenant=w.tenant,
+                 isolated=w.isolation == "node")
             for a in p.running]
+    return caps, budgets, busy
+
+
+def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed: int = 0,
+                   workers: int = 1, lns: bool | None = None) -> Schedule:
+    """CP-SAT over the jobs of ``p``, hinted by list scheduling; the better schedule of the two.
+
+    Up to :data:`FULL_MODEL_INTERVALS` optional intervals the full time model is solved; above, a
+    large-neighbourhood search over time windows and domains
+    (:func:`capplan.placement.schedule.window.improve`) re-solves parts of list scheduling's schedule
+    (``lns``: force one or the other).
+    """
+    from capplan.placement.schedule import SWEEP_FROM_REPLICAS
+    from capplan.placement.schedule.sweep import sweep_schedule
+    from capplan.placement.schedule.window import improve
+
+    t0 = time.perf_counter()
+    known: Outcome | None = None
+    if sum(w.replicas for w in p.workloads) >= SWEEP_FROM_REPLICAS:
+        known = sweep_schedule(p, horizon, step)
+        heuristic, order = known.items, "time-order sweep"
+    else:
+        heuristic, order = best_list_schedule(p, horizon, step, HINT_SHARE * time_limit)
+    jobs = Jobs(p, horizon, step)
+    caps, budgets, busy = model_inputs(p, horizon)
     sol: TimeSolution | None = None
     items = heuristic
     strategy = "heuristic"
     left = time_limit - (time.perf_counter() - t0)
     relaxed: TimeSolution | None = None
-    if jobs.jobs and left > 0.1:
-        relaxed = pooled(jobs.jobs, busy, caps, horizon, step).solve(None, RELAXED_SHARE * left, seed, workers)
+    if jobs.jobs and left > 0.1 and known is None:  # at sweep scale the pooled model proves nothing in time
+        relaxed = pooled(jobs.jobs, busy, caps, horizon, step, gpus=[capacity_rate(p) // UNITS_PER_GPU]).solve(
+            None, RELAXED_SHARE * left, seed, workers)
         left = time_limit - (time.perf_counter() - t0)
-    if jobs.jobs and left > 0.1:
+    relax = relaxation(p, horizon, step)
+    relax_time = min(BOUND_SHARE * time_limit, 10.0)
+    left -= relax_time
+    extra: dict[str, object] = {}
+    if lns is None:
+        lns = sum(len(jb.nodes) for jb in jobs.jobs) > FULL_MODEL_INTERVALS
+    if jobs.jobs and left > 0.1 and not lns:
         tm = TimeModel(jobs.jobs, busy, caps, budgets, horizon, step)
         sol = tm.solve(jobs.hint(heuristic), left, seed, workers)
         if sol is not None:
@@ -234,11 +343,21 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
                 items = cand
             else:
                 strategy = "cpsat+heuristic"
-    diag = diagnose(p, horizon, step, items)
+    elif jobs.jobs and left > 0.1:
+        if known is not None:  # reasons and the validator take seconds on thousands of replicas
+            left -= POST_SHARE * time_limit
+        items, extra = improve(p, jobs, items, horizon, step, left, seed, workers, (caps, budgets, busy))
+        strategy = "cpsat-lns"
+        if known is None:  # the search's windows may leave work that could start earlier
+            moved = compact(p, horizon, step, items)
+            if lex_key(p, moved, step) > lex_key(p, items, step):
+                items = moved
+    diag = diagnose(p, horizon, step, items, known)
     proven = sol is not None and sol.proven() and items is not heuristic
+    bound = combined_bound(p, horizon, step, sol, relaxed, relax=relax, relax_time=relax_time, seed=seed)
     return make_schedule(p, strategy, items, diag.unscheduled, horizon=horizon, step=step,
-                         reasons=diag.reasons, bound=combined_bound(p, horizon, step, sol, relaxed),
-                         proven_optimal=proven,
+                         reasons=diag.reasons, bound=bound, proven_optimal=proven,
                          seconds=time.perf_counter() - t0, seed=seed,
                          extra_metrics={"order": order, "stages": [list(s) for s in sol.stages] if sol else [],
-                                        "pooled_stages": [list(s) for s in relaxed.stages] if relaxed else []})
+                                        "pooled_stages": [list(s) for s in relaxed.stages] if relaxed else [],
+                                        **extra})

@@ -97,10 +97,11 @@ class ListScheduler:
                 return t
         return None
 
-    def schedule(self, w: Workload) -> list[int]:
-        """Schedule ``w``'s replicas at their earliest feasible starts; return the replicas left."""
+    def schedule(self, w: Workload, most: int | None = None) -> list[int]:
+        """Schedule ``w``'s replicas (at most ``most`` of them) at their earliest feasible starts; return the
+        replicas left."""
         taken = {it.replica for it in self.tl.by_workload.get(w.name, ())}
-        todo = [r for r in range(w.replicas) if r not in taken]
+        todo = [r for r in range(w.replicas) if r not in taken][:most]
         if not todo:
             return []
         earliest = ceil_to(w.release, self.step)
@@ -120,6 +121,38 @@ class ListScheduler:
             if not todo:
                 break
             times = [x for x in self._candidates(w, earliest) if x > t]  # its own replicas' ends count too
+        return todo
+
+    def schedule_late(self, w: Workload) -> list[int]:
+        """Schedule ``w``'s replicas at their latest feasible starts (the room before them stays free for
+        others); services, whose work shrinks with a late start, go earliest. Return the replicas left."""
+        if w.duration is None:
+            return self.schedule(w)
+        taken = {it.replica for it in self.tl.by_workload.get(w.name, ())}
+        todo = [r for r in range(w.replicas) if r not in taken]
+        earliest = ceil_to(w.release, self.step)
+        limit = min(w.deadline if w.deadline is not None else self.horizon, self.horizon)
+        latest = (limit - w.duration) // self.step * self.step
+        if not todo or latest < earliest:
+            return todo
+        d = w.duration
+        bound = latest
+        while todo:
+            # room appears, going back, where a scheduled replica starts at least a duration later
+            times = {latest} | {(int(s) - d) // self.step * self.step
+                                for s in self.tl.starts_between(earliest + d, bound + d)}
+            times = {t for t in times if earliest <= t <= bound}
+            for t in sorted(times, reverse=True):
+                placed = self.try_at(w, len(todo), t, t + d)
+                if placed:
+                    for r, pl in zip(todo, placed, strict=False):
+                        self.tl.add(Item(w=w, replica=r, d=self.tl.st.demand_at(w, pl.node), pl=pl,
+                                         start=t, end=t + d))
+                    todo = todo[len(placed):]
+                    bound = t - self.step
+                    break
+            else:
+                break
         return todo
 
     def late_reason(self, w: Workload, t: int) -> str:
@@ -155,27 +188,49 @@ class ListScheduler:
         return (f"needs {what}; room for some frees at {describe_seconds(t)} (to end at {describe_seconds(end)}), "
                 f"which this schedule leaves to other work; try --strategy cpsat or a longer horizon")
 
-    def run(self, order: list[Workload] | None = None) -> list[Item]:
-        """Schedule every workload in ``order`` (default :func:`schedule_order`); return all replicas."""
+    def run(self, order: list[Workload] | None = None, late_above: int | None = None) -> list[Item]:
+        """Schedule every workload in ``order`` (default :func:`schedule_order`); return all replicas.
+
+        Workloads of a priority above ``late_above`` go at their latest feasible starts."""
         for w in order or schedule_order(self.p):
-            self.schedule(w)
-        return list(self.tl.items)
+            if late_above is not None and w.priority > late_above and w.sla != "guaranteed":
+                self.schedule_late(w)
+            else:
+                self.schedule(w)
+        return self.tl.live()
 
 
-def diagnose(p: Problem, horizon: int, step: int, items: list[Item]) -> Outcome:
+def diagnose(p: Problem, horizon: int, step: int, items: list[Item], known: Outcome | None = None) -> Outcome:
     """What does not run in a schedule of ``items``, and why; why guaranteed workloads start late.
 
-    The reasons are computed on the schedule itself, whichever strategy made it.
+    The reasons are computed on the schedule itself, whichever strategy made it. ``known``: an
+    earlier schedule's outcome (e.g. the time-order sweep's, on large problems) whose entries are
+    kept for workloads whose replicas (or late start) are the same in ``items``.
     """
     by_w: dict[str, list[Item]] = {}
     for it in items:
         by_w.setdefault(it.w.name, []).append(it)
     out = Outcome(items=items)
     full: ListScheduler | None = None
+    same: dict[str, Unscheduled] = {u.workload: u for u in known.unscheduled} if known else {}
+    before: dict[str, list[tuple[int, int]]] = {}
+    if known is not None:
+        for it in known.items:
+            before.setdefault(it.w.name, []).append((it.replica, it.start))
     for w in p.workloads:
         mine = by_w.get(w.name, [])
         done = {it.replica for it in mine}
         missing = [r for r in range(w.replicas) if r not in done]
+        was = same.get(w.name)
+        if missing and was is not None and list(was.replicas) == missing:
+            out.unscheduled.append(was)
+            out.reasons[w.name] = was.reason
+            continue
+        late = w.sla == "guaranteed" and any(it.start != ceil_to(w.release, step) for it in mine if not it.running)
+        if not missing and late and known is not None and w.name in known.reasons and sorted(
+                (it.replica, it.start) for it in mine) == sorted(before.get(w.name, [])):
+            out.reasons[w.name] = known.reasons[w.name]
+            continue
         if missing:
             if full is None:
                 full = ListScheduler(p, horizon, step, [it for it in items if not it.running])
@@ -190,9 +245,51 @@ def diagnose(p: Problem, horizon: int, step: int, items: list[Item]) -> Outcome:
     return out
 
 
-def list_schedule(p: Problem, horizon: int, step: int, order: list[Workload] | None = None) -> list[Item]:
-    """Run list scheduling on ``p`` over ``[0, horizon)`` with starts on multiples of ``step``."""
-    return ListScheduler(p, horizon, step).run(order)
+def list_schedule(p: Problem, horizon: int, step: int, order: list[Workload] | None = None,
+                  late_above: int | None = None) -> list[Item]:
+    """Run list scheduling on ``p`` over ``[0, horizon)`` with starts on multiples of ``step`` (workloads of a
+    priority above ``late_above`` at their latest feasible starts)."""
+    return ListScheduler(p, horizon, step).run(order, late_above)
+
+
+def compact(p: Problem, horizon: int, step: int, items: list[Item]) -> list[Item]:
+    """Move work earlier where room allows, keeping every replica: in order of start, take each job (a
+    gang's replicas together, otherwise one replica) out and put it back at the earliest grid start,
+    from its release up to where it was, at which the greedy placer fits it (at worst where it was).
+
+    The same replicas run for the same time, so the work per priority is unchanged and the wait can
+    only shrink.
+    """
+    ls = ListScheduler(p, horizon, step, [it for it in items if not it.running])
+    groups: dict[tuple[str, int], list[Item]] = {}
+    for it in ls.tl.live():
+        if not it.running:
+            key = (it.w.name, it.start if it.w.is_gang else -1 - it.replica)
+            groups.setdefault(key, []).append(it)
+    for key in sorted(groups, key=lambda k: (groups[k][0].start, p.workload_index[k[0]], k[1])):
+        mine = groups[key]
+        w, was = mine[0].w, mine[0].start
+        earliest = ceil_to(w.release, step)
+        if was <= earliest:
+            continue
+        for it in mine:
+            ls.tl.remove(it)
+        moved = False
+        for t in ls._candidates(w, earliest):
+            if t >= was:
+                break
+            end = ls._end(w, t)
+            placed = ls.try_at(w, len(mine), t, end)
+            if len(placed) == len(mine):
+                for it, pl in zip(mine, placed, strict=True):
+                    ls.tl.add(Item(w=w, replica=it.replica, d=ls.tl.st.demand_at(w, pl.node), pl=pl, start=t,
+                                   end=end))
+                moved = True
+                break
+        if not moved:
+            for it in mine:
+                ls.tl.add(it)
+    return ls.tl.live()
 
 
 def _long_first(p: Problem) -> list[Workload]:
@@ -222,20 +319,37 @@ ORDERS: dict[str, Callable[[Problem], list[Workload]]] = {
 }
 
 
+#: (order, higher priorities late) in the sequence list scheduling tries them. "Late" places every priority but
+#: the lowest at its latest feasible start, leaving the room before it to lower priorities' long work (the
+#: higher priorities' work is the same, only their wait grows); :func:`compact` then moves work earlier.
+VARIANTS: tuple[tuple[str, bool], ...] = (
+    ("long-first", True), ("deadline", False), ("most-work", True), ("latest-start", True),
+    ("long-first", False), ("latest-start", False), ("most-work", False), ("deadline", True),
+)
+
+
 def best_list_schedule(p: Problem, horizon: int, step: int, time_limit: float) -> tuple[list[Item], str]:
-    """List scheduling in each of :data:`ORDERS` while time allows (the first always); the best schedule.
+    """List scheduling in each of :data:`VARIANTS` while time allows (the first always); the best schedule.
 
     Best is lexicographic: guaranteed replicas on time, then work per priority, then the smaller wait.
     """
     t0 = time.perf_counter()
     best: tuple[tuple[int, ...], list[Item], str] | None = None
-    for name, order in ORDERS.items():
-        items = list_schedule(p, horizon, step, order(p))
-        key = lex_key(p, items, step)
-        if best is None or key > best[0]:
-            best = (key, items, name)
+    lowest = min(p.priorities, default=0)
+    variants = [(n, late) for n, late in VARIANTS if not late or len(p.priorities) > 1]
+    runs = 0
+    for name, late in variants:
+        items = list_schedule(p, horizon, step, ORDERS[name](p), lowest if late else None)
+        tries = [(items, f"{name}, late" if late else name)]
+        if late:
+            tries.append((compact(p, horizon, step, items), f"{name}, late, compacted"))
+        for cand, label in tries:
+            key = lex_key(p, cand, step)
+            if best is None or key > best[0]:
+                best = (key, cand, label)
+        runs += len(tries)
         spent = time.perf_counter() - t0
-        if spent * (1 + 1 / len(ORDERS)) > time_limit:  # the next order would likely not finish in time
+        if spent * (runs + 2) / runs > time_limit:  # the next variant would likely not finish in time
             break
     assert best is not None
     return best[1], best[2]

@@ -50,6 +50,7 @@ class Timeline:
         self._kinds: dict[tuple[int, int], dict[str, int]] = {}  # demand kinds in the window per GPU
         self._special: set[tuple[int, int]] = set()  # GPUs whose union needs _patch
         self.by_workload: dict[str, list[Item]] = {}
+        self._removed: set[int] = set()
 
     # ------------------------------------------------------------------ window
     def _mask(self, k: int) -> int:
@@ -144,6 +145,30 @@ class Timeline:
             self._toggle(k, 1)
             self._applied.add(k)
             self._patch()
+
+    def remove(self, it: Item) -> None:
+        """Forget a scheduled replica (taken off the state when it is in the current window)."""
+        k = next(i for i in range(len(self.items)) if self.items[i] is it and i not in self._removed)
+        if k in self._applied:
+            self._unpatch()
+            self._toggle(k, -1)
+            self._applied.discard(k)
+            self._patch()
+        self._removed.add(k)
+        self._starts[k], self._ends[k] = -1, -1  # an empty interval before time 0: never in a window
+        mine = self.by_workload[it.w.name]
+        mine.remove(it)
+        if not mine:
+            del self.by_workload[it.w.name]
+
+    def live(self) -> list[Item]:
+        """The scheduled replicas (in the order they were added), without the removed ones."""
+        return [it for k, it in enumerate(self.items) if k not in self._removed]
+
+    def starts_between(self, lo: int, hi: int) -> np.ndarray:
+        """Sorted distinct start times of scheduled replicas in ``[lo, hi]``."""
+        s = self._starts[: len(self.items)]
+        return np.unique(s[(s >= lo) & (s <= hi)])
 
     def ends_after(self, t: int) -> np.ndarray:
         """Sorted distinct end times of scheduled replicas after ``t``."""

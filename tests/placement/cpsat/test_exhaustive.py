@@ -135,8 +135,10 @@ def exhaustive_best(p: Problem, score: Callable[[Problem, list[Assignment]], tup
                 best[0] = got if best[0] is None else max(best[0], got)
             return
         wn = reps[k][0]
-        if reps[k] in running:
-            dfs(k + 1, [*chosen, running[reps[k]]], last)
+        if reps[k] in running:  # fixed, but checked with what was chosen before it
+            trial = [*chosen, running[reps[k]]]
+            if not check_assignments(p, trial):
+                dfs(k + 1, trial, last)
             return
         lo = last.get(wn, 0)  # identical replicas: candidate indices non-decreasing; -1 once one is unplaced
         dfs(k + 1, chosen, {**last, wn: -1})

@@ -247,3 +247,89 @@ def test_replicas_that_must_run_one_after_another(strategy: str) -> None:
     assert starts(s, "etl") == {0, 3600}
     assert [len(u.replicas) for u in s.unscheduled] == [1]
     assert check_schedule(p, s) == []
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_higher_priority_goes_late_to_leave_room_for_long_lower_work(strategy: str) -> None:
+    """One 8-GPU node, horizon 6h. high (8 GPUs, 2h, priority 10) and low (8 GPUs, 4h, priority 0, deadline 4h).
+
+    Started at once, high takes 0..2h and low can no longer end by 4h. Placed at its latest start,
+    high runs 4h..6h and low 0..4h: both levels' work is done (16 and 32 GPU-h); high waits 4h.
+    """
+    p = problem([rack("r1", 1)], [{"name": "high", "gpus": 8, "duration": "2h", "priority": 10},
+                                  {"name": "low", "gpus": 8, "duration": "4h", "deadline": "4h"}], horizon="6h")
+    s = schedule(p, strategy, time_limit=10)
+    assert s.objective == (16.0, 32.0) and s.status == "optimal"
+    assert starts(s, "high") == {4 * 3600} and starts(s, "low") == {0}
+    assert check_schedule(p, s) == []
+
+
+def test_energy_relaxation_sees_two_fixed_windows_overlap() -> None:
+    """One 8-GPU node, horizon 4h. A (8 GPUs, 2h) must run 0..2h, B (8 GPUs, 2h) must run 1h..3h.
+
+    Both overlap in 1h..2h, so at most one runs: 16 GPU-h. The per-release and per-deadline energy
+    bounds allow 24 GPU-h (everything due by 3h fits in 8 GPUs x 3h); the relaxation's window 1h..2h,
+    where each uses its whole hour, proves 16; the exact model's schedule reaches it.
+    """
+    from capplan.placement.schedule.exact import combined_bound, relaxation
+    from capplan.placement.schedule.result import energy_bound
+
+    p = problem([rack("r1", 1)], [{"name": "A", "gpus": 8, "duration": "2h", "deadline": "2h"},
+                                  {"name": "B", "gpus": 8, "duration": "2h", "release": "1h", "deadline": "3h"}],
+                horizon="4h")
+    units_h = 7000 * 3600
+    assert energy_bound(p, 4 * 3600, 60)[0] == 24 * units_h
+    r = relaxation(p, 4 * 3600, 60)
+    assert r.level(0, {}, 5.0) == 16 * units_h
+    assert combined_bound(p, 4 * 3600, 60, relax=r, relax_time=5.0)[0] == 16 * units_h
+    s = schedule(p, "cpsat", time_limit=10)
+    assert s.objective == (16.0,) and s.bound == (16.0,) and s.status == "optimal"
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_node_isolation_runs_tenants_one_after_another(strategy: str) -> None:
+    """One 8-GPU node, horizon 4h. A (tenant a, node isolation, 2 GPUs, 2h) and B (tenant b, 2 GPUs, 2h).
+
+    GPUs would allow both at once, isolation does not: one runs 0..2h, the other 2h..4h. Both
+    complete (8 GPU-h); the wait is 2 GPUs x 2h = 4 GPU-h.
+    """
+    p = problem([rack("r1", 1)], [{"name": "A", "gpus": 2, "duration": "2h", "tenant": "a", "isolation": "node"},
+                                  {"name": "B", "gpus": 2, "duration": "2h", "tenant": "b"}], horizon="4h")
+    s = schedule(p, strategy, time_limit=10)
+    assert s.objective == (8.0,) and s.wait_gpu_h == 4.0
+    assert starts(s, "A") | starts(s, "B") == {0, 2 * 3600}
+    assert "cpsat_declined" not in s.metrics
+    assert check_schedule(p, s) == []
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_late_higher_priority_is_moved_back_where_room_allows(strategy: str) -> None:
+    """One 8-GPU node, horizon 6h. high (4 GPUs, 2h, priority 10) and low (4 GPUs, 4h, priority 0, deadline 4h).
+
+    Both fit side by side from 0: placed late, high would run 4h..6h; compaction moves it back to 0,
+    which frees nothing for anyone else but removes its wait. Work (8, 16) GPU-h, no wait.
+    """
+    p = problem([rack("r1", 1)], [{"name": "high", "gpus": 4, "duration": "2h", "priority": 10},
+                                  {"name": "low", "gpus": 4, "duration": "4h", "deadline": "4h"}], horizon="6h")
+    s = schedule(p, strategy, time_limit=10)
+    assert s.objective == (8.0, 16.0) and s.wait_gpu_h == 0.0
+    assert starts(s, "high") == {0} and starts(s, "low") == {0}
+    assert check_schedule(p, s) == []
+
+
+def test_compaction_keeps_the_work_and_never_adds_wait() -> None:
+    """Compaction of a late schedule: the same replicas for the same time, each start at most where it was."""
+    from capplan.placement.schedule.heuristic import ORDERS, compact, list_schedule
+    from capplan.placement.schedule.result import wait_units, work_units
+
+    ws = [{"name": f"w{i}", "gpus": [1, 2, 4, 8][i % 4], "duration": f"{1 + i % 3}h", "release": f"{i % 4}h",
+           "priority": 10 * (i % 2), "replicas": 1 + i % 2, **({"kind": "training"} if i % 5 == 0 else {})}
+          for i in range(14)]
+    p = problem([rack("r1", 2), rack("r2", 2)], ws, horizon="12h", step="30m")
+    late = list_schedule(p, 12 * 3600, 1800, ORDERS["long-first"](p), min(p.priorities))
+    moved = compact(p, 12 * 3600, 1800, late)
+    assert work_units(moved) == work_units(late)
+    before = {(it.w.name, it.replica): it.start for it in late}
+    assert {(it.w.name, it.replica) for it in moved} == set(before)
+    assert all(it.start <= before[(it.w.name, it.replica)] for it in moved)
+    assert wait_units(moved) < wait_units(late)

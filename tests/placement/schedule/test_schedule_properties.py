@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 
 from capplan.io.scenario import problem_from_data
 from capplan.model.errors import InputError
-from capplan.model.validate_schedule import check_schedule
+from capplan.model.validate_schedule import assert_valid_schedule, check_schedule
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.greedy import plan_greedy
 from capplan.placement.schedule import schedule
+from capplan.placement.schedule.exact import relaxation, schedule_cpsat, unsupported
 from capplan.placement.schedule.sweep import schedule_sweep
 from tests.strategies_gen import scenario_data
 
@@ -89,6 +90,27 @@ def test_every_strategy_schedule_passes_the_validator(data: dict[str, Any], pick
         assert len(placed) + len(listed) == sum(w.replicas for w in p.workloads)
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(timed_scenario(), st.lists(st.booleans(), min_size=8, max_size=8),
+       st.lists(st.sampled_from([0, 1800, 5000, 4 * HOUR]), min_size=8, max_size=8))
+def test_neighbourhood_search_schedule_passes_the_validator(data: dict[str, Any], pick: list[bool],
+                                                            ends: list[int]) -> None:
+    """The time-window / domain search (the path of large whole-GPU problems), forced on small ones."""
+    full = _with_running(data, pick, ends)
+    if full is None:
+        return
+    try:
+        p = problem_from_data(full)
+    except InputError:
+        return
+    spec = p.schedule
+    assert spec is not None
+    if unsupported(p) is not None:
+        return
+    s = schedule_cpsat(p, spec.horizon, spec.step, 1.0, lns=True)
+    assert check_schedule(p, s) == []
+
+
 def test_same_seed_same_schedule() -> None:
     data = {"schedule": {"horizon": "12h", "step": "30m"},
             "cluster": {"levels": ["rack", "node"], "racks": [
@@ -102,10 +124,15 @@ def test_same_seed_same_schedule() -> None:
         a = schedule(p, strategy, time_limit=10, seed=3).model_copy(update={"solve_seconds": 0.0, "metrics": {}})
         b = schedule(p, strategy, time_limit=10, seed=3).model_copy(update={"solve_seconds": 0.0, "metrics": {}})
         assert a.to_json() == b.to_json()
+    spec = p.schedule
+    assert spec is not None
+    a, b = (schedule_cpsat(p, spec.horizon, spec.step, 3.0, seed=3, lns=True).model_copy(
+        update={"solve_seconds": 0.0, "metrics": {}}) for _ in range(2))
+    assert a.strategy == "cpsat-lns" and a.to_json() == b.to_json()
 
 
 # ------------------------------------------------------------------ exhaustive search on tiny instances
-def _tiny(seed: int) -> dict[str, Any]:
+def _tiny(seed: int, tenants: bool = False) -> dict[str, Any]:
     rnd = random.Random(seed)
     nodes = [{"name": f"n{i}", "gpu": "H100-SXM5-80GB", "gpus": 2, "cpu": 64, "memory_gib": 256} for i in range(2)]
     workloads = []
@@ -114,6 +141,10 @@ def _tiny(seed: int) -> dict[str, Any]:
                              "release": rnd.choice([0, 0, 1]) * HOUR, "priority": rnd.choice([0, 0, 5])}
         if rnd.random() < 0.3:
             w["deadline"] = w["release"] + w["duration"] + rnd.choice([0, 1]) * HOUR
+        if tenants:
+            w["tenant"] = rnd.choice(["a", "b"])
+            if rnd.random() < 0.5:
+                w["isolation"] = "node"
         workloads.append(w)
     return {"schedule": {"horizon": "4h", "step": "1h"}, "cluster": {"name": "t", "levels": ["node"], "nodes": nodes},
             "workloads": workloads}
@@ -122,7 +153,8 @@ def _tiny(seed: int) -> dict[str, Any]:
 def _exhaustive(data: dict[str, Any]) -> tuple[tuple[int, ...], int]:
     """Best (work per priority, highest first; wait) over every start and node of every workload.
 
-    Written from the problem statement only: at every hour each node has 2 GPUs.
+    Written from the problem statement only: at every hour each node has 2 GPUs, and a node that
+    runs a workload with node isolation runs only its tenant's workloads in that hour.
     """
     ws = data["workloads"]
     prios = sorted({w["priority"] for w in ws}, reverse=True)
@@ -135,6 +167,8 @@ def _exhaustive(data: dict[str, Any]) -> tuple[tuple[int, ...], int]:
     best: tuple[tuple[int, ...], int] | None = None
     for choice in itertools.product(*options):
         use = [[0] * 4 for _ in range(2)]
+        who: list[list[set[str]]] = [[set() for _ in range(4)] for _ in range(2)]
+        alone: list[list[bool]] = [[False] * 4 for _ in range(2)]
         ok = True
         for w, c in zip(ws, choice, strict=True):
             if c is None:
@@ -142,7 +176,9 @@ def _exhaustive(data: dict[str, Any]) -> tuple[tuple[int, ...], int]:
             t, n = c
             for h in range(t // HOUR, (t + w["duration"]) // HOUR):
                 use[n][h] += w["gpus"]
-                ok = ok and use[n][h] <= 2
+                who[n][h].add(w.get("tenant", "default"))
+                alone[n][h] = alone[n][h] or w.get("isolation") == "node"
+                ok = ok and use[n][h] <= 2 and not (alone[n][h] and len(who[n][h]) > 1)
         if not ok:
             continue
         work = tuple(sum(w["gpus"] * w["duration"] for w, c in zip(ws, choice, strict=True)
@@ -156,7 +192,7 @@ def _exhaustive(data: dict[str, Any]) -> tuple[tuple[int, ...], int]:
 
 @pytest.mark.parametrize("seed", range(12))
 def test_cpsat_equals_exhaustive_search_on_tiny_instances(seed: int) -> None:
-    data = _tiny(seed)
+    data = _tiny(seed, tenants=seed % 2 == 1)
     p = problem_from_data(data)
     s = schedule(p, "cpsat", time_limit=10)
     work, wait = _exhaustive(data)
@@ -165,3 +201,18 @@ def test_cpsat_equals_exhaustive_search_on_tiny_instances(seed: int) -> None:
     assert s.wait_gpu_h == round(wait / HOUR, 6)
     h = schedule(p, "heuristic")
     assert (h.objective, -h.wait_gpu_h) <= (s.objective, -s.wait_gpu_h)
+    # the energy relaxation bounds the highest priority's work from above
+    r = relaxation(p, 4 * HOUR, HOUR)
+    got = r.level(p.priorities[0], {}, 5.0)
+    assert got is None or got >= work[0] * 7000
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_neighbourhood_search_equals_exhaustive_search_on_tiny_instances(seed: int) -> None:
+    """Every neighbourhood of a tiny instance frees most of it: the search reaches the optimal work."""
+    data = _tiny(seed, tenants=seed % 2 == 1)
+    p = problem_from_data(data)
+    s = assert_valid_schedule(p, schedule_cpsat(p, 4 * HOUR, HOUR, 2.0, lns=True))
+    work, _ = _exhaustive(data)
+    assert s.strategy == "cpsat-lns"
+    assert s.objective == tuple(round(x / HOUR, 6) for x in work)

@@ -1,0 +1,198 @@
+"""Large-neighbourhood search over time windows and domains, past the full time model's reach.
+
+Start from a schedule (list scheduling's), then repeatedly free the jobs of one neighbourhood —
+every job running in a time window (on a random part of the nodes), every job on the nodes of one
+domain (a rack), or a job that does not run with the jobs running in its time window on part of
+its nodes — with the jobs that could run there but do not, keep everything else fixed (as busy intervals on its
+nodes), and re-solve the freed jobs with the CP-SAT time model
+(:class:`capplan.placement.cpsat.schedule.TimeModel`), hinted with their current starts and
+nodes. Every level of the objective is a sum over jobs, so the neighbourhood's staged
+objective improves exactly when the whole schedule's does; a result is kept when the whole
+schedule's lexicographic key (:func:`capplan.placement.schedule.result.lex_key`) improves.
+
+The search runs on CP-SAT's deterministic clock (each neighbourhood gets a fixed deterministic
+budget; neighbourhoods are drawn from a seeded generator), so a seed gives the same schedule
+unless the wall-clock limit, a safety net, comes first on a loaded machine. Windows widen after a
+neighbourhood is solved to optimality and narrow after one is not.
+
+Plans have their own neighbourhood search over nodes (:mod:`capplan.placement.core.subproblem`
+builds those sub-problems); a schedule's neighbourhood is a set of jobs in time, whose fixed part
+is a set of intervals rather than a running state, so it is built here on the time model's jobs.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import replace
+
+from capplan.model.problem import Problem
+from capplan.placement.cpsat.schedule import DETERMINISTIC_SHARE, Busy, Job, NodeCap, TimeModel, TimeSolution
+from capplan.placement.schedule.exact import Jobs
+from capplan.placement.schedule.result import lex_key
+from capplan.placement.schedule.timeline import Item
+
+#: Most jobs freed in one neighbourhood.
+MAX_FREE = 30
+#: Most nodes a neighbourhood's freed jobs may use (a random part of the window's or the domain's).
+MAX_NODES = 16
+#: A neighbourhood counts at least this share of its deterministic budget on the search's clock (small
+#: neighbourhoods finish early; the count of neighbourhoods then still fits the time limit).
+MIN_CHARGE = 0.5
+#: Wall-clock seconds per neighbourhood (its deterministic budget is :data:`DETERMINISTIC_SHARE` of it).
+PER_NEIGHBOURHOOD = 3.0
+
+
+class WindowSearch:
+    """The search state: the current job starts and node counts, and their decoded schedule."""
+
+    def __init__(self, p: Problem, jobs: Jobs, items: list[Item], horizon: int, step: int,
+                 inputs: tuple[list[NodeCap], list[int], list[Busy]], seed: int) -> None:
+        self.p, self.jobs, self.horizon, self.step = p, jobs, horizon, step
+        self.caps, self.budgets, self.running = inputs
+        self.rng = random.Random(seed)
+        self.starts, self.counts = jobs.hint(items)
+        self.items = items
+        self.key = lex_key(p, items, step)
+        cl = p.cluster
+        self.level = cl.levels[-2] if len(cl.levels) > 1 else None
+        self.domains: dict[str, list[int]] = {}
+        if self.level is not None:
+            for i, n in enumerate(cl.nodes):
+                self.domains.setdefault(cl.domain_of(n, self.level), []).append(i)
+        self.width = max(step, horizon // 8)
+        self.tried = 0
+        self.kept = 0
+
+    def _end(self, j: int) -> int:
+        jb, s = self.jobs.jobs[j], self.starts[j]
+        assert s is not None
+        return s + jb.duration if jb.duration is not None else self.horizon
+
+    def neighbourhood(self) -> tuple[list[int], set[int]]:
+        """Freed jobs and the nodes they may use. Kinds in turn: a time window, a domain, and (while some
+        job does not run) such a job with the jobs running in its time window on part of its nodes."""
+        jobs, rng = self.jobs.jobs, self.rng
+        missing = [j for j, s in enumerate(self.starts) if s is None]
+        kinds = ["window"] + (["domain"] if len(self.domains) > 1 else []) + (["missing"] if missing else [])
+        kind = kinds[self.tried % len(kinds)]
+        lo, hi = 0, self.horizon
+        everything = set(range(len(self.caps)))
+        first: list[int] = []
+        if kind == "domain":
+            nodes = set(self.domains[rng.choice(sorted(self.domains))])
+        elif kind == "missing":
+            j = rng.choice(missing)
+            jb = jobs[j]
+            first = [j]
+            lo, hi = jb.earliest, jb.latest + (jb.duration or self.horizon)
+            nodes = set(jb.nodes)
+            if jb.domains:  # one domain it may use, and room elsewhere for what must leave it
+                dom = rng.choice(sorted(set(jb.domains)))
+                mine = {n for n, d in zip(jb.nodes, jb.domains, strict=True) if d == dom}
+                rest = sorted(everything - mine)
+                nodes = mine | set(rng.sample(rest, min(len(rest), max(0, MAX_NODES - len(mine)))))
+        else:
+            lo = rng.randrange(0, max(1, self.horizon - self.width // 2), self.step)
+            hi = lo + self.width
+            nodes = everything
+        if len(nodes) > MAX_NODES:
+            nodes = set(rng.sample(sorted(nodes), MAX_NODES))
+        cand: list[int] = []
+        for j, jb in enumerate(jobs):
+            s = self.starts[j]
+            if j in first:
+                continue
+            if s is not None:
+                if s < hi and self._end(j) > lo and set(self.counts[j]) <= nodes:
+                    cand.append(j)
+            elif jb.earliest < hi and jb.latest + (jb.duration or 0) > lo and nodes.intersection(jb.nodes):
+                cand.append(j)
+        if len(cand) + len(first) > MAX_FREE:
+            cand = sorted(rng.sample(cand, MAX_FREE - len(first)))
+        return sorted(first + cand), nodes
+
+    def sub_jobs(self, free: list[int], nodes: set[int]) -> list[Job] | None:
+        """The freed jobs restricted to ``nodes`` (and to the domain or model their fixed siblings hold)."""
+        fixed_dom: dict[int, str] = {}
+        free_set = set(free)
+        for j, jb in enumerate(self.jobs.jobs):
+            if j not in free_set and self.starts[j] is not None and jb.group >= 0 and jb.domains:
+                n = next(iter(self.counts[j]))
+                fixed_dom[jb.group] = jb.domains[jb.nodes.index(n)]
+        out = []
+        for j in free:
+            jb = self.jobs.jobs[j]
+            keep = [k for k, n in enumerate(jb.nodes) if n in nodes
+                    and (jb.group not in fixed_dom or jb.domains[k] == fixed_dom[jb.group])]
+            if not keep and self.starts[j] is not None:
+                return None
+            out.append(replace(jb, nodes=tuple(jb.nodes[k] for k in keep),
+                               domains=tuple(jb.domains[k] for k in keep) if jb.domains else (),
+                               models=tuple(jb.models[k] for k in keep) if jb.models else ()))
+        return out
+
+    def busy(self, free: set[int], nodes: set[int]) -> list[Busy]:
+        """Fixed jobs on ``nodes`` and on nodes sharing a power budget with them, as busy intervals."""
+        power = {d for n in nodes for d in self.caps[n].power}
+        near = {i for i, c in enumerate(self.caps) if i in nodes or power.intersection(c.power)}
+        out = [b for b in self.running if b.node in near]
+        for j, jb in enumerate(self.jobs.jobs):
+            s = self.starts[j]
+            if j in free or s is None:
+                continue
+            for n, c in self.counts[j].items():
+                if n in near:
+                    out.append(Busy(node=n, gpus=jb.gpus * c, cpu=jb.cpu * c, mem=jb.mem * c, start=s,
+                                    end=self._end(j), tenant=jb.tenant, isolated=jb.isolated))
+        return out
+
+    def step_once(self, budget: float, seed: int, workers: int) -> tuple[bool, float, bool]:
+        """Solve one neighbourhood; (kept, deterministic time spent, proven optimal)."""
+        self.tried += 1
+        free, nodes = self.neighbourhood()
+        sub = self.sub_jobs(free, nodes) if free else None
+        if not sub:
+            return False, 0.0, True
+        tm = TimeModel([jb for jb in sub if jb.nodes], self.busy(set(free), nodes), self.caps, self.budgets,
+                       self.horizon, self.step)
+        live = [j for j, jb in zip(free, sub, strict=True) if jb.nodes]
+        hint = ([self.starts[j] for j in live], [self.counts[j] for j in live])
+        sol = tm.solve(hint, budget, seed, workers)
+        if sol is None:
+            return False, tm.deterministic, False
+        starts, counts = list(self.starts), list(self.counts)
+        for j, s, c in zip(live, sol.starts, sol.counts, strict=True):
+            starts[j], counts[j] = s, c
+        try:
+            items = self.jobs.decode(TimeSolution(starts=starts, counts=counts))
+        except AssertionError:
+            return False, sol.deterministic, sol.proven()
+        key = lex_key(self.p, items, self.step)
+        if key > self.key:
+            self.starts, self.counts, self.items, self.key = starts, counts, items, key
+            self.kept += 1
+            return True, sol.deterministic, sol.proven()
+        return False, sol.deterministic, sol.proven()
+
+
+def improve(p: Problem, jobs: Jobs, items: list[Item], horizon: int, step: int, time_limit: float, seed: int,
+            workers: int, inputs: tuple[list[NodeCap], list[int], list[Busy]]) -> tuple[list[Item], dict[str, object]]:
+    """Improve the schedule ``items`` by neighbourhood search for ``time_limit`` seconds; the best schedule
+    and metrics (neighbourhoods tried and kept)."""
+    t0 = time.perf_counter()
+    search = WindowSearch(p, jobs, items, horizon, step, inputs, seed)
+    spent = 0.0
+    clock = time_limit * DETERMINISTIC_SHARE
+    last = 0.0  # wall seconds of the previous neighbourhood: the next one must fit too
+    while spent < clock and time.perf_counter() - t0 + last < time_limit - 0.2:
+        budget = min(PER_NEIGHBOURHOOD, max(0.2, (clock - spent) / DETERMINISTIC_SHARE))
+        began = time.perf_counter()
+        _, used, proven = search.step_once(budget, seed + search.tried, workers)
+        last = time.perf_counter() - began
+        spent += max(used, MIN_CHARGE * budget * DETERMINISTIC_SHARE)
+        if proven:
+            search.width = min(horizon, search.width * 5 // 4)
+        else:
+            search.width = max(step, search.width * 4 // 5)
+    return search.items, {"lns_tried": search.tried, "lns_kept": search.kept}
