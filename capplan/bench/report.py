@@ -8,6 +8,8 @@
 * ``allocation.png``: mean allocation vs arrived workload per policy (online), with the FGD
   authors' published mean curves dashed when ``fgd-expected-results`` covers the same trace.
 * ``time.png``: seconds per run vs pods per run, per policy.
+* replay protocol: a wait table, ``replay*.csv``, ``wait_cdf.png`` and ``allocation_time.png``
+  (:mod:`capplan.bench.replay_report`).
 """
 
 from __future__ import annotations
@@ -84,6 +86,10 @@ def summary_markdown(results: list[dict[str, Any]]) -> str:
     for proto, pols in sorted(by_proto.items()):
         if proto == "online":
             out += _online_table(pols)
+        elif proto == "replay":
+            from capplan.bench.replay_report import replay_markdown
+
+            out += replay_markdown(pols)
         else:
             out += [f"### Batch protocol (pods known up front; {proto})", "",
                     "| strategy | placed % of capacity | bound % | status | s/run | peak MiB | MIG compute % | "
@@ -184,6 +190,12 @@ def write_report(results: list[dict[str, Any]], out: Path, expected_csv: Path | 
     text = f"# Benchmark summary: {workload}\n\n" + summary_markdown(results)
     if published:
         text += f"\nPublished FGD curves ({', '.join(sorted(published))}) are drawn dashed in allocation.png.\n"
+    replay = [res for res in results if res["job"]["protocol"] == "replay"]
+    if replay:
+        from capplan.bench.replay_report import replay_plots, write_replay_tables
+
+        write_replay_tables(replay, out)
+        replay_plots(replay, out)
     write_text_atomic(out / "summary.md", text)
     plots(results, out, published)
     return out / "summary.md"

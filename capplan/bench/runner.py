@@ -42,10 +42,15 @@ class Job:
     """One run."""
 
     source: Source
-    protocol: str  # "online" | "batch"
+    protocol: str  # "online" | "batch" | "replay"
     policy: str
     seed: int
     time_limit: float = 60.0
+    # replay only: re-plan period and time limit (s), noise of run-time estimates, share of the nodes kept
+    replan_every: float = 600.0
+    replan_limit: float = 2.0
+    noise_sigma: float = 0.5
+    fleet_fraction: float = 1.0
 
     @property
     def key(self) -> str:
@@ -71,6 +76,27 @@ def _load(source: Source) -> tuple[Any, Any, list[Any], dict[str, Any], Any]:
     return Fleet.from_trace(nodes), PodTable.from_trace(pods), pods, {"cluster": data["cluster"]}, None
 
 
+@lru_cache(maxsize=2)
+def _load_replay(source: Source, fleet_fraction: float, seed: int) -> Any:
+    """The replay's pods and fleet (:func:`capplan.bench.replay.load_replay`), cached per process."""
+    from capplan.bench.replay import load_replay
+    from capplan.io.alibaba import read_nodes, read_pods
+
+    return load_replay(read_nodes(source.nodes), read_pods(source.pods), fleet_fraction, seed)
+
+
+def run_replay_job(job: Job) -> dict[str, Any]:
+    """One replay run: its metrics (``final``), every pod's wait and the hourly allocation."""
+    from capplan.bench.replay import hourly_allocation, replay_metrics, run_replay
+
+    tr = _load_replay(job.source, job.fleet_fraction, job.seed)
+    run = run_replay(tr, job.policy, job.seed, job.replan_every, job.noise_sigma, job.replan_limit)
+    final = replay_metrics(tr, run)
+    final.update(replan_every_s=job.replan_every, noise_sigma=job.noise_sigma, fleet_fraction=job.fleet_fraction)
+    return {"job": asdict(job), "rows": [], "final": final, "waits": (run.start - tr.arrival).tolist(),
+            "allocation": hourly_allocation(tr, run)}
+
+
 def run_job(job: Job) -> dict[str, Any]:
     """Run one job and return its JSON-ready result (module level: picklable for worker processes).
 
@@ -79,6 +105,8 @@ def run_job(job: Job) -> dict[str, Any]:
     """
     from capplan.bench.protocols import run_batch, run_online
 
+    if job.protocol == "replay":
+        return run_replay_job(job)
     fleet, table, trace_pods, cluster, syn = _load(job.source)
     if job.protocol == "online":
         run = run_online(fleet, table, job.policy, job.seed)

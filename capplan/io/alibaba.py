@@ -3,7 +3,8 @@
 Node files have ``sn, cpu_milli, memory_mib, gpu, model``. Pod files have at least
 ``cpu_milli, memory_mib, num_gpu, gpu_milli`` (the ``multigpu*`` variants have only five columns,
 ``name`` among them); ``gpu_spec`` (``A|B``: allowed models), ``qos``, ``pod_phase`` and the
-timestamps are optional. Columns are matched by name, so any order works.
+timestamps are optional (``creation_time`` reads as 0 when absent or empty, ``deletion_time`` and
+``scheduled_time`` as None). Columns are matched by name, so any order works.
 
 Semantics, exactly as in the trace: a pod's GPUs are all on one node; a pod with
 ``gpu_milli < 1000`` (and ``num_gpu == 1``) time-shares one GPU; ``gpu_spec`` lists the
@@ -18,7 +19,7 @@ import csv
 import io
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,9 @@ class TracePod:
     gpu_spec: tuple[str, ...] = ()
     qos: str = ""
     creation_time: int = 0
+    # Left out of repr (and so of the synthetic suites' digests, which predate them): None when absent.
+    deletion_time: int | None = field(default=None, repr=False)
+    scheduled_time: int | None = field(default=None, repr=False)
 
     @property
     def gpu_demand_milli(self) -> int:
@@ -97,6 +101,11 @@ def _int(row: dict[str, str], key: str, where: str, default: int | None = None) 
     return val
 
 
+def _opt_int(row: dict[str, str], key: str, where: str) -> int | None:
+    """A whole number, or None when the column is absent or the cell empty (a time never reached)."""
+    return None if not (row.get(key) or "").strip() else _int(row, key, where)
+
+
 def read_nodes(path: str | Path) -> list[TraceNode]:
     """Read a node CSV of the trace."""
     out = []
@@ -127,7 +136,9 @@ def read_pods(path: str | Path) -> list[TracePod]:
         out.append(TracePod(name=(row.get("name") or f"pod-{line - 1:05d}").strip(),
                             cpu_milli=_int(row, "cpu_milli", where), memory_mib=_int(row, "memory_mib", where),
                             num_gpu=num_gpu, gpu_milli=gpu_milli, gpu_spec=spec, qos=(row.get("qos") or "").strip(),
-                            creation_time=_int(row, "creation_time", where, 0)))
+                            creation_time=_int(row, "creation_time", where, 0),
+                            deletion_time=_opt_int(row, "deletion_time", where),
+                            scheduled_time=_opt_int(row, "scheduled_time", where)))
     return out
 
 
