@@ -333,3 +333,18 @@ def test_compaction_keeps_the_work_and_never_adds_wait() -> None:
     assert {(it.w.name, it.replica) for it in moved} == set(before)
     assert all(it.start <= before[(it.w.name, it.replica)] for it in moved)
     assert wait_units(moved) < wait_units(late)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_short_jobs_first_minimise_the_weighted_wait(strategy: str) -> None:
+    """One 8-GPU node; L (8 GPUs, 10h) listed before S1 and S2 (8 GPUs, 1h each), all released at 0.
+
+    Everything completes within 24h whatever the order, so the wait decides: S1, S2, L waits
+    0 + 8 x 1h + 8 x 2h = 24 GPU-hours (Smith's rule); L first would wait 8 x 10h + 8 x 11h = 168.
+    """
+    p = problem([rack("r1", 1)], [{"name": "L", "gpus": 8, "duration": "10h"},
+                                  {"name": "S1", "gpus": 8, "duration": "1h"},
+                                  {"name": "S2", "gpus": 8, "duration": "1h"}])
+    s = schedule(p, strategy, time_limit=10)
+    assert s.wait_gpu_h == 24.0 and starts(s, "L") == {7200}
+    assert check_schedule(p, s) == []
