@@ -30,6 +30,16 @@ DETERMINISTIC_SHARE = 0.2
 PRESOLVE_MAX_INTERVALS = 1000
 
 
+def _one_worker(budget: float, seed: int) -> cp_model.CpSolver:
+    """A one-worker solver stopping at ``budget`` s of wall time or its deterministic-clock share, seeded."""
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.max_time_in_seconds = max(0.05, budget)
+    prm.max_deterministic_time = max(0.05, budget) * DETERMINISTIC_SHARE
+    prm.num_workers = 1
+    prm.random_seed = seed
+    return solver
+
 
 @dataclass(frozen=True)
 class _Use:
@@ -305,13 +315,8 @@ class TimeModel:
     def _complete(self, budget: float, seed: int) -> list[int] | None:
         """Complete the current (partial) hint to a full assignment of every variable, or None."""
         self.m.clear_objective()  # type: ignore[no-untyped-call]
-        solver = cp_model.CpSolver()
-        prm = solver.parameters
-        prm.max_time_in_seconds = max(0.05, budget)
-        prm.max_deterministic_time = max(0.05, budget) * DETERMINISTIC_SHARE
-        prm.num_workers = 1
-        prm.random_seed = seed
-        prm.fix_variables_to_their_hinted_value = True
+        solver = _one_worker(budget, seed)
+        solver.parameters.fix_variables_to_their_hinted_value = True
         status = solver.solve(self.m)
         self.deterministic += solver.response_proto.deterministic_time
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -543,12 +548,7 @@ class EnergyRelaxation:
             return 0
         expr, g = _reduced(terms)
         m.maximize(expr)
-        solver = cp_model.CpSolver()
-        prm = solver.parameters
-        prm.max_time_in_seconds = max(0.05, time_limit)
-        prm.max_deterministic_time = max(0.05, time_limit) * DETERMINISTIC_SHARE
-        prm.num_workers = 1
-        prm.random_seed = seed
+        solver = _one_worker(time_limit, seed)
         status = solver.solve(m)
         if status == cp_model.INFEASIBLE:
             return None
