@@ -48,7 +48,7 @@ class GreedyPlacer:
             idx = np.intersect1d(idx, within, assume_unique=True)
         if idx.size == 0:
             return []
-        ok = (st.free_cpu[idx] >= w.cpu_milli) & (st.free_mem[idx] >= w.memory_mib)
+        ok = (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
         if w.gpus is not None:
             ok &= st.free_whole[idx] >= w.gpus
         elif w.gpu_fraction is not None:
@@ -61,7 +61,7 @@ class GreedyPlacer:
         # Best fit: fewest free whole GPUs left, then least free CPU; nodes with busy GPUs first for slices.
         free_after = st.free_whole[idx] - (w.gpus or 0)
         partial = (st.gpu_count[idx] - st.free_whole[idx]) > 0
-        keys = [st.free_cpu[idx], free_after]
+        keys = [st.cpu[idx], free_after]
         if w.gpus is None:
             keys.append(~partial)
         if prefer:

@@ -69,12 +69,12 @@ def closest_nodes(st: ClusterState, w: Workload, limit: int = 3) -> list[tuple[i
         d = per_model[st.model_of[i]]
         parts: list[str] = []
         score = 0.0
-        if w.cpu_milli and st.free_cpu[i] < w.cpu_milli:
-            score += (w.cpu_milli - float(st.free_cpu[i])) / w.cpu_milli
-            parts.append(f"CPU {st.free_cpu[i] / MILLI:g} of {w.cpu:g} cores free")
-        if w.memory_mib and st.free_mem[i] < w.memory_mib:
-            score += (w.memory_mib - float(st.free_mem[i])) / w.memory_mib
-            parts.append(f"memory {st.free_mem[i] / MIB_PER_GIB:g} of {w.memory_gib:g} GiB free")
+        if w.cpu_milli and st.cpu[i] < w.cpu_milli:
+            score += (w.cpu_milli - float(st.cpu[i])) / w.cpu_milli
+            parts.append(f"CPU {st.cpu[i] / MILLI:g} of {w.cpu:g} cores free")
+        if w.memory_mib and st.mem[i] < w.memory_mib:
+            score += (w.memory_mib - float(st.mem[i])) / w.memory_mib
+            parts.append(f"memory {st.mem[i] / MIB_PER_GIB:g} of {w.memory_gib:g} GiB free")
         short, text = _gpu_room(st, w, d, i)
         if short > 0:
             score += short

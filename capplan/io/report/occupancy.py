@@ -94,9 +94,9 @@ class _Classifier:
     # -- node- and GPU-level tests; each returns a failure family or "" ---------------------------
     def _node(self, sh: _Shape, i: int) -> str:
         st, w = self.st, sh.w
-        if st.free_cpu[i] < w.cpu_milli:
+        if st.cpu[i] < w.cpu_milli:
             return "cpu"
-        if st.free_mem[i] < w.memory_mib:
+        if st.mem[i] < w.memory_mib:
             return "memory"
         if not st.node_tenant_ok(w, i):
             return "isolation"

@@ -118,8 +118,8 @@ def node_failures(st: ClusterState, w: Workload) -> Counter[str]:
     """How many nodes reject one more replica of ``w``, by constraint family."""
     idx, _ = st.eligible(w)
     out: Counter[str] = Counter({"model": len(st.nodes) - idx.size})
-    cpu_ok = st.free_cpu[idx] >= w.cpu_milli
-    mem_ok = st.free_mem[idx] >= w.memory_mib
+    cpu_ok = st.cpu[idx] >= w.cpu_milli
+    mem_ok = st.mem[idx] >= w.memory_mib
     out["cpu"] = int((~cpu_ok).sum())
     out["memory"] = int((cpu_ok & ~mem_ok).sum())
     for i in idx[cpu_ok & mem_ok]:

@@ -162,26 +162,11 @@ class ClusterState:
             for dom, idx in groups.items():
                 self.domain_nodes[(lvl, dom)] = np.array(idx, dtype=np.int64)
 
-    # ------------------------------------------------------------- aliases
-    @property
-    def free_cpu(self) -> np.ndarray:
-        """Free CPU per node (milli-cores); the same array as :attr:`cpu`."""
-        return self.cpu
-
-    @property
-    def free_mem(self) -> np.ndarray:
-        """Free host memory per node (MiB); the same array as :attr:`mem`."""
-        return self.mem
-
     # ----------------------------------------------------------- per-node summaries (greedy's screens)
     def touch(self, i: int) -> None:
         """Mark node ``i`` changed (its summaries are recomputed when next read)."""
         self.stamp[i] += 1
         self._dirty.add(i)
-
-    def _refresh(self, i: int) -> None:
-        """Recompute node ``i``'s summaries (after a direct change of its GPUs' arrays)."""
-        self.touch(i)
 
     def _summaries(self) -> None:
         if not self._dirty:
@@ -331,41 +316,49 @@ class ClusterState:
     # --------------------------------------------------------------- mutation
     def apply(self, w: Workload, d: Demand, pl: Placement, sign: int = 1) -> None:
         """Add (``sign=1``) or remove (``sign=-1``) one replica of ``w`` with demand ``d`` at ``pl``."""
-        i = pl.node
+        self.apply_many(w, d, [pl], sign)
+
+    def apply_many(self, w: Workload, d: Demand, cs: list[Placement], sign: int = 1) -> None:
+        """Add (``sign=1``) or remove (``sign=-1``) replicas of ``w`` with demand ``d``, all on one node."""
+        if not cs:
+            return
         if self.journal is not None:
-            self.journal.append((w, d, pl))
+            self.journal.extend((w, d, c) for c in cs)
+        i, k = cs[0].node, sign * len(cs)
         t = self.tenant_id(w.tenant)
         self.touch(i)
-        self.cpu[i] -= sign * w.cpu_milli
-        self.mem[i] -= sign * w.memory_mib
-        self.node_iso[i] += sign * (w.isolation == "node")
-        self.node_tenant[i] = _count(self.node_tenants[i], w.tenant, sign, self.tenants)
-        iso = sign * (w.isolation == "tenant")
+        self.cpu[i] -= k * w.cpu_milli
+        self.mem[i] -= k * w.memory_mib
+        self.node_iso[i] += k * (w.isolation == "node")
+        self.node_tenant[i] = _count(self.node_tenants[i], w.tenant, k, self.tenants)
+        per_gpu: dict[int, list[int]] = {}  # GPU -> [replicas, milli of shares]
+        for c in cs:
+            for gi in c.gpus:
+                acc = per_gpu.setdefault(gi, [0, 0])
+                acc[0] += sign
+                acc[1] += sign * c.fraction_milli
+        iso = int(w.isolation == "tenant")
         mode = KIND_MODE.get(d.kind, WHOLE)
-        if d.kind == "mig":
-            assert d.profile is not None and pl.slot is not None
-            width, pi = (1 << d.profile.memory_slices) - 1, self.prof_index[d.profile.name]
-            slot_mask = width << pl.slot.start
+        pi = self.prof_index[d.profile.name] if d.profile is not None else 0
         turned = 0  # GPUs switched on (+) or off (-)
-        for gi in pl.gpus:
+        # Python scalars per touched GPU: cheaper than array operations on one short row.
+        for gi, (k_g, milli) in per_gpu.items():
             before = int(self.users[i, gi])
-            self.users[i, gi] = after = before + sign
-            key = (i, gi)
-            counter = self.gpu_tenants.get(key)
+            self.users[i, gi] = after = before + k_g
+            counter = self.gpu_tenants.get((i, gi))
             if counter is None:
-                counter = self.gpu_tenants[key] = Counter()
-            self.gpu_tenant[i, gi] = _count(counter, t, sign, None)
-            self.gpu_iso[i, gi] += iso
+                counter = self.gpu_tenants[(i, gi)] = Counter()
+            self.gpu_tenant[i, gi] = _count(counter, t, k_g, None)
+            self.gpu_iso[i, gi] += k_g * iso
             if d.kind == "whole":
-                self.used[i, gi] += sign * UNITS_PER_GPU
+                self.used[i, gi] += k_g * UNITS_PER_GPU
             elif d.kind == "fraction":
-                self.frac[i, gi] += sign * pl.fraction_milli
-                self.gmem[i, gi] += sign * d.memory_mib
-                self.used[i, gi] += sign * pl.fraction_milli * _UNITS_PER_MILLI
+                self.frac[i, gi] += milli
+                self.gmem[i, gi] += k_g * d.memory_mib
+                self.used[i, gi] += milli * _UNITS_PER_MILLI
             else:
-                self.mig_mask[i, gi] ^= slot_mask
-                self.prof_count[i, gi, pi] += sign
-                self.used[i, gi] += sign * d.units
+                self.prof_count[i, gi, pi] += k_g
+                self.used[i, gi] += k_g * d.units
             if after == 0:
                 self.mode[i, gi] = FREE
             elif sign > 0:
@@ -374,61 +367,14 @@ class ClusterState:
                 turned += 1 if after else -1
                 if self.fixed[i, gi] <= WHOLE:
                     self.free_whole[i] -= 1 if after else -1
-        if turned:
-            self.power_free[self.node_dom[i]] -= turned * self.tdp[i]
-            self.power_free[-1] = _UNLIMITED
-
-    def apply_many(self, w: Workload, d: Demand, cs: list[Placement]) -> None:
-        """Add several replicas of ``w`` on one node at once (same effect as :meth:`apply` for each)."""
-        if not cs:
-            return
-        if self.journal is not None:
-            self.journal.extend((w, d, c) for c in cs)
-        i, k = cs[0].node, len(cs)
-        t = self.tenant_id(w.tenant)
-        self.touch(i)
-        self.cpu[i] -= k * w.cpu_milli
-        self.mem[i] -= k * w.memory_mib
-        self.node_iso[i] += k * (w.isolation == "node")
-        self.node_tenant[i] = _count(self.node_tenants[i], w.tenant, k, self.tenants)
-        cnt: dict[int, int] = {}
-        for c in cs:
-            for gi in c.gpus:
-                cnt[gi] = cnt.get(gi, 0) + 1
-        iso = int(w.isolation == "tenant")
-        mode = KIND_MODE.get(d.kind, WHOLE)
-        pi = self.prof_index[d.profile.name] if d.profile is not None else 0
-        new_gpus = 0
-        # Python scalars per touched GPU: cheaper than array operations on one short row.
-        for gi, k_g in cnt.items():
-            if self.users[i, gi] == 0:
-                new_gpus += 1
-                if self.fixed[i, gi] <= WHOLE:
-                    self.free_whole[i] -= 1
-            self.users[i, gi] += k_g
-            counter = self.gpu_tenants.get((i, gi))
-            if counter is None:
-                counter = self.gpu_tenants[(i, gi)] = Counter()
-            self.gpu_tenant[i, gi] = _count(counter, t, k_g, None)
-            self.gpu_iso[i, gi] += k_g * iso
-            self.mode[i, gi] = mode
-            if d.kind == "whole":
-                self.used[i, gi] += k_g * UNITS_PER_GPU
-            elif d.kind == "fraction":
-                self.frac[i, gi] += k_g * cs[0].fraction_milli
-                self.gmem[i, gi] += k_g * d.memory_mib
-                self.used[i, gi] += k_g * cs[0].fraction_milli * _UNITS_PER_MILLI
-            else:
-                self.prof_count[i, gi, pi] += k_g
-                self.used[i, gi] += k_g * d.units
         if d.kind == "mig":
             assert d.profile is not None
             width = (1 << d.profile.memory_slices) - 1
             for c in cs:
                 assert c.slot is not None
                 self.mig_mask[i, c.gpus[0]] ^= width << c.slot.start
-        if new_gpus:
-            self.power_free[self.node_dom[i]] -= new_gpus * self.tdp[i]
+        if turned:
+            self.power_free[self.node_dom[i]] -= turned * self.tdp[i]
             self.power_free[-1] = _UNLIMITED
 
     @classmethod

@@ -186,9 +186,9 @@ def _domains(st: ClusterState, w: Workload, n: int, fixed: str | None) -> list[s
     idx, _ = st.eligible(w)
     per = st.free_whole[idx] // w.gpus
     if w.cpu_milli:
-        per = np.minimum(per, st.free_cpu[idx] // w.cpu_milli)
+        per = np.minimum(per, st.cpu[idx] // w.cpu_milli)
     if w.memory_mib:
-        per = np.minimum(per, st.free_mem[idx] // w.memory_mib)
+        per = np.minimum(per, st.mem[idx] // w.memory_mib)
     room: dict[str, int] = {}
     for i, c in zip(idx.tolist(), per.tolist(), strict=True):
         if c:

@@ -65,7 +65,7 @@ class Timeline:
         nodes = {i for i, _ in self._saved}
         self._saved = {}
         for i in nodes:
-            self.st._refresh(i)
+            self.st.touch(i)
 
     def _patch(self) -> None:
         """Fix the union where the state's bookkeeping assumes one instant.
@@ -89,7 +89,7 @@ class Timeline:
             s.mig_mask |= union
             nodes.add(i)
         for i in nodes:
-            self.st._refresh(i)
+            self.st.touch(i)
 
     def _toggle(self, k: int, sign: int) -> None:
         it = self.items[k]
