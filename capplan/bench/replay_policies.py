@@ -1,0 +1,320 @@
+"""The replay policies: FIFO, EASY backfill and capplan re-planning (see :mod:`capplan.bench.replay`).
+
+Each policy is a :class:`ReplayPolicy` acting on the shared :class:`~capplan.bench.replay_sim.Replay`
+state: ``dispatch`` starts pods at an event and ``wakeup`` asks for an extra event time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from capplan.bench.replay_sim import Replay, _fit_gpus, _fits_row, _shape_key
+from capplan.bench.sim import MILLI, IntArr, SimState, _choose
+
+if TYPE_CHECKING:
+    from capplan.model.problem import Problem
+
+#: The schedule engine's grid may have at most this many steps (capplan.model.timing.ScheduleSpec).
+MAX_STEPS = 10_000_000
+
+
+class ReplayPolicy:
+    """Base class: ``dispatch`` starts pods at an event; ``wakeup`` asks for an extra event time."""
+
+    def __init__(self, sim: Replay) -> None:
+        self.sim = sim
+        self.metrics: dict[str, Any] = {}
+
+    def dispatch(self, departed: bool, arrived: list[int]) -> None:
+        """Start what the policy decides now (``departed``: a pod ended; ``arrived``: new pods)."""
+        raise NotImplementedError
+
+    def wakeup(self) -> int | None:
+        """The next time the policy needs an event (None: only arrivals and departures)."""
+        return None
+
+
+class Fifo(ReplayPolicy):
+    """kube-scheduler-like FIFO: arrival order, no head-of-line blocking, retry after departures."""
+
+    def dispatch(self, departed: bool, arrived: list[int]) -> None:
+        """Try every waiting pod after a departure, else only the new arrivals, in arrival order."""
+        sim = self.sim
+        failed: set[tuple[int, int, int, int, tuple[str, ...]]] = set()
+        for i in list(sim.queue) if departed else arrived:
+            key = _shape_key(sim.view(i))
+            if key in failed:  # the state only filled up since this shape failed
+                continue
+            if not sim.place_now(i):
+                failed.add(key)
+
+
+class EasyBackfill(ReplayPolicy):
+    """EASY backfill: a reservation for the queue head; others start only if they do not delay it."""
+
+    def __init__(self, sim: Replay) -> None:
+        super().__init__(sim)
+        self.head: int | None = None
+        self.shadow = 0
+        self.node = -1
+        self.cpu = 0
+        self.mem = 0
+        self.gpu: IntArr = np.zeros(0, dtype=np.int64)
+        self.metrics = {"backfilled": 0}
+
+    def _reserve(self, h: int) -> None:
+        """The head's reservation: earliest (time, node) at which it fits, releasing running pods by end time."""
+        sim = self.sim
+        pv = sim.view(h)
+        st = sim.state
+        by_node: dict[int, list[tuple[int, int]]] = {}
+        for end, i in sim.ends:
+            by_node.setdefault(sim.where[i][0], []).append((end, i))
+        best: tuple[int, int, int] | None = None
+        for node in (int(x) for x in np.flatnonzero(pv.allowed)):
+            cpu, mem, left = int(st.cpu_left[node]), int(st.mem_left[node]), st.gpu_left[node].copy()
+            at = None
+            if _fits_row(cpu, mem, left, pv):
+                at = sim.t
+            else:
+                for end, i in sorted(by_node.get(node, ())):
+                    o = sim.view(i)
+                    cpu += o.cpu
+                    mem += o.mem
+                    for g in sim.where[i][1]:
+                        left[g] += o.milli
+                    if _fits_row(cpu, mem, left, pv):
+                        at = end
+                        break
+            if at is None:
+                continue
+            key = (at, int(sim.rank[node]), node)
+            if best is None or key < best:
+                best = key
+                self.cpu, self.mem, self.gpu = cpu, mem, left
+        assert best is not None, "the head fits the empty fleet (load_replay), so some node frees room"
+        self.head, self.shadow, self.node = h, best[0], best[2]
+        gpus = _fit_gpus(self.gpu, pv)  # the head's place at the reservation time
+        self.cpu -= pv.cpu
+        self.mem -= pv.mem
+        for g in gpus:
+            self.gpu[g] -= pv.milli
+
+    def _backfill(self, i: int) -> bool:
+        """Start ``i`` now if it fits and does not delay the head's reservation."""
+        sim = self.sim
+        pv = sim.view(i)
+        st = sim.state
+        ok = st.feasible(pv)
+        r = self.node
+        late = sim.t + int(sim.tr.duration[i]) > self.shadow
+        if late and ok[r]:  # on the reserved node it must also fit beside the head at the reservation time
+            ok[r] = _fits_row(min(int(st.cpu_left[r]), self.cpu), min(int(st.mem_left[r]), self.mem),
+                              np.minimum(st.gpu_left[r], self.gpu), pv)
+        if not ok.any():
+            return False
+        assert sim.scorer is not None
+        node = _choose(sim.scorer.score(st, pv), ok, sim.rank)
+        if node == r and late:
+            gpus = _fit_gpus(np.minimum(st.gpu_left[r], self.gpu), pv)
+            self.cpu -= pv.cpu
+            self.mem -= pv.mem
+            for g in gpus:
+                self.gpu[g] -= pv.milli
+        else:
+            gpus = _fit_gpus(st.gpu_left[node], pv)
+        sim.begin(i, node, gpus)
+        self.metrics["backfilled"] += 1
+        return True
+
+    def dispatch(self, departed: bool, arrived: list[int]) -> None:
+        """After a departure: start the queue in order while it fits, reserve for the head, backfill the rest.
+        Otherwise only the arrivals are new: they start, become the head, or backfill."""
+        sim = self.sim
+        if departed or self.head is None or self.head not in sim.queue:
+            self.head = None
+            cands = list(sim.queue)
+        else:
+            cands = arrived
+        failed: set[tuple[Any, ...]] = set()
+        for i in cands:
+            if self.head is None:
+                if sim.place_now(i):
+                    continue
+                self._reserve(i)
+                continue
+            key = (*_shape_key(sim.view(i)), sim.t + int(sim.tr.duration[i]) > self.shadow)
+            if key in failed:
+                continue
+            if not self._backfill(i):
+                failed.add(key)
+
+
+class Capplan(ReplayPolicy):
+    """Re-plan the queue against the running set with capplan's schedule engine every ``every`` seconds."""
+
+    def __init__(self, sim: Replay, known: IntArr, every: int, limit: float, seed: int, base: Problem) -> None:
+        super().__init__(sim)
+        self.known = known  # the run time the planner believes (exact or an estimate)
+        self.every = every
+        self.limit = limit
+        self.seed = seed
+        self.base = base
+        self.names = [n.name for n in sim.tr.nodes]
+        self.node_of = {n: k for k, n in enumerate(self.names)}
+        self.plan: dict[int, tuple[int, int, tuple[int, ...]]] = {}  # pod -> (start, node, gpus)
+        self.due: list[tuple[int, int]] = []  # heap of (planned start, pod)
+        self.changed = True
+        self.last_plan = -1
+        self.workloads: dict[int, Any] = {}
+        self.assignments: dict[int, Any] = {}
+        self.metrics = {"replans": 0, "replan_seconds": 0.0, "replan_max_seconds": 0.0, "replan_max_queue": 0,
+                        "planned_starts": 0, "fallback_starts": 0, "overdue_retries": 0}
+
+    def wakeup(self) -> int | None:
+        """The next planned start, and the next re-plan tick while pods wait."""
+        out = [self.due[0][0]] if self.due else []
+        if self.sim.queue and (self.changed or self._overdue()):
+            tick = -(-(self.sim.t + 1) // self.every) * self.every
+            out.append(tick)
+        return min(out) if out else None
+
+    def _overdue(self) -> bool:
+        return any(s < self.sim.t for s, _, _ in self.plan.values())
+
+    def _workload(self, i: int) -> Any:
+        w = self.workloads.get(i)
+        if w is None:
+            from capplan.io.alibaba import pod_workload
+            from capplan.model.problem import Workload
+
+            data = pod_workload(self.sim.tr.trace_pods[i])
+            data.update(name=f"p{i}", duration=int(self.known[i]))
+            w = self.workloads[i] = Workload.model_validate(data)
+        return w
+
+    def _assignment(self, i: int) -> Any:
+        a = self.assignments.get(i)
+        if a is None:
+            from capplan.model.plan import Assignment
+
+            node, gpus = self.sim.where[i]
+            pv = self.sim.view(i)
+            a = self.assignments[i] = Assignment(workload=f"p{i}", replica=0, node=self.names[node], gpus=gpus,
+                                                 fraction=pv.milli / MILLI if pv.shares else None)
+        return a
+
+    def _remaining(self, i: int) -> int:
+        """The run time pod ``i`` is believed to have left: its estimate minus the time run; once it has
+        run past its estimate, as long again as it has run so far (at least 1 s)."""
+        ran = self.sim.t - int(self.sim.start[i])
+        left = int(self.known[i]) - ran
+        return left if left > 0 else max(1, ran)
+
+    def replan(self) -> None:
+        """Schedule the whole queue against the running set; the result replaces the previous plan."""
+        from capplan.model.timing import RunningEnd
+        from capplan.placement.schedule import schedule
+
+        sim = self.sim
+        t0 = time.perf_counter()
+        self.plan.clear()
+        self.due.clear()
+        running = [i for _, i in sim.ends]
+        ends = {i: self._remaining(i) for i in running}
+        queue = list(sim.queue)
+        horizon = max(ends.values(), default=0) + sum(int(self.known[i]) for i in queue) + 1
+        step = max(1, -(-horizon // MAX_STEPS))
+        horizon = -(-horizon // step) * step
+        p = self.base.replace(workloads=tuple(self._workload(i) for i in running + queue),
+                              running=tuple(self._assignment(i) for i in running),
+                              ends_in=tuple(RunningEnd(workload=f"p{i}", replica=0, ends_in=e)
+                                            for i, e in ends.items()))
+        sched = schedule(p, "heuristic", horizon=horizon, step=step, time_limit=self.limit, seed=self.seed)
+        waiting = set(queue)
+        for a in sched.assignments:
+            i = int(a.workload[1:])
+            if i not in waiting:
+                continue
+            self.plan[i] = (sim.t + a.start_s, self.node_of[a.node], tuple(a.gpus))
+            heapq.heappush(self.due, (sim.t + a.start_s, i))
+        spent = time.perf_counter() - t0
+        m = self.metrics
+        m["replans"] += 1
+        m["replan_seconds"] += spent
+        m["replan_max_seconds"] = max(m["replan_max_seconds"], spent)
+        m["replan_max_queue"] = max(m["replan_max_queue"], len(queue))
+        self.changed = False
+        self.last_plan = sim.t
+
+    def dispatch(self, departed: bool, arrived: list[int]) -> None:
+        """Re-plan at a tick; start planned pods that are due; start unplanned ones by the fallback."""
+        sim = self.sim
+        if departed or arrived:
+            self.changed = True
+        if sim.queue and sim.t % self.every == 0 and sim.t != self.last_plan and (self.changed or self._overdue()):
+            self.replan()
+            departed = True  # the whole queue is new to the fallback
+        while self.due and self.due[0][0] <= sim.t:
+            heapq.heappop(self.due)
+        for i, (s, node, gpus) in sorted(self.plan.items(), key=lambda x: (x[1][0], x[0])):
+            if s > sim.t:
+                break
+            if sim.fits_at(i, node, gpus):
+                del self.plan[i]
+                sim.begin(i, node, gpus)
+                self.metrics["planned_starts"] += 1
+            elif s < sim.t:
+                self.metrics["overdue_retries"] += 1
+        cands = [i for i in (sim.queue if departed else arrived) if i not in self.plan]
+        if cands:
+            self._fallback(cands)
+
+    def _fallback(self, cands: list[int]) -> None:
+        """Start pods without a planned start, in arrival order, where they fit beside the plan.
+
+        A pod that (by the run time the planner believes) ends at ``e`` must fit into what is free
+        now minus what the planned pods starting before ``e`` will take; the planned pods starting at
+        or after ``e`` find their room again (a sound check for every resource, since use only grows
+        when something starts).
+        """
+        sim = self.sim
+        st = sim.state
+        starts = sorted((s, i) for i, (s, _, _) in self.plan.items())
+        cuts = [s for s, _ in starts]
+        tried: dict[int, SimState] = {}
+        failed: set[tuple[Any, ...]] = set()
+        for i in cands:
+            pv = sim.view(i)
+            n_before = bisect.bisect_left(cuts, sim.t + int(self.known[i]))
+            key = (*_shape_key(pv), n_before)
+            if key in failed:
+                continue
+            free = tried.get(n_before)
+            if free is None:
+                cpu, mem, gpu = st.cpu_left.copy(), st.mem_left.copy(), st.gpu_left.copy()
+                for _, j in starts[:n_before]:
+                    _, node, gpus = self.plan[j]
+                    pj = sim.view(j)
+                    cpu[node] -= pj.cpu
+                    mem[node] -= pj.mem
+                    for g in gpus:
+                        gpu[node, g] -= pj.milli
+                free = tried[n_before] = SimState(fleet=st.fleet, cpu_left=cpu, mem_left=mem, gpu_left=gpu,
+                                                  tags=st.tags.copy())
+            ok = free.feasible(pv)
+            if not ok.any():
+                failed.add(key)
+                continue
+            assert sim.scorer is not None
+            node = _choose(sim.scorer.score(free, pv), ok, sim.rank)
+            gpus = _fit_gpus(free.gpu_left[node], pv)
+            for other in tried.values():  # the pod now holds these resources in every view
+                other.apply(pv, node, gpus)
+            sim.begin(i, node, gpus)
+            self.metrics["fallback_starts"] += 1
