@@ -87,7 +87,7 @@ class _Progress(cp_model.CpSolverSolutionCallback):
         """Stop the search when the bound and the incumbent have the same units."""
         st = self.stage
         if st.maximize and self.best is not None and bound < self.best:
-            return  # below a known solution: not a bound yet (see _solve_stages)
+            return  # below a known solution: not a bound yet (see _record_stage)
         self.bound = min(self.bound, bound)
         if not st.maximize or st.priority is None or st.per_unit <= 1 or self.best is None:
             return
@@ -168,86 +168,141 @@ def _solve_stages(
         left = deadline - time.perf_counter()
         if left <= 0.05:
             break
-        # Hint the completed greedy solution while it meets the fixed stages and is better here.
-        g_ok = greedy is not None and all(
-            not _better(s, r.value, gv) for s, r, gv in zip(stages[:k], run.results, greedy[1], strict=False)
-        )
-        if greedy is not None and g_ok and _better(st, greedy[1][k], inc_vals[k]):
-            run.solution, inc_vals = greedy[0], greedy[1]
-        if run.solution is not None:
-            _set_hint(pm, run.solution)
+        inc_vals = _hint_incumbent(pm, stages, k, run, greedy, inc_vals)
         if run.solution is not None and st.maximize and st.ceiling is not None and inc_vals[k] >= st.ceiling:
-            # The incumbent already reaches the stage's a-priori maximum: optimal without a solve.
-            run.results.append(
-                StageResult(st.name, "optimal", inc_vals[k], float(inc_vals[k]), 0.0, st.priority is not None)
-            )
-            pm.m.add(st.expr >= inc_vals[k])
-            fix_at_ceiling(pm, st)
-            if st.priority is not None:
-                run.priorities_done_s = round(time.perf_counter() - t0, 3)
+            _fix_reached_ceiling(pm, st, run, inc_vals[k], t0)
             continue
-        weights = [_WEIGHT.get(s.name, 2.0) for s in stages[k:]]
-        budget = max(0.05, left * weights[0] / sum(weights))
-        if st.priority is None and st.name != "guaranteed":
-            budget = min(budget, 0.25 * options.time_limit)  # tie-breakers never take most of the time
-            if all(r.units_proven for r, s in zip(run.results, stages, strict=False) if s.priority is not None):
-                # Every priority is proven: the plan is optimal whatever a tie-breaker finds, so a
-                # tie-breaker (topology, fragmentation) gets a short look, not a proof at any cost.
-                budget = min(budget, _TIE_BREAK_SECONDS + 0.02 * options.time_limit)
-        if st.maximize:
-            pm.m.maximize(st.expr)
-        else:
-            pm.m.minimize(st.expr)
-        solver = cp_model.CpSolver()
-        prm = solver.parameters
-        prm.max_time_in_seconds = budget
-        prm.num_workers = max(1, options.workers)
-        prm.random_seed = options.seed
-        prm.catch_sigint_signal = False  # Ctrl-C stays with Python: the CLI ends through "interrupted"
-        # On large models presolve takes many seconds and may drop the hint; search directly.
-        prm.cp_model_presolve = len(pm.m.proto.variables) <= _PRESOLVE_MAX_VARS
+        budget = _stage_budget(stages, k, run, options, left)
         best = inc_vals[k] if run.solution is not None else None
-        cb = _Progress(st, t0, options.progress, solver, best, min(_TIE_BREAK_GRACE, 0.2 * budget))
-        solver.best_bound_callback = cb.check
-        ts = time.perf_counter()
-        with cb:
-            status = solver.solve(pm.m, cb)
-        name = solver.status_name(status).lower()
-        secs = round(time.perf_counter() - ts, 4)
-        found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-        if found and (run.solution is None or not _better(st, inc_vals[k], round(solver.objective_value))):
-            run.solution = list(solver.response_proto.solution)
-            inc_vals = [int(solver.value(s.expr)) for s in stages]
-        elif found:
-            name = "unknown"  # CP-SAT's best is worse than the hinted incumbent: keep the incumbent
-        elif run.solution is None:
-            log.info("cpsat stage %s: %s after %.2fs and no incumbent", st.name, name, secs)
-            run.results.append(StageResult(st.name, name, 0, solver.best_objective_bound, secs))
+        solver, status, cb, ts = _search_stage(pm, st, options, t0, budget, best)
+        found = _record_stage(pm, stages, k, run, inc_vals, t0, solver, status, cb, ts)
+        if found is None:
             break
-        else:
-            name = "unknown"  # no better solution found in time: keep the incumbent's value
-        value = inc_vals[k]
-        bound = solver.best_objective_bound
-        if status == cp_model.UNKNOWN:
-            # Cut off before a solution of its own (a tiny budget on a busy machine): the response's bound may
-            # be a default (0), not a bound. Keep only bounds CP-SAT reported while searching.
-            bound = cb.bound if st.maximize else -math.inf
-        tol = 1e-6 * max(1.0, abs(value))  # CP-SAT reports large objectives with float rounding
-        if status == cp_model.INFEASIBLE or (bound < value - tol if st.maximize else bound > value + tol):
-            # Not a bound: CP-SAT reports one on the wrong side of a known solution when it stops
-            # before computing any (e.g. a stage cut off at once on a slow machine), and a stage
-            # "infeasible" under an incumbent that meets it would be a modelling error. Claim nothing.
-            bound = math.inf if st.maximize else -math.inf
-        units_proven = st.priority is not None and (
-            name == "optimal" or (math.isfinite(bound) and int(bound + 1e-6) // st.per_unit <= value // st.per_unit)
-        )
-        run.results.append(StageResult(st.name, name, value, bound, secs, units_proven))
-        pm.m.add(st.expr >= value if st.maximize else st.expr <= value)
-        if st.maximize and st.priority is not None and st.ceiling is not None and value >= st.ceiling:
-            fix_at_ceiling(pm, st)
-        if st.priority is not None:
-            run.priorities_done_s = round(time.perf_counter() - t0, 3)
+        inc_vals = found
     return run
+
+
+def _hint_incumbent(
+    pm: PlacementModel,
+    stages: list[Stage],
+    k: int,
+    run: Run,
+    greedy: tuple[list[int], list[int]] | None,
+    inc_vals: list[int],
+) -> list[int]:
+    """Hint stage ``k`` with the incumbent, switched back to the completed greedy solution while that
+    meets the fixed stages and is better here; the incumbent's values per stage."""
+    st = stages[k]
+    g_ok = greedy is not None and all(
+        not _better(s, r.value, gv) for s, r, gv in zip(stages[:k], run.results, greedy[1], strict=False)
+    )
+    if greedy is not None and g_ok and _better(st, greedy[1][k], inc_vals[k]):
+        run.solution, inc_vals = greedy[0], greedy[1]
+    if run.solution is not None:
+        _set_hint(pm, run.solution)
+    return inc_vals
+
+
+def _fix_reached_ceiling(pm: PlacementModel, st: Stage, run: Run, value: int, t0: float) -> None:
+    """The incumbent already reaches the stage's a-priori maximum: optimal without a solve."""
+    run.results.append(StageResult(st.name, "optimal", value, float(value), 0.0, st.priority is not None))
+    pm.m.add(st.expr >= value)
+    fix_at_ceiling(pm, st)
+    if st.priority is not None:
+        run.priorities_done_s = round(time.perf_counter() - t0, 3)
+
+
+def _stage_budget(stages: list[Stage], k: int, run: Run, options: PlanOptions, left: float) -> float:
+    """Stage ``k``'s share of the ``left`` seconds, by the weights of the stages still to solve."""
+    st = stages[k]
+    weights = [_WEIGHT.get(s.name, 2.0) for s in stages[k:]]
+    budget = max(0.05, left * weights[0] / sum(weights))
+    if st.priority is None and st.name != "guaranteed":
+        budget = min(budget, 0.25 * options.time_limit)  # tie-breakers never take most of the time
+        if all(r.units_proven for r, s in zip(run.results, stages, strict=False) if s.priority is not None):
+            # Every priority is proven: the plan is optimal whatever a tie-breaker finds, so a
+            # tie-breaker (topology, fragmentation) gets a short look, not a proof at any cost.
+            budget = min(budget, _TIE_BREAK_SECONDS + 0.02 * options.time_limit)
+    return budget
+
+
+def _search_stage(
+    pm: PlacementModel, st: Stage, options: PlanOptions, t0: float, budget: float, best: int | None
+) -> tuple[cp_model.CpSolver, Any, _Progress, float]:
+    """One CP-SAT search of stage ``st`` within ``budget`` s: the solver, its status, the progress
+    callback (its bounds) and the search's ``time.perf_counter()`` start."""
+    if st.maximize:
+        pm.m.maximize(st.expr)
+    else:
+        pm.m.minimize(st.expr)
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.max_time_in_seconds = budget
+    prm.num_workers = max(1, options.workers)
+    prm.random_seed = options.seed
+    prm.catch_sigint_signal = False  # Ctrl-C stays with Python: the CLI ends through "interrupted"
+    # On large models presolve takes many seconds and may drop the hint; search directly.
+    prm.cp_model_presolve = len(pm.m.proto.variables) <= _PRESOLVE_MAX_VARS
+    cb = _Progress(st, t0, options.progress, solver, best, min(_TIE_BREAK_GRACE, 0.2 * budget))
+    solver.best_bound_callback = cb.check
+    ts = time.perf_counter()
+    with cb:
+        status = solver.solve(pm.m, cb)
+    return solver, status, cb, ts
+
+
+def _record_stage(
+    pm: PlacementModel,
+    stages: list[Stage],
+    k: int,
+    run: Run,
+    inc_vals: list[int],
+    t0: float,
+    solver: cp_model.CpSolver,
+    status: Any,
+    cb: _Progress,
+    ts: float,
+) -> list[int] | None:
+    """Keep stage ``k``'s result (the better of CP-SAT's solution and the incumbent, and a bound only
+    where it is one) and fix the stage at its value; the incumbent's values per stage, None when
+    the stage found nothing and there is no incumbent (the stages stop)."""
+    st = stages[k]
+    name = solver.status_name(status).lower()
+    secs = round(time.perf_counter() - ts, 4)
+    found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    if found and (run.solution is None or not _better(st, inc_vals[k], round(solver.objective_value))):
+        run.solution = list(solver.response_proto.solution)
+        inc_vals = [int(solver.value(s.expr)) for s in stages]
+    elif found:
+        name = "unknown"  # CP-SAT's best is worse than the hinted incumbent: keep the incumbent
+    elif run.solution is None:
+        log.info("cpsat stage %s: %s after %.2fs and no incumbent", st.name, name, secs)
+        run.results.append(StageResult(st.name, name, 0, solver.best_objective_bound, secs))
+        return None
+    else:
+        name = "unknown"  # no better solution found in time: keep the incumbent's value
+    value = inc_vals[k]
+    bound = solver.best_objective_bound
+    if status == cp_model.UNKNOWN:
+        # Cut off before a solution of its own (a tiny budget on a busy machine): the response's bound may
+        # be a default (0), not a bound. Keep only bounds CP-SAT reported while searching.
+        bound = cb.bound if st.maximize else -math.inf
+    tol = 1e-6 * max(1.0, abs(value))  # CP-SAT reports large objectives with float rounding
+    if status == cp_model.INFEASIBLE or (bound < value - tol if st.maximize else bound > value + tol):
+        # Not a bound: CP-SAT reports one on the wrong side of a known solution when it stops
+        # before computing any (e.g. a stage cut off at once on a slow machine), and a stage
+        # "infeasible" under an incumbent that meets it would be a modelling error. Claim nothing.
+        bound = math.inf if st.maximize else -math.inf
+    units_proven = st.priority is not None and (
+        name == "optimal" or (math.isfinite(bound) and int(bound + 1e-6) // st.per_unit <= value // st.per_unit)
+    )
+    run.results.append(StageResult(st.name, name, value, bound, secs, units_proven))
+    pm.m.add(st.expr >= value if st.maximize else st.expr <= value)
+    if st.maximize and st.priority is not None and st.ceiling is not None and value >= st.ceiling:
+        fix_at_ceiling(pm, st)
+    if st.priority is not None:
+        run.priorities_done_s = round(time.perf_counter() - t0, 3)
+    return inc_vals
 
 
 def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True) -> Plan:

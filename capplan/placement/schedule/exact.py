@@ -1,6 +1,7 @@
 """The exact time model: list scheduling's schedule as a hint, CP-SAT stages, decoded and compared.
 
-:mod:`capplan.placement.cpsat.schedule` holds the model; this module turns a problem into its jobs,
+:mod:`capplan.placement.cpsat.schedule` holds the model (its relaxations in
+:mod:`capplan.placement.cpsat.schedule_relax`); this module turns a problem into its jobs,
 decodes a solution (whole-GPU indices by interval colouring per node), keeps the better of the
 CP-SAT and list-scheduling schedules, and turns the stage bounds into the schedule's bound.
 """
@@ -16,16 +17,9 @@ from capplan.model.schedule import Schedule
 from capplan.model.timing import ceil_to
 from capplan.model.units import UNITS_PER_GPU
 from capplan.placement.core.state import Placement
-from capplan.placement.cpsat.schedule import (
-    Busy,
-    EnergyItem,
-    EnergyRelaxation,
-    Job,
-    NodeCap,
-    TimeModel,
-    TimeSolution,
-    pooled,
-)
+from capplan.placement.cpsat.schedule import TimeModel
+from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, TimeSolution
+from capplan.placement.cpsat.schedule_relax import EnergyItem, EnergyRelaxation, pooled
 from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, compact, diagnose
 from capplan.placement.schedule.result import eligible, energy_bound, lex_key, make_schedule, node_kinds
 from capplan.placement.schedule.timeline import Item

@@ -27,7 +27,8 @@ import time
 from dataclasses import replace
 
 from capplan.model.problem import Problem
-from capplan.placement.cpsat.schedule import DETERMINISTIC_SHARE, Busy, Job, NodeCap, TimeModel, TimeSolution
+from capplan.placement.cpsat.schedule import DETERMINISTIC_SHARE, TimeModel
+from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, TimeSolution
 from capplan.placement.schedule.exact import Jobs
 from capplan.placement.schedule.result import lex_key
 from capplan.placement.schedule.timeline import Item
