@@ -12,7 +12,8 @@ from capplan.io.scenario import problem_from_data
 from capplan.model.catalog import load_catalog
 from capplan.model.problem import Problem
 from capplan.placement import PlanOptions, solve
-from capplan.placement.core.bound import _knapsack, lexicographic_bound, upper_bound
+from capplan.placement.core.bound import lexicographic_bound, upper_bound
+from capplan.placement.core.patternlp import knapsack
 from capplan.placement.core.summary import placed_units
 from tests.strategies_gen import scenario_data
 
@@ -82,7 +83,7 @@ def test_knapsack_is_exact() -> None:
     for _ in range(20):
         sizes = rng.integers(1, 8, size=3) * 7
         values = rng.random(3)
-        best, pattern = _knapsack(sizes, values, 70)
+        best, pattern = knapsack(sizes, values, 70)
         brute = max(sum(c * v for c, v in zip(cs, values, strict=True))
                     for cs in product(range(11), repeat=3) if sum(c * s for c, s in zip(cs, sizes, strict=True)) <= 70)
         assert abs(best - brute) < 1e-9

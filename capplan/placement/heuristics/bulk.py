@@ -10,7 +10,8 @@ Per-GPU capacities and node scores are cached per demand shape and recomputed on
 changed since (:attr:`ClusterState.stamp`).
 
 Not handled here (callers fall back to replica-by-replica placement): power budgets, whose
-headroom is shared by all nodes of a domain, and fixed MIG layouts.
+headroom is shared by all nodes of a domain, and fixed MIG layouts. The MIG side (per-GPU MIG
+arrays and the geometry-aware packer's stages) is in :mod:`capplan.placement.heuristics.bulkmig`.
 """
 
 from __future__ import annotations
@@ -20,18 +21,25 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
-from capplan.model.catalog import MigProfile
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU
 from capplan.placement.core.state import FREE, MIG, SHARED, WHOLE, ClusterState, Placement
+from capplan.placement.heuristics.bulkmig import (
+    Stage,
+    evaluate_packed,
+    is_homogeneous,
+    mig_fill,
+    mig_ok,
+    mig_starts,
+    packed_choices,
+    place_packed,
+)
 from capplan.placement.heuristics.choose import Demands, _placement_masks, cpu_pod_cost
 from capplan.placement.heuristics.migpack import MigPacker
 from capplan.placement.heuristics.score import Scorer
 
 BIG = 1 << 30
-#: A stage of the MIG packer (see :meth:`BulkPlacer._evaluate`): None, "open" or ("fresh", layout id).
-Stage = str | tuple[str, int] | None
 
 
 class StampCache:
@@ -91,40 +99,6 @@ def _share_caps(st: ClusterState, d: Demand, idx: np.ndarray) -> np.ndarray:
     return np.asarray(np.where(ok, np.maximum(cap, 0), 0))
 
 
-def _mig_ok(st: ClusterState, prof: MigProfile, homogeneous: bool, idx: np.ndarray) -> np.ndarray:
-    """(len(idx), G): GPUs that may hold an instance of ``prof`` (mode, fixed mode, homogeneity)."""
-    ok = (st.exists[idx] & ((st.mode[idx] == FREE) | (st.mode[idx] == MIG))
-          & ((st.fixed[idx] < 0) | (st.fixed[idx] == MIG)))
-    if homogeneous:
-        counts = st.prof_count[idx]
-        pi = st.prof_index[prof.name]
-        ok &= (counts.sum(axis=2) - counts[..., pi]) == 0
-    return np.asarray(ok)
-
-
-def _mig_fill(st: ClusterState, prof: MigProfile, units: int, homogeneous: bool,
-              idx: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Greedy MIG fill of every GPU of ``idx``: (count per GPU, taken mask per start).
-
-    Instances of one profile have one length and aligned starts, so taking free starts in
-    increasing order places the most of them (earliest finish first).
-    """
-    ok = _mig_ok(st, prof, homogeneous, idx)
-    have = st.prof_count[idx][..., st.prof_index[prof.name]].astype(np.int64)
-    mask = st.mig_mask[idx].copy()
-    used = st.used[idx].astype(np.int64)
-    n = np.zeros(mask.shape, dtype=np.int64)
-    taken = []
-    for s in prof.starts:
-        sm = ((1 << prof.memory_slices) - 1) << s
-        can = ok & ((mask & sm) == 0) & (used + units <= UNITS_PER_GPU) & (have + n < prof.max_count)
-        mask |= np.where(can, sm, 0)
-        used += can * units
-        n += can
-        taken.append(can)
-    return n, taken
-
-
 class BulkPlacer:
     """Capacity, ranking and filling for one workload at a time (see the module docstring).
 
@@ -163,7 +137,7 @@ class BulkPlacer:
             cap = _share_caps(st, d, idx)
         else:
             assert d.profile is not None
-            cap = _mig_fill(st, d.profile, d.units, _homogeneous(st, idx), idx)[0]
+            cap = mig_fill(st, d.profile, d.units, is_homogeneous(st, idx), idx)[0]
         return np.asarray(np.where(st.gpu_tenant_ok(w, idx), cap, 0))
 
     def _evaluate(self, w: Workload, d: Demand, idx: np.ndarray, stage: Stage = None) -> np.ndarray:
@@ -179,7 +153,7 @@ class BulkPlacer:
         if w.memory_mib:
             cap = np.minimum(cap, st.mem[idx] // w.memory_mib)
         if stage is not None:
-            return self._evaluate_packed(w, d, idx, stage, cap)
+            return evaluate_packed(self, w, d, idx, stage, cap)
         if d.kind == "whole":
             cap = np.minimum(cap, st.free_whole[idx] // max(d.gpus, 1))
             cost = self.scorer.whole(st, w, idx, d.gpus)
@@ -199,48 +173,6 @@ class BulkPlacer:
         else:
             cost = cpu_pod_cost(st, w, idx)
         return np.stack([cap.astype(np.float64), np.asarray(cost, dtype=np.float64)], axis=1)
-
-    def _evaluate_packed(self, w: Workload, d: Demand, idx: np.ndarray, stage: Stage,
-                         cap: np.ndarray) -> np.ndarray:
-        """:meth:`_evaluate` for the packer's stages (``cap``: what CPU, memory and isolation allow)."""
-        st, pk = self.st, self.packer
-        assert pk is not None and d.profile is not None
-        s = int(pk.sig_of_model[int(st.model_id[idx[0]])]) if idx.size else -1
-        node_free = (UNITS_PER_GPU - st.used[idx]).sum(axis=1)
-        has_mig = (st.mode[idx] == MIG).any(axis=1)
-        if s < 0:
-            return np.stack([np.zeros(idx.size), np.zeros(idx.size)], axis=1)
-        pi = pk.profile_index(s, d.profile.name)
-        if stage == "open":
-            gcap = self._open_caps(w, d, idx, s, pi)
-            cap = np.minimum(cap, gcap.sum(axis=1))
-            cost = d.units * 1e10 + node_free * 1e3  # the smallest slice that serves first (least held)
-        else:
-            assert isinstance(stage, tuple)
-            lid = stage[1]
-            free = (st.exists[idx] & (st.mode[idx] == FREE) & ((st.fixed[idx] < 0) | (st.fixed[idx] == MIG))
-                    & st.gpu_tenant_ok(w, idx)).sum(axis=1)
-            size, per_gpu = int(pk.lay_size[lid]), int(pk.lay_counts[lid][pi])
-            if w.cpu_milli or w.memory_mib:
-                room = np.maximum(cap - pk.reserved(idx), 0)  # instances the host can still feed
-                free = np.minimum(free, room // max(size, 1))
-            cap = np.where(cap > 0, free * per_gpu, 0)
-            cost = (~has_mig) * 1e9 + node_free * 1e3
-        return np.stack([cap.astype(np.float64), np.asarray(cost, dtype=np.float64)], axis=1)
-
-    def _open_caps(self, w: Workload, d: Demand, idx: np.ndarray, s: int, pi: int) -> np.ndarray:
-        """(len(idx), G) instances of ``d`` each MIG GPU still takes: free slots of its target layout,
-        or (no target) what fits at any free start."""
-        st, pk = self.st, self.packer
-        assert pk is not None and d.profile is not None
-        t = pk.valid_targets(idx)
-        gcap = pk.open_slots(s, pi, idx)
-        bare = (t < 0) & (st.mode[idx] == MIG)  # MIG GPUs without a target (e.g. running instances)
-        rows = np.flatnonzero(bare.any(axis=1))
-        if rows.size:
-            loose = _mig_fill(st, d.profile, d.units, _homogeneous(st, idx), idx[rows])[0]
-            gcap[rows] = np.where(bare[rows], loose, gcap[rows])
-        return np.asarray(np.where(st.gpu_tenant_ok(w, idx), gcap, 0))
 
     def evaluate(self, w: Workload, d: Demand, group: Hashable, idx: np.ndarray, stage: Stage = None) -> np.ndarray:
         """:meth:`_evaluate` for the nodes ``idx`` of ``group``, cached when ``group`` is not None."""
@@ -287,43 +219,8 @@ class BulkPlacer:
     def place(self, w: Workload, per: list[Demand | None], n: int, idx: np.ndarray | None) -> list[Placement]:
         """Place up to ``n`` replicas of ``w`` on nodes ``idx`` (None: all eligible), best first, each filled."""
         if self.packer is not None and w.mig is not None and n > 0:
-            return self._place_packed(w, per, n, idx)
+            return place_packed(self, w, per, n, idx)
         return self._fill(w, per, n, idx)
-
-    def _place_packed(self, w: Workload, per: list[Demand | None], n: int, idx: np.ndarray | None) -> list[Placement]:
-        """MIG placement with the packer: free target slots, then fresh GPUs by the layout plan, then any start."""
-        pk = self.packer
-        assert pk is not None
-        pk.begin(w)
-        out = self._fill(w, per, n, idx, "open")
-        held = {int(pk.sig_of_model[m]): x.units for m, x in enumerate(per) if x is not None}
-        # Geometries whose instance holds least first (the smallest slice that serves).
-        sigs = sorted({int(pk.sig_of_model[m]) for m, _, _ in self.groups(w, per, idx)} - {-1},
-                      key=lambda g: (held[g], g))
-        for s in sigs:
-            mids = [m for m, d in enumerate(per) if d is not None and d.profile is not None
-                    and int(pk.sig_of_model[m]) == s]
-            d0 = per[mids[0]]
-            assert d0 is not None and d0.profile is not None
-            pi = pk.profile_index(s, d0.profile.name)
-            only = [x if int(pk.sig_of_model[m]) == s else None for m, x in enumerate(per)]
-            while len(out) < n:
-                lid = pk.layout_for(s, pi, w.priority, n - len(out))
-                per_gpu = int(pk.lay_counts[lid][pi])
-                quota = pk.quota.get((s, w.priority))
-                left = float(quota[lid - pk.base[s]]) if quota is not None else 0.0
-                gpus = max(1, int(left + 1e-9))  # this round opens at most the layout's quota of GPUs
-                got = self._fill(w, only, min(n - len(out), gpus * per_gpu), idx, ("fresh", lid))
-                if not got:
-                    break
-                out += got
-        if len(out) < n:
-            got = self._fill(w, per, n - len(out), idx)
-            t = pk.target
-            for c in got:  # instances off their GPU's target: the GPU has no target any more
-                t[c.node, c.gpus[0]] = -1
-            out += got
-        return out
 
     def _fill(self, w: Workload, per: list[Demand | None], n: int, idx: np.ndarray | None,
               stage: Stage = None) -> list[Placement]:
@@ -357,7 +254,7 @@ class BulkPlacer:
             i = int(nodes[j])
             d = per[int(st.model_id[i])]
             assert d is not None
-            got = self._node_choices(w, d, i, k) if stage is None else self._packed_choices(w, d, i, k, stage)
+            got = self._node_choices(w, d, i, k) if stage is None else packed_choices(self, w, d, i, k, stage)
             st.apply_many(w, d, got)
             out += got
         return out
@@ -367,74 +264,6 @@ class BulkPlacer:
         if slot is None:
             slot = self._slots[(name, start)] = MigSlot(profile=name, start=start)
         return slot
-
-    def _packed_choices(self, w: Workload, d: Demand, i: int, k: int, stage: Stage) -> list[Placement]:
-        """``k`` MIG placements on node ``i`` for a packer stage (known to fit)."""
-        st, pk = self.st, self.packer
-        prof = d.profile
-        assert pk is not None and prof is not None and stage is not None
-        s = int(pk.sig_of_model[int(st.model_id[i])])
-        pi = pk.profile_index(s, prof.name)
-        one = np.array([i], dtype=np.int64)
-        width = (1 << prof.memory_slices) - 1
-        out: list[Placement] = []
-        if stage == "open":
-            t = pk.valid_targets(one)[0].tolist()
-            ok = st.gpu_tenant_ok(w, one)[0].tolist()
-            masks = st.mig_mask[i].tolist()
-            # Free slots of the targets first (plain integers: at most a few GPUs and slots).
-            for gi, lid in enumerate(t):
-                if lid < 0 or not ok[gi]:
-                    continue
-                for x, slot in self._layout_slots(lid, pi, prof.name):
-                    if not masks[gi] & (width << x):
-                        out.append(Placement(node=i, gpus=(gi,), slot=slot))
-                        if len(out) == k:
-                            return out
-            if not any(lid < 0 and mode == MIG for lid, mode in zip(t, st.mode[i].tolist(), strict=True)):
-                return out
-            # MIG GPUs without a target: the start that keeps the most placements free.
-            gcap = self._open_caps(w, d, one, s, pi)[0]
-            model = st.models[int(st.model_id[i])]
-            assert model is not None
-            allm = _placement_masks(model).tolist()
-            for gi in np.flatnonzero(gcap > 0).tolist():
-                if t[gi] >= 0:
-                    continue
-                want = min(int(gcap[gi]), k - len(out))
-                state = (int(st.mig_mask[i, gi]), int(st.used[i, gi]),
-                         int(st.prof_count[i, gi, st.prof_index[prof.name]]))
-                starts = _mig_starts(prof, d.units, state, want, allm)
-                if len(starts) < want:
-                    low = _mig_starts(prof, d.units, state, want, None)
-                    starts = low if len(low) > len(starts) else starts
-                out += [Placement(node=i, gpus=(gi,), slot=self._slot(prof.name, x)) for x in starts]
-                if len(out) == k:
-                    break
-            return out
-        assert isinstance(stage, tuple)
-        lid = stage[1]
-        slots = [slot for _, slot in self._layout_slots(lid, pi, prof.name)]
-        free = np.flatnonzero(st.exists[i] & (st.mode[i] == FREE) & ((st.fixed[i] < 0) | (st.fixed[i] == MIG))
-                              & st.gpu_tenant_ok(w, one)[0]).tolist()
-        opened = 0
-        for gi in free:
-            if len(out) == k:
-                break
-            pk.target[i, gi] = lid
-            opened += 1
-            out += [Placement(node=i, gpus=(gi,), slot=x) for x in slots[:k - len(out)]]
-        pk.opened(lid, w.priority, opened)
-        return out
-
-    def _layout_slots(self, lid: int, pi: int, name: str) -> list[tuple[int, MigSlot]]:
-        """(start, slot) of profile ``pi``'s places in layout ``lid``."""
-        got = self._lay_slots.get((lid, pi))
-        if got is None:
-            assert self.packer is not None
-            got = self._lay_slots[(lid, pi)] = [(x, self._slot(name, x)) for p, x in self.packer.lay_slots[lid]
-                                                if p == pi]
-        return got
 
     def _node_choices(self, w: Workload, d: Demand, i: int, k: int) -> list[Placement]:
         """``k`` placements of ``w`` on node ``i`` (known to fit)."""
@@ -470,16 +299,16 @@ class BulkPlacer:
         model = st.models[int(st.model_id[i])]
         assert prof is not None and model is not None
         one = np.array([i], dtype=np.int64)
-        ok = (_mig_ok(st, prof, _homogeneous(st, one), one) & st.gpu_tenant_ok(w, one))[0]
+        ok = (mig_ok(st, prof, is_homogeneous(st, one), one) & st.gpu_tenant_ok(w, one))[0]
         allm = _placement_masks(model).tolist()
         gpus = sorted(np.flatnonzero(ok).tolist(), key=lambda gi: (st.mode[i, gi] != MIG, gi))
         out: list[Placement] = []
         for gi in gpus:
             state = (int(st.mig_mask[i, gi]), int(st.used[i, gi]), int(st.prof_count[i, gi, st.prof_index[prof.name]]))
             want = k - len(out)
-            starts = _mig_starts(prof, d.units, state, want, allm)
+            starts = mig_starts(prof, d.units, state, want, allm)
             if len(starts) < want:
-                low = _mig_starts(prof, d.units, state, want, None)
+                low = mig_starts(prof, d.units, state, want, None)
                 starts = low if len(low) > len(starts) else starts
             for s in starts:
                 slot = self._slots.get((prof.name, s))
@@ -489,34 +318,6 @@ class BulkPlacer:
             if len(out) == k:
                 break
         return out
-
-
-def _mig_starts(prof: MigProfile, units: int, state: tuple[int, int, int], want: int,
-                allm: list[int] | None) -> list[int]:
-    """Starts for up to ``want`` instances on one GPU (mask, used units, count of ``prof``).
-
-    With ``allm`` (memory masks of every placement of the model) each start keeps the most of
-    them free; without it the lowest free start is taken.
-    """
-    mask, used, have = state
-    width = (1 << prof.memory_slices) - 1
-    out: list[int] = []
-    while len(out) < want and have < prof.max_count and used + units <= UNITS_PER_GPU:
-        free = [s for s in prof.starts if not mask & (width << s)]
-        if not free:
-            break
-        if allm is None:
-            s = free[0]
-        else:
-            s = max(free, key=lambda x: (sum(1 for m in allm if not (mask | (width << x)) & m), -x))
-        mask, used, have = mask | (width << s), used + units, have + 1
-        out.append(s)
-    return out
-
-
-def _homogeneous(st: ClusterState, idx: np.ndarray) -> bool:
-    model = st.models[int(st.model_id[idx[0]])] if idx.size else None
-    return bool(model is not None and model.homogeneous)
 
 
 def _by_model(st: ClusterState, idx: np.ndarray) -> list[tuple[int, np.ndarray]]:
