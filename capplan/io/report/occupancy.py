@@ -18,6 +18,7 @@ from capplan.model.catalog import GpuModel
 from capplan.model.plan import Assignment
 from capplan.model.problem import Demand, Node, Problem, Workload
 from capplan.model.units import MILLI, gib_to_mib
+from capplan.placement.core.fit import node_reason
 from capplan.placement.core.gpuview import GpuView as GpuState
 from capplan.placement.core.state import ClusterState
 
@@ -93,14 +94,7 @@ class _Classifier:
 
     # -- node- and GPU-level tests; each returns a failure family or "" ---------------------------
     def _node(self, sh: _Shape, i: int) -> str:
-        st, w = self.st, sh.w
-        if st.cpu[i] < w.cpu_milli:
-            return "cpu"
-        if st.mem[i] < w.memory_mib:
-            return "memory"
-        if not st.node_tenant_ok(w, i):
-            return "isolation"
-        return ""
+        return node_reason(self.st, sh.w, i)
 
     def _power(self, i: int, new_gpus: int) -> bool:
         return self.st.power_ok(i, new_gpus)

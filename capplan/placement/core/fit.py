@@ -15,14 +15,23 @@ from capplan.model.units import MILLI
 from capplan.placement.core import state as _st
 
 
-def fit_on_node(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Placement | str:
-    """Best placement of one replica of ``w`` (demand ``d``) on node ``i``, or the reason it does not fit."""
+def node_reason(st: _st.ClusterState, w: Workload, i: int) -> str:
+    """Why node ``i`` cannot take one more replica of ``w`` before any GPU is looked at (CPU, memory, node
+    isolation, in that order), or ``""``."""
     if st.cpu[i] < w.cpu_milli:
         return "cpu"
     if st.mem[i] < w.memory_mib:
         return "memory"
     if not st.tenant_ok_at(w, i):
         return "isolation"
+    return ""
+
+
+def fit_on_node(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Placement | str:
+    """Best placement of one replica of ``w`` (demand ``d``) on node ``i``, or the reason it does not fit."""
+    why = node_reason(st, w, i)
+    if why:
+        return why
     if d.kind == "none":
         return _st.Placement(node=i)
     if d.kind == "whole":
