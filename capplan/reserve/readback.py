@@ -2,7 +2,7 @@
 
 :mod:`capplan.reserve.milp` (the only PuLP module) builds and solves the model; these functions take
 what it reads from PuLP (a value per variable, plain tuples per column and row) and assemble the
-:class:`~capplan.reserve.solver.RawSolution` and the :class:`~capplan.reserve.highs.LinearProgram`.
+:class:`~capplan.reserve.solver.RawSolution` and the :class:`~capplan.placement.core.lp.LinearProgram`.
 """
 
 from __future__ import annotations
