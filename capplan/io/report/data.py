@@ -21,7 +21,7 @@ from capplan.model.problem import Node, Problem
 from capplan.model.units import UNITS_PER_GPU
 from capplan.model.validate import check_assignments, check_plan
 from capplan.placement.core.state import ClusterState
-from capplan.placement.core.summary import describe_demand, eligible_units
+from capplan.placement.core.summary import describe_demand, eligible_units, node_types, placed_units
 
 _MODE = {"free": 0, "whole": 1, "mig": 2, "shared": 3}
 
@@ -225,24 +225,16 @@ def _merge_flat(roots: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _priorities(p: Problem, plan: Plan, drawn: list[Assignment], tl: Timeline | None) -> list[dict[str, Any]]:
     placed: dict[int, int] = defaultdict(int)
-    units: dict[int, float] = defaultdict(float)
-    nodes = p.cluster.nodes
     for a in drawn:
-        w = p.workload(a.workload)
-        placed[w.priority] += 1
-        d = p.can_host(w, nodes[p.cluster.node_index[a.node]])
-        units[w.priority] += (d.units if d else 0) / UNITS_PER_GPU
-    most: dict[str | None, int] = {}
-    for n in nodes:
-        m = n.gpu_model if n.gpus else None
-        most[m] = max(most.get(m, 0), n.gpus)
-    types = list(most.items())
+        placed[p.workload(a.workload).priority] += 1
+    units = placed_units(p, drawn)  # the plan's objective: a replica's value is its workload's, as the bound's
+    types = node_types(p)
     out = []
     for k, q in enumerate(p.priorities):
         ws = [w for w in p.workloads if w.priority == q]
         demand = sum(eligible_units(p, w, types) for w in ws) / UNITS_PER_GPU
         row = {"priority": q, "replicas": sum(w.replicas for w in ws), "placed_replicas": placed[q],
-               "demand_gpus": _r(demand), "placed_gpus": _r(units[q]),
+               "demand_gpus": _r(demand), "placed_gpus": _r(units.get(q, 0) / UNITS_PER_GPU),
                "bound_gpus": _r(plan.bound[k]) if tl is None and k < len(plan.bound) else None,
                "guaranteed": any(w.sla == "guaranteed" for w in ws)}
         out.append(row)

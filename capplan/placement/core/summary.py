@@ -54,14 +54,14 @@ def capacity_key(p: Problem, assignments: Iterable[Assignment]) -> tuple[int, in
 
 def eligible_units(p: Problem, w: Workload, types: list[tuple[str | None, int]] | None = None) -> int:
     """Most value ``w`` can contribute: replicas times one replica's value (0 if no node type can host it)."""
-    for model, gpus in types if types is not None else _node_types(p):
+    for model, gpus in types if types is not None else node_types(p):
         d = p.model_demand(w, model)
         if d is not None and (d.kind != "whole" or d.gpus <= gpus):
             return w.replicas * p.replica_value(w)
     return 0
 
 
-def _node_types(p: Problem) -> list[tuple[str | None, int]]:
+def node_types(p: Problem) -> list[tuple[str | None, int]]:
     """Distinct (GPU model, most GPUs on one node of that model) pairs of the cluster."""
     most: dict[str | None, int] = {}
     for n in p.cluster.nodes:
@@ -74,7 +74,7 @@ def trivial_bound(p: Problem) -> dict[int, int]:
     """Per-priority upper bound: hostable demand, capped by the cluster's GPUs."""
     cap = p.cluster.gpus_total * UNITS_PER_GPU
     out: dict[int, int] = defaultdict(int)
-    types = _node_types(p)
+    types = node_types(p)
     for w in p.workloads:
         out[w.priority] += eligible_units(p, w, types)
     return {q: min(v, cap) for q, v in out.items()}
