@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 #: Share of each stage's wall-clock budget given as CP-SAT deterministic time (see :meth:`TimeModel.solve`).
 DETERMINISTIC_SHARE = 0.2
+#: Deterministic budget of a guaranteed or work stage relative to a tie-break stage (wait, replicas).
+STAGE_WEIGHT = 2.0
 #: Above this many optional intervals the stages skip CP-SAT's presolve.
 PRESOLVE_MAX_INTERVALS = 1000
 
@@ -286,6 +288,8 @@ class TimeModel:
             self.hint(*hint)
             full = self._complete(0.2 * time_limit, seed)
         results: list[tuple[str, int, float, str]] = []
+        clock = time_limit * DETERMINISTIC_SHARE  # the stages' deterministic budget, shared by weight
+        weights = [_stage_weight(name) for name, *_ in stages]
         for i, (name, expr, scale, maximize) in enumerate(stages):
             left = deadline - time.perf_counter()
             if left <= 0.05:
@@ -304,12 +308,14 @@ class TimeModel:
                 self.m.minimize(expr)
             solver = cp_model.CpSolver()
             prm = solver.parameters
-            budget = left / (len(stages) - i) * (1.5 if i < len(stages) - 1 else 1.0)
+            share = weights[i] / sum(weights[i:])
+            budget = left * min(1.0, share * (1.5 if i < len(stages) - 1 else 1.0))
             prm.max_time_in_seconds = budget
             # Stop on CP-SAT's deterministic clock first, so that the same seed gives the same schedule
             # unless the machine is so loaded that the wall-clock limit comes first; that clock's budget
             # derives from the time limit alone, not from the wall time the earlier stages took.
-            prm.max_deterministic_time = time_limit / len(stages) * DETERMINISTIC_SHARE
+            # A stage skipped at its a-priori most leaves its share to the later ones.
+            prm.max_deterministic_time = max(0.01, clock * share)
             prm.num_workers = max(1, workers)
             prm.random_seed = seed
             # Presolve spends seconds on cumulative constraints over thousands of optional intervals
@@ -317,6 +323,7 @@ class TimeModel:
             prm.cp_model_presolve = self.intervals <= PRESOLVE_MAX_INTERVALS
             status = solver.solve(self.m)
             self.deterministic += solver.response_proto.deterministic_time
+            clock -= solver.response_proto.deterministic_time
             log.info("stage %s: %s, wall %.2f s, deterministic %.2f", name, solver.status_name(status),
                      solver.wall_time, solver.response_proto.deterministic_time)
             found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
@@ -349,6 +356,12 @@ class TimeModel:
                 starts.append(None)
                 counts.append({})
         return starts, counts
+
+
+def _stage_weight(name: str) -> float:
+    """Share of the deterministic budget a stage gets, relative to the others: the work levels twice the
+    tie-breaks (wait, replicas)."""
+    return 1.0 if name in ("wait", "replicas") else STAGE_WEIGHT
 
 
 def _better(a: int, b: int, maximize: bool) -> bool:

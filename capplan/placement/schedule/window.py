@@ -77,22 +77,14 @@ class WindowSearch:
         missing = [j for j, s in enumerate(self.starts) if s is None]
         kinds = ["window"] + (["domain"] if len(self.domains) > 1 else []) + (["missing"] if missing else [])
         kind = kinds[self.tried % len(kinds)]
+        self.kind = kind
         lo, hi = 0, self.horizon
         everything = set(range(len(self.caps)))
         first: list[int] = []
         if kind == "domain":
             nodes = set(self.domains[rng.choice(sorted(self.domains))])
         elif kind == "missing":
-            j = rng.choice(missing)
-            jb = jobs[j]
-            first = [j]
-            lo, hi = jb.earliest, jb.latest + (jb.duration or self.horizon)
-            nodes = set(jb.nodes)
-            if jb.domains:  # one domain it may use, and room elsewhere for what must leave it
-                dom = rng.choice(sorted(set(jb.domains)))
-                mine = {n for n, d in zip(jb.nodes, jb.domains, strict=True) if d == dom}
-                rest = sorted(everything - mine)
-                nodes = mine | set(rng.sample(rest, min(len(rest), max(0, MAX_NODES - len(mine)))))
+            return self._make_room(rng.choice(missing))
         else:
             lo = rng.randrange(0, max(1, self.horizon - self.width // 2), self.step)
             hi = lo + self.width
@@ -112,6 +104,44 @@ class WindowSearch:
         if len(cand) + len(first) > MAX_FREE:
             cand = sorted(rng.sample(cand, MAX_FREE - len(first)))
         return sorted(first + cand), nodes
+
+    def _load(self, lo: int, hi: int) -> dict[int, list[tuple[int, int]]]:
+        """Per node, the scheduled jobs running there within ``[lo, hi)``: (GPU-seconds of overlap, job)."""
+        out: dict[int, list[tuple[int, int]]] = {}
+        for i, jb in enumerate(self.jobs.jobs):
+            s = self.starts[i]
+            if s is None or s >= hi or self._end(i) <= lo:
+                continue
+            overlap = min(hi, self._end(i)) - max(lo, s)
+            for n, c in self.counts[i].items():
+                out.setdefault(n, []).append((max(1, jb.gpus) * c * overlap, i))
+        return out
+
+    def _make_room(self, j: int) -> tuple[list[int], set[int]]:
+        """A job that does not run, at a random start in its window, on the least loaded nodes of one of
+        its domains: every job running there during its run is freed first (it must move or give way),
+        then jobs on the next least loaded nodes; the rest of the nodes (up to :data:`MAX_NODES`) are the
+        least loaded others, where freed jobs may go."""
+        jobs, rng = self.jobs.jobs, self.rng
+        jb = jobs[j]
+        lo = rng.randrange(jb.earliest, jb.latest + 1, self.step)
+        hi = lo + jb.duration if jb.duration is not None else self.horizon
+        mine = list(jb.nodes)
+        if jb.domains:
+            dom = rng.choice(sorted(set(jb.domains)))
+            mine = [n for n, d in zip(jb.nodes, jb.domains, strict=True) if d == dom]
+        load = self._load(lo, hi)
+        weight = {n: sum(x for x, _ in load.get(n, [])) for n in range(len(self.caps))}
+        mine.sort(key=lambda n: (weight[n], rng.random()))
+        mine = mine[:MAX_NODES]
+        rest = sorted(set(range(len(self.caps))) - set(mine), key=lambda n: (weight[n], rng.random()))
+        nodes = set(mine) | set(rest[:max(0, MAX_NODES - len(mine))])
+        free = [j]
+        for n in mine:
+            for _, i in sorted(load.get(n, [])):
+                if i not in free and set(self.counts[i]) <= nodes and len(free) < MAX_FREE:
+                    free.append(i)
+        return sorted(free), nodes
 
     def sub_jobs(self, free: list[int], nodes: set[int]) -> list[Job] | None:
         """The freed jobs restricted to ``nodes`` (and to the domain or model their fixed siblings hold)."""

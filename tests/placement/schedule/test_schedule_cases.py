@@ -348,3 +348,46 @@ def test_short_jobs_first_minimise_the_weighted_wait(strategy: str) -> None:
     s = schedule(p, strategy, time_limit=10)
     assert s.wait_gpu_h == 24.0 and starts(s, "L") == {7200}
     assert check_schedule(p, s) == []
+
+
+def test_neighbourhood_search_makes_room_in_a_rack_for_a_missing_gang() -> None:
+    """Two racks of two 8-GPU nodes, horizon 4h. A (4 GPUs) runs 0..4h on r1n1 and B (4 GPUs) 0..4h on r2n1,
+    so neither rack has two whole nodes free; the gang G (2 x 8 GPUs in one rack, 4h, deadline 4h) is out.
+
+    Making room for G in a rack frees the job on that rack's least loaded node: it moves beside the other
+    4-GPU job in the other rack, and G runs 0..4h on the emptied rack. All work runs: 8 x 4 + 64 x 4 GPU-h.
+    """
+    from capplan.placement.core.state import Placement
+    from capplan.placement.schedule.exact import Jobs, model_inputs
+    from capplan.placement.schedule.result import make_schedule
+    from capplan.placement.schedule.timeline import Item
+    from capplan.placement.schedule.window import WindowSearch
+
+    p = problem([rack("r1", 2), rack("r2", 2)],
+                [{"name": "A", "gpus": 4, "duration": "4h"}, {"name": "B", "gpus": 4, "duration": "4h"},
+                 {"name": "G", "kind": "training", "replicas": 2, "gpus": 8, "duration": "4h", "deadline": "4h",
+                  "topology": {"required": "rack"}}], horizon="4h", step="1h")
+    horizon, step = 4 * 3600, 3600
+    cl = p.cluster
+
+    def item(name: str, node: str, gpus: tuple[int, ...]) -> Item:
+        w = p.workload(name)
+        n = cl.node_index[node]
+        d = p.can_host(w, cl.nodes[n])
+        assert d is not None
+        return Item(w=w, replica=0, d=d, pl=Placement(node=n, gpus=gpus), start=0, end=horizon)
+
+    items = [item("A", "r1n1", (0, 1, 2, 3)), item("B", "r2n1", (0, 1, 2, 3))]
+    jobs = Jobs(p, horizon, step)
+    search = WindowSearch(p, jobs, items, horizon, step, model_inputs(p, horizon), seed=0)
+    gang = next(j for j, jb in enumerate(jobs.jobs) if jb.replicas == 2)
+    free, nodes = search._make_room(gang)
+    assert gang in free and len(free) == 2  # the gang and the 4-GPU job on its rack's least loaded node
+    search.tried = 1  # the next neighbourhood is the third kind: room for a job that does not run
+    kept, _, _ = search.step_once(5.0, 0, 1)
+    assert kept and search.kind == "missing"
+    s = make_schedule(p, "cpsat-lns", search.items, [], horizon=horizon, step=step)
+    assert s.objective == (4 * 4 + 4 * 4 + 16 * 4,)
+    assert check_schedule(p, s) == []
+    racks = {a.node[:2] for a in s.assignments if a.workload == "G"}
+    assert len(racks) == 1 and {a.node[:2] for a in s.assignments if a.workload in ("A", "B")} != racks
