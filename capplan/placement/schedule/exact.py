@@ -26,6 +26,8 @@ from capplan.placement.schedule.timeline import Item
 
 #: Share of the time limit for list scheduling in several orders (the hint).
 HINT_SHARE = 0.25
+#: The same before a neighbourhood search, which gains more from the time than further orders do.
+LNS_HINT_SHARE = 0.1
 #: Share of the time limit for the pooled relaxation (its stage bounds tighten the bound).
 RELAXED_SHARE = 0.15
 #: Share of the time limit (at most 10 s) for the energy relaxation's bound (:func:`relaxation`).
@@ -304,13 +306,15 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
     from capplan.placement.schedule.window import improve
 
     t0 = time.perf_counter()
+    jobs = Jobs(p, horizon, step)
+    if lns is None:
+        lns = sum(len(jb.nodes) for jb in jobs.jobs) > FULL_MODEL_INTERVALS
     known: Outcome | None = None
     if sum(w.replicas for w in p.workloads) >= SWEEP_FROM_REPLICAS:
         known = sweep_schedule(p, horizon, step)
         heuristic, order = known.items, "time-order sweep"
     else:
-        heuristic, order = best_list_schedule(p, horizon, step, HINT_SHARE * time_limit)
-    jobs = Jobs(p, horizon, step)
+        heuristic, order = best_list_schedule(p, horizon, step, (LNS_HINT_SHARE if lns else HINT_SHARE) * time_limit)
     caps, budgets, busy = model_inputs(p, horizon)
     sol: TimeSolution | None = None
     items = heuristic
@@ -325,8 +329,6 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
     relax_time = min(BOUND_SHARE * time_limit, 10.0)
     left -= relax_time
     extra: dict[str, object] = {}
-    if lns is None:
-        lns = sum(len(jb.nodes) for jb in jobs.jobs) > FULL_MODEL_INTERVALS
     if jobs.jobs and left > 0.1 and not lns:
         tm = TimeModel(jobs.jobs, busy, caps, budgets, horizon, step)
         sol = tm.solve(jobs.hint(heuristic), left, seed, workers)

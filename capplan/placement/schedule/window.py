@@ -1,10 +1,11 @@
 """Large-neighbourhood search over time windows and domains, past the full time model's reach.
 
 Start from a schedule (list scheduling's), then repeatedly free the jobs of one neighbourhood —
-every job running in a time window (on a random part of the nodes), every job on the nodes of one
-domain (a rack), or a job that does not run with the jobs running in its time window on part of
-its nodes — with the jobs that could run there but do not, keep everything else fixed (as busy intervals on its
-nodes), and re-solve the freed jobs with the CP-SAT time model
+every job running in a time window (on a random part of the nodes, with the jobs that could run
+there but do not), every job on the nodes of one domain (a rack), or a job that does not run with
+every job running, during its run, on the least loaded nodes of one of its domains (room for it:
+those jobs must move, to the least loaded other nodes, or give way) — keep everything else fixed (as busy
+intervals on its nodes), and re-solve the freed jobs with the CP-SAT time model
 (:class:`capplan.placement.cpsat.schedule.TimeModel`), hinted with their current starts and
 nodes. Every level of the objective is a sum over jobs, so the neighbourhood's staged
 objective improves exactly when the whole schedule's does; a result is kept when the whole
@@ -64,6 +65,7 @@ class WindowSearch:
         self.width = max(step, horizon // 8)
         self.tried = 0
         self.kept = 0
+        self.kind = ""  # the kind of the last neighbourhood
 
     def _end(self, j: int) -> int:
         jb, s = self.jobs.jobs[j], self.starts[j]
@@ -72,7 +74,7 @@ class WindowSearch:
 
     def neighbourhood(self) -> tuple[list[int], set[int]]:
         """Freed jobs and the nodes they may use. Kinds in turn: a time window, a domain, and (while some
-        job does not run) such a job with the jobs running in its time window on part of its nodes."""
+        job does not run) room for such a job (:meth:`_make_room`)."""
         jobs, rng = self.jobs.jobs, self.rng
         missing = [j for j, s in enumerate(self.starts) if s is None]
         kinds = ["window"] + (["domain"] if len(self.domains) > 1 else []) + (["missing"] if missing else [])

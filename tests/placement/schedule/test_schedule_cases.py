@@ -382,7 +382,7 @@ def test_neighbourhood_search_makes_room_in_a_rack_for_a_missing_gang() -> None:
     search = WindowSearch(p, jobs, items, horizon, step, model_inputs(p, horizon), seed=0)
     gang = next(j for j, jb in enumerate(jobs.jobs) if jb.replicas == 2)
     free, nodes = search._make_room(gang)
-    assert gang in free and len(free) == 2  # the gang and the 4-GPU job on its rack's least loaded node
+    assert gang in free and len(free) == 2 and len(nodes) == 4  # G, the job on its rack, every node as room
     search.tried = 1  # the next neighbourhood is the third kind: room for a job that does not run
     kept, _, _ = search.step_once(5.0, 0, 1)
     assert kept and search.kind == "missing"
