@@ -36,6 +36,8 @@ from capplan.placement.schedule.timeline import Item
 
 #: Most jobs freed in one neighbourhood.
 MAX_FREE = 30
+#: Random (start, domain) pairs a room-making neighbourhood compares (:meth:`WindowSearch._make_room`).
+ROOM_TRIES = 8
 #: Most nodes a neighbourhood's freed jobs may use (a random part of the window's or the domain's).
 MAX_NODES = 16
 #: A neighbourhood counts at least this share of its deterministic budget on the search's clock (small
@@ -120,22 +122,32 @@ class WindowSearch:
         return out
 
     def _make_room(self, j: int) -> tuple[list[int], set[int]]:
-        """A job that does not run, at a random start in its window, on the least loaded nodes of one of
-        its domains: every job running there during its run is freed first (it must move or give way),
-        then jobs on the next least loaded nodes; the rest of the nodes (up to :data:`MAX_NODES`) are the
-        least loaded others, where freed jobs may go."""
+        """Room for a job that does not run: of :data:`ROOM_TRIES` random starts in its window, each on one of
+        its domains, the one whose least loaded nodes (as many as the job needs) carry the least work during
+        its run. Every job running on the domain's nodes during that time is freed, least loaded nodes first
+        (those jobs must move or give way); the other nodes (up to :data:`MAX_NODES`) are the least loaded
+        ones, where freed jobs may go."""
         jobs, rng = self.jobs.jobs, self.rng
         jb = jobs[j]
-        lo = rng.randrange(jb.earliest, jb.latest + 1, self.step)
-        hi = lo + jb.duration if jb.duration is not None else self.horizon
-        mine = list(jb.nodes)
+        groups = [list(jb.nodes)]
         if jb.domains:
-            dom = rng.choice(sorted(set(jb.domains)))
-            mine = [n for n, d in zip(jb.nodes, jb.domains, strict=True) if d == dom]
-        load = self._load(lo, hi)
-        weight = {n: sum(x for x, _ in load.get(n, [])) for n in range(len(self.caps))}
-        mine.sort(key=lambda n: (weight[n], rng.random()))
-        mine = mine[:MAX_NODES]
+            by: dict[str, list[int]] = {}
+            for n, d in zip(jb.nodes, jb.domains, strict=True):
+                by.setdefault(d, []).append(n)
+            groups = [by[d] for d in sorted(by)]
+        best: tuple[int, list[int], dict[int, list[tuple[int, int]]], dict[int, int]] | None = None
+        for _ in range(ROOM_TRIES):
+            lo = rng.randrange(jb.earliest, jb.latest + 1, self.step)
+            hi = lo + jb.duration if jb.duration is not None else self.horizon
+            load = self._load(lo, hi)
+            weight = {n: sum(x for x, _ in load.get(n, [])) for n in range(len(self.caps))}
+            mine = sorted(rng.choice(groups), key=lambda n: (weight[n], rng.random()))
+            per = max(1, self.caps[mine[0]].gpus // jb.gpus) if jb.gpus else jb.replicas
+            cost = sum(weight[n] for n in mine[:-(-jb.replicas // per)])
+            if best is None or cost < best[0]:
+                best = (cost, mine[:MAX_NODES], load, weight)
+        assert best is not None
+        _, mine, load, weight = best
         rest = sorted(set(range(len(self.caps))) - set(mine), key=lambda n: (weight[n], rng.random()))
         nodes = set(mine) | set(rest[:max(0, MAX_NODES - len(mine))])
         free = [j]
