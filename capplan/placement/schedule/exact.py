@@ -2,7 +2,8 @@
 
 :mod:`capplan.placement.cpsat.schedule` holds the model (its relaxations in
 :mod:`capplan.placement.cpsat.schedule_relax`); this module turns a problem into its jobs,
-decodes a solution (whole-GPU indices by interval colouring per node), keeps the better of the
+decodes a solution (whole-GPU indices by interval colouring per node, or as the model chose them on
+nodes modelled GPU by GPU), keeps the better of the
 CP-SAT and list-scheduling schedules, and turns the stage bounds into the schedule's bound.
 """
 
@@ -12,13 +13,15 @@ import math
 import time
 from collections import defaultdict
 
-from capplan.model.problem import Problem
+from capplan.model.catalog import GpuModel
+from capplan.model.plan import MigSlot
+from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.schedule import Schedule
 from capplan.model.timing import ceil_to
 from capplan.model.units import UNITS_PER_GPU
 from capplan.placement.core.state import Placement
 from capplan.placement.cpsat.schedule import TimeModel
-from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, TimeSolution
+from capplan.placement.cpsat.schedule_jobs import Busy, Job, MigSpec, NodeCap, Place, TimeSolution
 from capplan.placement.cpsat.schedule_relax import EnergyItem, EnergyRelaxation, pooled
 from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, compact, diagnose
 from capplan.placement.schedule.result import eligible, energy_bound, lex_key, make_schedule, node_kinds
@@ -38,14 +41,36 @@ FULL_MODEL_INTERVALS = 3000
 
 
 def unsupported(p: Problem) -> str | None:
-    """Why the time model cannot take ``p`` exactly (MIG, shares, preset GPU modes), or None."""
-    for w in p.workloads:
-        if w.mig is not None or w.gpu_fraction is not None:
-            return f"workload {w.name} asks for a MIG slice or GPU share (the time model covers whole GPUs)"
+    """Why the time model cannot take ``p`` exactly, or None.
+
+    Declined: preset GPU modes (a GPU fixed to whole, MIG or shared use, or to a MIG layout; also
+    every ``mig_strategy: single`` node that offers MIG), and a MIG workload whose slice is worth
+    different shares of a GPU on the models it may use (the work and wait then depend on the node,
+    which the model's linear objective does not express).
+    """
     for n in p.cluster.nodes:
         if n.gpu_modes:
-            return f"node {n.name} has preset GPU modes"
+            return (f"node {n.name} has preset GPU modes (fixed whole/MIG/shared GPUs or MIG layouts), which the "
+                    "time model does not take")
+    kinds = node_kinds(p)
+    for w in p.workloads:
+        if w.mig is not None:
+            units = sorted({d.units for d, _ in eligible(p, w, kinds)})
+            if len(units) > 1:
+                return (f"workload {w.name}: its MIG slice is worth {' or '.join(str(u / UNITS_PER_GPU) for u in units)}"
+                        " GPUs depending on the GPU model; the time model needs one value per workload (restrict "
+                        "gpu_models)")
     return None
+
+
+def _mig_spec(model: GpuModel, d: Demand) -> MigSpec:
+    assert d.profile is not None
+    return MigSpec(profile=d.profile.name, size=d.profile.memory_slices, compute=d.profile.compute_slices,
+                   starts=tuple(d.profile.starts), max_count=d.profile.max_count)
+
+
+def _partial_kind(d: Demand) -> str:
+    return {"mig": "mig", "fraction": "share"}.get(d.kind, "whole")
 
 
 class Jobs:
@@ -55,6 +80,7 @@ class Jobs:
         self.p, self.horizon, self.step = p, horizon, step
         self.jobs: list[Job] = []
         self.replicas: list[list[int]] = []
+        self.per_gpu = partial_nodes(p)
         running = {a.key for a in p.running}
         cl = p.cluster
         kinds = node_kinds(p)
@@ -75,26 +101,40 @@ class Jobs:
                 continue
             d = p.can_host(w, cl.nodes[nodes[0]])
             assert d is not None
+            kind = _partial_kind(d)
+            mig: tuple[MigSpec, ...] = ()
+            if kind == "mig":
+                specs = {}
+                for dd, group in eligible(p, w, kinds):
+                    model = p.gpu_model(cl.nodes[group[0]])
+                    assert model is not None
+                    for i in group:
+                        specs[i] = _mig_spec(model, dd)
+                mig = tuple(specs[i] for i in nodes)
             common = dict(workload=wi, earliest=earliest, latest=latest, duration=w.duration,
                           nodes=tuple(nodes), gpus=w.gpus or 0, cpu=w.cpu_milli, mem=w.memory_mib, units=d.units,
                           release=w.release, priority=w.priority, guaranteed=w.sla == "guaranteed",
                           domains=tuple(cl.domain_of(cl.nodes[i], lvl) for i in nodes) if lvl else (),
                           group=wi if lvl else -1,
                           models=tuple(str(cl.nodes[i].gpu_model) for i in nodes) if w.one_model else (),
-                          tenant=w.tenant, isolated=w.isolation == "node")
+                          tenant=w.tenant, isolated=w.isolation == "node", kind=kind, mig=mig,
+                          fraction=d.fraction_milli, gpu_mem=d.memory_mib if kind == "share" else 0,
+                          tenant_isolated=w.isolation == "tenant")
             groups = [todo] if w.is_gang else [[r] for r in todo]
             for g in groups:
                 self.jobs.append(Job(replicas=len(g), **common))  # type: ignore[arg-type]
                 self.replicas.append(g)
 
-    def hint(self, items: list[Item]) -> tuple[list[int | None], list[dict[int, int]]]:
-        """Scheduled replicas as per-job starts and node counts (identical jobs in start order)."""
+    def hint(self, items: list[Item]) -> tuple[list[int | None], list[dict[int, int]], list[dict[int, list[Place]]]]:
+        """Scheduled replicas as per-job starts, node counts and places (GPUs and slice starts per node and
+        replica); identical jobs in start order."""
         by_w: dict[str, list[Item]] = defaultdict(list)
         for it in items:
             if not it.running:
                 by_w[it.w.name].append(it)
         starts: list[int | None] = []
         counts: list[dict[int, int]] = []
+        places: list[dict[int, list[Place]]] = []
         used: dict[int, int] = defaultdict(int)
         for jb in self.jobs:
             w = self.p.workloads[jb.workload]
@@ -107,16 +147,33 @@ class Jobs:
                 chosen = mine[k:k + 1]
                 used[jb.workload] += 1
             cs: dict[int, int] = defaultdict(int)
+            ps: dict[int, list[Place]] = defaultdict(list)
             for it in chosen:
                 cs[it.pl.node] += 1
+                ps[it.pl.node].append((it.pl.gpus, it.pl.slot.start if it.pl.slot is not None else 0))
             valid = bool(chosen) and all(n in jb.nodes for n in cs) and jb.earliest <= chosen[0].start <= jb.latest
             starts.append(chosen[0].start if valid else None)
             counts.append(dict(cs) if valid else {})
-        return starts, counts
+            places.append(dict(ps) if valid else {})
+        return starts, counts, places
 
-    def decode(self, sol: TimeSolution) -> list[Item]:
-        """The replicas of a solution, with whole-GPU indices coloured per node in order of start."""
+    def size(self, caps: list[NodeCap]) -> int:
+        """Optional intervals of the full model: per job and candidate node one, and on nodes modelled GPU
+        by GPU one per GPU (per replica for MIG slices and shares)."""
+        total = 0
+        for jb in self.jobs:
+            for n in jb.nodes:
+                per = caps[n].gpus * (jb.replicas if jb.partial else 1) if caps[n].per_gpu and (
+                    jb.gpus or jb.partial) else 0
+                total += 1 + per
+        return total
+
+    def decode(self, sol: TimeSolution, per_gpu: set[int] | None = None) -> list[Item]:
+        """The replicas of a solution: on the nodes in ``per_gpu`` (default: those hosting a MIG slice or a
+        share), the GPUs and slices the solution chose; elsewhere whole-GPU indices coloured per node in
+        order of start."""
         p, cl = self.p, self.p.cluster
+        per_gpu = self.per_gpu if per_gpu is None else per_gpu
         ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
         free_at: dict[int, list[int]] = {i: [0] * n.gpus for i, n in enumerate(cl.nodes)}
         items: list[Item] = []
@@ -138,9 +195,18 @@ class Jobs:
             w = p.workloads[jb.workload]
             end = start + w.duration if w.duration is not None else self.horizon
             reps = iter(self.replicas[j])
+            placed = sol.places[j] if j < len(sol.places) else {}
             for n, cnt in sorted(sol.counts[j].items()):
                 d = p.can_host(w, cl.nodes[n])
                 assert d is not None
+                if n in per_gpu and (jb.gpus or jb.partial):
+                    given = placed.get(n, [])
+                    if len(given) != cnt:
+                        raise AssertionError(f"job {j} has {cnt} replicas on node {n} but {len(given)} places")
+                    for gpus, first in given:
+                        items.append(Item(w=w, replica=next(reps), d=d, pl=_placement(n, d, gpus, first),
+                                          start=start, end=end))
+                    continue
                 for _ in range(cnt):
                     gpus: tuple[int, ...] = ()
                     if jb.gpus:
@@ -153,6 +219,26 @@ class Jobs:
                     items.append(Item(w=w, replica=next(reps), d=d, pl=Placement(node=n, gpus=gpus),
                                       start=start, end=end))
         return items
+
+
+def _placement(n: int, d: Demand, gpus: tuple[int, ...], first: int) -> Placement:
+    if d.kind == "mig":
+        assert d.profile is not None
+        return Placement(node=n, gpus=gpus, slot=MigSlot(profile=d.profile.name, start=first))
+    return Placement(node=n, gpus=gpus, fraction_milli=d.fraction_milli if d.kind == "fraction" else 0)
+
+
+def partial_nodes(p: Problem) -> set[int]:
+    """Nodes a MIG slice or share may use or already uses: the time model takes them GPU by GPU."""
+    out: set[int] = set()
+    cl = p.cluster
+    kinds = node_kinds(p)
+    for w in p.workloads:
+        if w.mig is not None or w.gpu_fraction is not None:
+            for _, group in eligible(p, w, kinds):
+                out.update(group)
+    out.update(cl.node_index[a.node] for a in p.running if a.mig is not None or a.fraction is not None)
+    return out
 
 
 def capacity_rate(p: Problem) -> int:
@@ -276,18 +362,46 @@ def model_inputs(p: Problem, horizon: int) -> tuple[list[NodeCap], list[int], li
             budgets_idx[(dom.level, dom.name)] = len(budgets)
             budgets.append(dom.power_w)
     caps = []
-    for n in cl.nodes:
+    per_gpu = partial_nodes(p)
+    for i, n in enumerate(cl.nodes):
         model = p.gpu_model(n)
         tdp = model.tdp_w if model is not None and model.tdp_w is not None else 0
         power = tuple(budgets_idx[(lvl, dom)] for lvl, dom in zip(cl.levels[:-1], n.path, strict=True)
                       if (lvl, dom) in budgets_idx)
-        caps.append(NodeCap(gpus=n.gpus, cpu=n.cpu_milli, mem=n.memory_mib, tdp=tdp, power=power))
+        caps.append(NodeCap(gpus=n.gpus, cpu=n.cpu_milli, mem=n.memory_mib, tdp=tdp, power=power,
+                            per_gpu=i in per_gpu and n.gpus > 0,
+                            slices=model.memory_slices if model is not None and model.supports_mig else 0,
+                            compute=model.compute_slices if model is not None and model.supports_mig else 0,
+                            gpu_mem=round(model.memory_gib * 1024) if model is not None and model.memory_gib else 0,
+                            homogeneous=model is not None and model.homogeneous))
     ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
-    busy = [Busy(node=cl.node_index[a.node], gpus=len(a.gpus), cpu=(w := p.workload(a.workload)).cpu_milli,
-                 mem=w.memory_mib, end=min(ends.get(a.key, horizon), horizon), tenant=w.tenant,
-                 isolated=w.isolation == "node")
-            for a in p.running]
+    busy = []
+    for a in p.running:
+        i, w = cl.node_index[a.node], p.workload(a.workload)
+        d = p.can_host(w, cl.nodes[i])
+        model = p.gpu_model(cl.nodes[i])
+        kind = _partial_kind(d) if d is not None else "whole"
+        mig = _mig_spec(model, d) if d is not None and kind == "mig" and model is not None else None
+        busy.append(Busy(node=i, gpus=len(a.gpus) if kind == "whole" else 0, cpu=w.cpu_milli, mem=w.memory_mib,
+                         end=min(ends.get(a.key, horizon), horizon), tenant=w.tenant, isolated=w.isolation == "node",
+                         gpu_ids=tuple(a.gpus) if caps[i].per_gpu else (), kind=kind, mig=mig,
+                         slice_start=a.mig.start if a.mig is not None else 0,
+                         fraction=d.fraction_milli if d is not None and kind == "share" else 0,
+                         gpu_mem=d.memory_mib if d is not None and kind == "share" else 0,
+                         tenant_isolated=w.isolation == "tenant"))
     return caps, budgets, busy
+
+
+def job_busy(jb: Job, n: int, count: int, start: int, end: int, places: list[Place] | None) -> list[Busy]:
+    """Job ``jb``'s ``count`` replicas on node ``n`` from ``start`` to ``end`` as fixed uses: one per
+    replica with its GPUs when ``places`` are given (a node modelled GPU by GPU), else one for all."""
+    common = dict(node=n, start=start, end=end, tenant=jb.tenant, isolated=jb.isolated, kind=jb.kind,
+                  fraction=jb.fraction, gpu_mem=jb.gpu_mem, tenant_isolated=jb.tenant_isolated,
+                  mig=jb.mig[jb.nodes.index(n)] if jb.mig else None)
+    if places is None:
+        return [Busy(gpus=jb.gpus * count, cpu=jb.cpu * count, mem=jb.mem * count, **common)]  # type: ignore[arg-type]
+    return [Busy(gpus=jb.gpus, cpu=jb.cpu, mem=jb.mem, gpu_ids=gs, slice_start=first, **common)  # type: ignore[arg-type]
+            for gs, first in places]
 
 
 def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed: int = 0,
@@ -326,7 +440,7 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
     left -= relax_time
     extra: dict[str, object] = {}
     if lns is None:
-        lns = sum(len(jb.nodes) for jb in jobs.jobs) > FULL_MODEL_INTERVALS
+        lns = jobs.size(caps) > FULL_MODEL_INTERVALS
     if jobs.jobs and left > 0.1 and not lns:
         tm = TimeModel(jobs.jobs, busy, caps, budgets, horizon, step)
         sol = tm.solve(jobs.hint(heuristic), left, seed, workers)
@@ -348,10 +462,11 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
                 items = moved
     diag = diagnose(p, horizon, step, items, known)
     proven = sol is not None and sol.proven() and items is not heuristic
-    bound = combined_bound(p, horizon, step, sol, relaxed, relax=relax, relax_time=relax_time, seed=seed)
+    exact = sol if sol is not None and sol.exact else None  # a stricter model's stage bounds prove nothing
+    bound = combined_bound(p, horizon, step, exact, relaxed, relax=relax, relax_time=relax_time, seed=seed)
     return make_schedule(p, strategy, items, diag.unscheduled, horizon=horizon, step=step,
                          reasons=diag.reasons, bound=bound, proven_optimal=proven,
                          seconds=time.perf_counter() - t0, seed=seed,
                          extra_metrics={"order": order, "stages": [list(s) for s in sol.stages] if sol else [],
                                         "pooled_stages": [list(s) for s in relaxed.stages] if relaxed else [],
-                                        **extra})
+                                        **({"model_exact": sol.exact} if sol is not None else {}), **extra})

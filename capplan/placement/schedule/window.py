@@ -29,7 +29,7 @@ from dataclasses import replace
 from capplan.model.problem import Problem
 from capplan.placement.cpsat.schedule import DETERMINISTIC_SHARE, TimeModel
 from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, TimeSolution
-from capplan.placement.schedule.exact import Jobs
+from capplan.placement.schedule.exact import Jobs, job_busy
 from capplan.placement.schedule.result import lex_key
 from capplan.placement.schedule.timeline import Item
 
@@ -52,7 +52,7 @@ class WindowSearch:
         self.p, self.jobs, self.horizon, self.step = p, jobs, horizon, step
         self.caps, self.budgets, self.running = inputs
         self.rng = random.Random(seed)
-        self.starts, self.counts = jobs.hint(items)
+        self.starts, self.counts, self.places = jobs.hint(items)
         self.items = items
         self.key = lex_key(p, items, step)
         cl = p.cluster
@@ -130,7 +130,8 @@ class WindowSearch:
                 return None
             out.append(replace(jb, nodes=tuple(jb.nodes[k] for k in keep),
                                domains=tuple(jb.domains[k] for k in keep) if jb.domains else (),
-                               models=tuple(jb.models[k] for k in keep) if jb.models else ()))
+                               models=tuple(jb.models[k] for k in keep) if jb.models else (),
+                               mig=tuple(jb.mig[k] for k in keep) if jb.mig else ()))
         return out
 
     def busy(self, free: set[int], nodes: set[int]) -> list[Busy]:
@@ -144,8 +145,8 @@ class WindowSearch:
                 continue
             for n, c in self.counts[j].items():
                 if n in near:
-                    out.append(Busy(node=n, gpus=jb.gpus * c, cpu=jb.cpu * c, mem=jb.mem * c, start=s,
-                                    end=self._end(j), tenant=jb.tenant, isolated=jb.isolated))
+                    per_gpu = self.caps[n].per_gpu and bool(jb.gpus or jb.partial)
+                    out += job_busy(jb, n, c, s, self._end(j), self.places[j].get(n, []) if per_gpu else None)
         return out
 
     def step_once(self, budget: float, seed: int, workers: int) -> tuple[bool, float, bool]:
@@ -158,20 +159,20 @@ class WindowSearch:
         tm = TimeModel([jb for jb in sub if jb.nodes], self.busy(set(free), nodes), self.caps, self.budgets,
                        self.horizon, self.step)
         live = [j for j, jb in zip(free, sub, strict=True) if jb.nodes]
-        hint = ([self.starts[j] for j in live], [self.counts[j] for j in live])
+        hint = ([self.starts[j] for j in live], [self.counts[j] for j in live], [self.places[j] for j in live])
         sol = tm.solve(hint, budget, seed, workers)
         if sol is None:
             return False, tm.deterministic, False
-        starts, counts = list(self.starts), list(self.counts)
-        for j, s, c in zip(live, sol.starts, sol.counts, strict=True):
-            starts[j], counts[j] = s, c
+        starts, counts, places = list(self.starts), list(self.counts), list(self.places)
+        for j, s, c, pl in zip(live, sol.starts, sol.counts, sol.places, strict=True):
+            starts[j], counts[j], places[j] = s, c, pl
         try:
-            items = self.jobs.decode(TimeSolution(starts=starts, counts=counts))
+            items = self.jobs.decode(TimeSolution(starts=starts, counts=counts, places=places))
         except AssertionError:
             return False, sol.deterministic, sol.proven()
         key = lex_key(self.p, items, self.step)
         if key > self.key:
-            self.starts, self.counts, self.items, self.key = starts, counts, items, key
+            self.starts, self.counts, self.places, self.items, self.key = starts, counts, places, items, key
             self.kept += 1
             return True, sol.deterministic, sol.proven()
         return False, sol.deterministic, sol.proven()
