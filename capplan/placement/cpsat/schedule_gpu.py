@@ -101,11 +101,11 @@ class GpuLevel:
                 limit = min(cap.gpus, self.prefix[n] + most) if n in self.symmetric else cap.gpus
                 self.prefix[n] += most
                 mine = []
+                whole_y = self._full_y(cap.slices) if cap.slices else None
                 for g in range(limit):
                     b = lits[(n, g)] = m.new_bool_var(f"b{j}_{n}_{g}")
                     mine.append(b)
-                    y = self._full_y(cap.slices) if cap.slices else None
-                    self.items[(n, g)].append(_Item(interval(b, f"g{j}_{n}_{g}"), y, "whole", lo, hi, False))
+                    self.items[(n, g)].append(_Item(interval(b, f"g{j}_{n}_{g}"), whole_y, "whole", lo, hi, False))
                 m.add(sum(mine) == jb.gpus * cnt)
             self.whole[j] = lits
             return
@@ -179,7 +179,7 @@ class GpuLevel:
     def constrain(self) -> None:
         """The rules of each GPU over time (see the module docstring)."""
         m = self.m
-        for (n, g), items in sorted(self.items.items()):
+        for (n, _), items in sorted(self.items.items()):
             if all(it.fixed for it in items):
                 continue
             cap = self.nodes[n]
@@ -205,9 +205,9 @@ class GpuLevel:
                 for b in parts[i + 1:]:
                     if not _meet(a, b):
                         continue
-                    if a.tenant != b.tenant and (a.tenant_isolated or b.tenant_isolated):
-                        m.add_no_overlap([a.iv, b.iv])
-                    elif cap.homogeneous and a.kind == b.kind == "mig" and a.profile != b.profile:
+                    tenants = a.tenant != b.tenant and (a.tenant_isolated or b.tenant_isolated)
+                    modes = cap.homogeneous and a.kind == b.kind == "mig" and a.profile != b.profile
+                    if tenants or modes:
                         m.add_no_overlap([a.iv, b.iv])
             by_profile: dict[str, list[_Item]] = defaultdict(list)
             for it in migs:
@@ -242,9 +242,9 @@ class GpuLevel:
         flat = [(n, gs, s) for n, reps in sorted(places.items()) for gs, s in reps]
         for r, slot in enumerate(self.part[j]):
             got = flat[r] if r < len(flat) else None
-            key = (got[0], label(got[0], got[1][0])) if got is not None and got[1] else None
+            mine = (got[0], label(got[0], got[1][0])) if got is not None and got[1] else None
             for k, b in slot.items():
-                m.add_hint(b, k == key)
+                m.add_hint(b, k == mine)
             if got is not None:
                 s = self.starts[j][r].get(got[0])
                 if isinstance(s, cp_model.IntVar):
@@ -264,5 +264,5 @@ class GpuLevel:
             for (n, g), b in sorted(slot.items()):
                 if full[b.index]:
                     s = self.starts[j][r].get(n, 0)
-                    out[n].append(((g,), full[s.index] if isinstance(s, cp_model.IntVar) else int(s)))
+                    out[n].append(((g,), full[s.index] if isinstance(s, cp_model.IntVar) else int(s)))  # type: ignore[arg-type]
         return dict(out)

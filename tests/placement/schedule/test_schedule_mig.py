@@ -210,7 +210,8 @@ def _exhaustive(data: dict[str, Any]) -> tuple[tuple[int, ...], int]:
                 best = (work, wait)
             return
         for opt in options[i]:
-            cells = [] if opt is None else [(opt[1], h) for h in range(opt[0] // HOUR, (opt[0] + ws[i]["duration"]) // HOUR)]
+            hours_run = range(opt[0] // HOUR, (opt[0] + ws[i]["duration"]) // HOUR) if opt is not None else range(0)
+            cells = [(opt[1], h) for h in hours_run] if opt is not None else []
             for cell in cells:
                 state.setdefault(cell, []).append((ws[i], opt[2] if opt else 0))
             if all(fits(state[cell]) for cell in cells):
