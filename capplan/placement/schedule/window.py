@@ -37,6 +37,9 @@ from capplan.placement.schedule.timeline import Item
 MAX_FREE = 30
 #: Most nodes a neighbourhood's freed jobs may use (a random part of the window's or the domain's).
 MAX_NODES = 16
+#: Most nodes when the cluster has nodes modelled GPU by GPU (MIG slices, shares): each brings a literal per
+#: GPU and freed job, and CP-SAT's presolve of a 16-node neighbourhood took most of its 3 s.
+MAX_GPU_NODES = 8
 #: A neighbourhood counts at least this share of its deterministic budget on the search's clock (small
 #: neighbourhoods finish early; the count of neighbourhoods then still fits the time limit).
 MIN_CHARGE = 0.5
@@ -62,6 +65,7 @@ class WindowSearch:
             for i, n in enumerate(cl.nodes):
                 self.domains.setdefault(cl.domain_of(n, self.level), []).append(i)
         self.width = max(step, horizon // 8)
+        self.max_nodes = MAX_GPU_NODES if any(c.per_gpu for c in self.caps) else MAX_NODES
         self.tried = 0
         self.kept = 0
 
@@ -92,13 +96,13 @@ class WindowSearch:
                 dom = rng.choice(sorted(set(jb.domains)))
                 mine = {n for n, d in zip(jb.nodes, jb.domains, strict=True) if d == dom}
                 rest = sorted(everything - mine)
-                nodes = mine | set(rng.sample(rest, min(len(rest), max(0, MAX_NODES - len(mine)))))
+                nodes = mine | set(rng.sample(rest, min(len(rest), max(0, self.max_nodes - len(mine)))))
         else:
             lo = rng.randrange(0, max(1, self.horizon - self.width // 2), self.step)
             hi = lo + self.width
             nodes = everything
-        if len(nodes) > MAX_NODES:
-            nodes = set(rng.sample(sorted(nodes), MAX_NODES))
+        if len(nodes) > self.max_nodes:
+            nodes = set(rng.sample(sorted(nodes), self.max_nodes))
         cand: list[int] = []
         for j, jb in enumerate(jobs):
             s = self.starts[j]
