@@ -108,6 +108,38 @@ def test_tenant_isolated_shares_wait_for_the_other_tenant() -> None:
     assert sorted(placed(s, "a") + placed(s, "b")) == [(0, None), (HOUR, None)]
 
 
+def test_one_partition_profile_per_gpu_at_a_time_on_a_homogeneous_model() -> None:
+    """An MI300X GPU runs one partition mode at a time: a DPX (slices 0-3) and a QPX (slices 4-5) would fit side by
+    side in slices but not in modes, so they take turns."""
+    p = one_gpu([{"name": "dpx", "mig": "DPX", "duration": "1h"}, {"name": "qpx", "mig": "QPX", "duration": "1h"}],
+                horizon="2h", model="MI300X-192GB")
+    s = cpsat(p)
+    assert s.status == "optimal"
+    assert sorted(a for a, _ in placed(s, "dpx") + placed(s, "qpx")) == [0, HOUR]
+
+
+def test_at_most_one_media_extension_slice_per_gpu() -> None:
+    """``1g.10gb+me`` may appear once per GPU: two of them run one after another though slices are free."""
+    p = one_gpu([{"name": "me", "mig": "1g.10gb+me", "replicas": 2, "duration": "1h"}], horizon="2h")
+    s = cpsat(p)
+    assert s.status == "optimal"
+    assert [a for a, _ in placed(s, "me")] == [0, HOUR]
+
+
+def test_a_power_budget_with_slices_keeps_the_schedule_valid_but_claims_no_proof() -> None:
+    """Free slices are charged a full TDP each under a budget (stricter than the rule when two share a GPU), so
+    the model says it is inexact: it runs two slices at a time (800 of 1,000 W) where two GPUs with two slices
+    each fit at once. List scheduling's schedule, all four at 0, is better and kept; the schedule is valid."""
+    nodes = [{"name": "n", "gpu": A100, "gpus": 4, "cpu": 64, "memory_gib": 512}]
+    p = problem_from_data({"schedule": {"horizon": "2h", "step": "1h"},
+                           "cluster": {"levels": ["rack", "node"], "racks": [{"name": "r", "power_kw": 1,
+                                                                              "nodes": nodes}]},
+                           "workloads": [{"name": "s", "mig": "3g.40gb", "replicas": 4, "duration": "1h"}]})
+    s = cpsat(p)
+    assert s.metrics["model_exact"] is False and s.strategy == "cpsat+heuristic"
+    assert [a for a, _ in placed(s, "s")] == [0, 0, 0, 0]
+
+
 def test_preset_gpu_modes_are_declined_with_a_reason() -> None:
     node = {"name": "n", "gpu": A100, "gpus": 2, "cpu": 64, "memory_gib": 512,
             "gpu_modes": [{"gpus": [0], "mode": "mig"}]}
