@@ -191,7 +191,7 @@ def improve(p: Problem, jobs: Jobs, items: list[Item], horizon: int, step: int, 
     spent = 0.0
     clock = time_limit * DETERMINISTIC_SHARE
     last = 0.0  # wall seconds of the previous neighbourhood: the next one must fit too
-    while spent < clock and time.perf_counter() - t0 + last < time_limit - 0.2:
+    while spent < clock and time.perf_counter() - t0 + 1.5 * last < time_limit - 0.2:  # the next may take longer
         budget = min(PER_NEIGHBOURHOOD, max(0.2, (clock - spent) / DETERMINISTIC_SHARE))
         began = time.perf_counter()
         _, used, proven = search.step_once(budget, seed + search.tried, workers)
