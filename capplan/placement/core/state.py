@@ -102,7 +102,7 @@ class ClusterState:
         self._dirty: set[int] = set(range(n))
         self._frac_room = np.zeros(n, dtype=np.int64)
         self._mig_free = np.zeros(n, dtype=np.int64)
-        self._eligible: dict[str, tuple[np.ndarray, dict[str | None, Demand]]] = {}
+        self._eligible: dict[object, tuple[np.ndarray, dict[str | None, Demand], list[Demand | None]]] = {}
         from capplan.placement.core.gpuview import GpuRows
 
         self.gpus = GpuRows(self)  # st.gpus[i][g]: one GPU's fields, read from the arrays
@@ -256,9 +256,13 @@ class ClusterState:
         """(len(idx), G) mask of GPUs free for whole use."""
         return np.asarray(self.exists[idx] & (self.mode[idx] == FREE) & (self.fixed[idx] <= WHOLE))
 
-    def eligible(self, w: Workload) -> tuple[np.ndarray, dict[str | None, Demand]]:
-        """Sorted indices of nodes that could ever host ``w``, and its demand per GPU model name."""
-        hit = self._eligible.get(w.name)
+    def _eligibility(self, w: Workload) -> tuple[np.ndarray, dict[str | None, Demand], list[Demand | None]]:
+        # GPU demand depends only on the GPU fields, so workloads of one shape share an entry
+        # (at fleet scale thousands of workloads share a handful of shapes).
+        cpu_only = w.gpus is None and w.mig is None and w.gpu_fraction is None
+        key: object = w.name if cpu_only else (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.mig_strategy,
+                                               None if w.gpu_models is None else tuple(w.gpu_models))
+        hit = self._eligible.get(key)
         if hit is None:
             per_model: dict[str | None, Demand] = {}
             parts = []
@@ -272,8 +276,18 @@ class ClusterState:
                     idx = idx[np.array([self.p.can_host(w, nodes_[i]) is not None for i in idx], dtype=bool)]
                 parts.append(idx[self.gpu_count[idx] >= d.gpus] if d.kind == "whole" else idx)
             nodes = np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
-            hit = self._eligible[w.name] = (nodes, per_model)
+            hit = self._eligible[key] = (nodes, per_model, [per_model.get(m) for m in self.model_names])
         return hit
+
+    def eligible(self, w: Workload) -> tuple[np.ndarray, dict[str | None, Demand]]:
+        """Sorted indices of nodes that could ever host ``w``, and its demand per GPU model name."""
+        nodes, per_model, _ = self._eligibility(w)
+        return nodes, per_model
+
+    def demands(self, w: Workload) -> tuple[list[Demand | None], np.ndarray]:
+        """``w``'s demand per model id (:attr:`model_id`; None where never eligible) and its eligible nodes."""
+        nodes, _, per_id = self._eligibility(w)
+        return per_id, nodes
 
     def demand_at(self, w: Workload, i: int) -> Demand:
         """``w``'s demand on node ``i`` (which must be eligible)."""
