@@ -67,6 +67,8 @@ def _fit_slice(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Plac
         frac, gmem, cap = st.frac[i].tolist(), st.gmem[i].tolist(), int(st.gmem_cap[i])
     blocked = False
     power_one: bool | None = None
+    power_held: bool | None = None
+    tdp = int(st.tdp[i])
     best: tuple[tuple[int, ...], _st.Placement] | None = None
     for gi in range(count):
         if not _mode_fits(fixed[gi], mode[gi], want):
@@ -91,6 +93,15 @@ def _fit_slice(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Plac
             if power_one is None:
                 power_one = st.power_ok(i, 1)
             if not power_one:
+                continue
+        elif tdp:
+            # A GPU already on adds no draw at one instant. In a scheduler's union over a time window
+            # (placement/schedule/timeline.py) it may be on for only part of the window, so joining
+            # it is safe only while the union's draw is within every budget: then at each instant
+            # the draw with this GPU on is at most the union's.
+            if power_held is None:
+                power_held = int(st.power_free[st.node_dom[i]].min()) >= 0
+            if not power_held:
                 continue
         if best is None or key < best[0]:
             best = (key, cand)

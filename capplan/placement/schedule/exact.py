@@ -13,17 +13,15 @@ import time
 from collections import defaultdict
 
 from capplan.model.problem import Problem
-from capplan.model.schedule import Schedule, Unscheduled
+from capplan.model.schedule import Schedule
 from capplan.model.timing import ceil_to
 from capplan.model.units import UNITS_PER_GPU
-from capplan.model.validate_schedule import check_schedule
 from capplan.placement.cpsat.schedule import TimeModel
 from capplan.placement.cpsat.schedule_jobs import TimeSolution
 from capplan.placement.cpsat.schedule_relax import EnergyItem, EnergyRelaxation, pooled
 from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, compact, diagnose
 from capplan.placement.schedule.jobs import Jobs, job_busy, model_inputs, partial_nodes
 from capplan.placement.schedule.result import eligible, energy_bound, lex_key, make_schedule, node_kinds
-from capplan.placement.schedule.timeline import Item
 
 __all__ = ["Jobs", "combined_bound", "job_busy", "model_inputs", "partial_nodes", "relaxation", "schedule_cpsat",
            "unsupported"]
@@ -62,21 +60,6 @@ def unsupported(p: Problem) -> str | None:
                 return (f"workload {w.name}: its MIG slice is worth {worth} GPUs depending on the GPU model; the "
                         "time model needs one value per workload (restrict gpu_models)")
     return None
-
-
-def _valid(p: Problem, items: list[Item], horizon: int, step: int) -> bool:
-    """Whether ``items`` pass the independent validator. List scheduling's compaction can break a rack's
-    power budget when it moves shares or MIG slices (seen on ``schedule_bench.py`` small-mig seeds 2 and 3:
-    22.4 kW against 22 kW), so the search's schedule is compacted only when the result stays valid."""
-    running = {a.key for a in p.running}
-    placed = {(it.w.name, it.replica) for it in items} | running
-    missing = []
-    for w in p.workloads:
-        left = tuple(r for r in range(w.replicas) if (w.name, r) not in placed)
-        if left:
-            missing.append(Unscheduled(workload=w.name, replicas=left, reason="-"))
-    s = make_schedule(p, "check", items, missing, horizon=horizon, step=step)
-    return not check_schedule(p, s)
 
 
 def capacity_rate(p: Problem) -> int:
@@ -244,7 +227,7 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
         strategy = "cpsat-lns"
         if known is None:  # the search's windows may leave work that could start earlier
             moved = compact(p, horizon, step, items)
-            if lex_key(p, moved, step) > lex_key(p, items, step) and _valid(p, moved, horizon, step):
+            if lex_key(p, moved, step) > lex_key(p, items, step):
                 items = moved
     diag = diagnose(p, horizon, step, items, known)
     proven = sol is not None and sol.proven() and items is not heuristic
