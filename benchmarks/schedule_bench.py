@@ -9,9 +9,9 @@ with a power budget), workloads of 1/2/4/8 whole GPUs, 2-4 node gangs that need 
 pods, MIG slices and GPU shares (medium and large), durations from 15 minutes to 12 hours
 (stretched with the horizon: x7 over 7 days), releases over the first half of the horizon,
 deadlines on a third, two priorities and a guaranteed few; ``large-whole`` is ``large`` without MIG
-and shares (so ``auto`` runs the time model's neighbourhood search). Targets (issue 17): ``small`` (200 workloads,
-32 nodes, 24 h) proven optimal or within 2% in 60 s; ``large`` (5,000 workloads, 1,000 nodes,
-7 d) a valid schedule within 60 s with its gap. Each run is validated by the independent
+and shares; ``small-mig`` is a small fleet with them (150 workloads, 24 nodes, 24 h). Targets (issue
+17): ``small`` (200 workloads, 32 nodes, 24 h) proven optimal or within 2% in 60 s; ``large``
+(5,000 workloads, 1,000 nodes, 7 d) a valid schedule within 60 s with its gap. Each run is validated by the independent
 validator (``capplan.schedule`` does it before returning).
 """
 
@@ -31,6 +31,7 @@ SIZES: dict[str, dict[str, Any]] = {
     "medium": dict(racks=25, workloads=1000, horizon_h=72, seeds=(1,), mixed=True),
     "large": dict(racks=125, workloads=5000, horizon_h=168, seeds=(1,), mixed=True),
     "large-whole": dict(racks=125, workloads=5000, horizon_h=168, seeds=(1,), mixed=False),
+    "small-mig": dict(racks=3, workloads=150, horizon_h=24, seeds=(1, 2, 3), mixed=True),
 }
 MODELS = [("H100-SXM5-80GB", 224, 2048), ("A100-SXM4-80GB", 128, 1024)]
 

@@ -53,7 +53,7 @@ class OnlineScheduler:
         got = self.placer.place_workload(w, w.replicas, [])
         if not got:
             return None
-        per, _ = self.placer.dem.of(w)
+        per, _ = self.placer.st.demands(w)
         for c in got:
             d = per[int(self.state.model_id[c.node])]
             self.placed_units += d.units if d is not None else 0

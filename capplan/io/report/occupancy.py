@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from capplan.model.catalog import GpuModel
 from capplan.model.plan import Assignment
 from capplan.model.problem import Demand, Node, Problem, Workload
-from capplan.model.units import MILLI, gib_to_mib
-from capplan.placement.core.fit import node_reason
-from capplan.placement.core.gpuview import GpuView as GpuState
-from capplan.placement.core.state import ClusterState
+from capplan.placement.core.fit import gpu_mode_fits, gpu_takes, mig_starts, node_reason
+from capplan.placement.core.state import WHOLE, ClusterState
 
 #: Why a free piece is stranded, deepest check first reached last (the deepest failure is reported).
 STRANDED_TEXT = {
@@ -92,81 +92,52 @@ class _Classifier:
         self.shapes = _shapes(p)
         self._whole: dict[int, int] = {}
 
-    # -- node- and GPU-level tests; each returns a failure family or "" ---------------------------
+    # -- node- and GPU-level tests (the planners' own, core/fit); each returns a failure family or "" --
     def _node(self, sh: _Shape, i: int) -> str:
         return node_reason(self.st, sh.w, i)
 
     def _power(self, i: int, new_gpus: int) -> bool:
         return self.st.power_ok(i, new_gpus)
 
-    @staticmethod
-    def _mode_ok(s: GpuState, mode: str) -> bool:
-        return (s.fixed is None or s.fixed.mode == mode) and (s.mode is None or s.mode == mode)
-
-    @staticmethod
-    def _tenant_ok(s: GpuState, w: Workload) -> bool:
-        others = s.users - s.tenants[w.tenant]
-        return others == 0 or (w.isolation != "tenant" and s.isolated == 0)
-
     def _free_whole(self, i: int) -> int:
         n = self._whole.get(i)
         if n is None:
-            n = self._whole[i] = sum(1 for s in self.st.gpus[i] if s.users == 0 and self._mode_ok(s, "whole"))
+            n = self._whole[i] = int(self.st.whole_free(np.array([i]))[0].sum())
         return n
 
-    def _mig_slices(self, model: GpuModel, s: GpuState, sh: _Shape) -> tuple[int, str]:
-        """Bit mask of free slices this shape could take on GPU ``s``, or (0, failure family)."""
+    def _gpu(self, sh: _Shape, i: int, g: int) -> str:
+        """A slice or share of ``sh`` on GPU ``g`` as it stands ("" or mode / isolation / shape)."""
+        why = gpu_takes(self.st, sh.w, sh.d, i, g)
+        return "shape" if why == "gpu" else why
+
+    def _mig_slices(self, model: GpuModel, i: int, g: int, sh: _Shape) -> tuple[int, str]:
+        """Bit mask of free slices this shape could take on GPU ``g``, or (0, failure family)."""
+        why = self._gpu(sh, i, g)
+        if why:
+            return 0, why
         prof = sh.d.profile
         assert prof is not None
-        if not self._tenant_ok(s, sh.w):
-            return 0, "isolation"
-        if s.mig_counts[prof.name] >= prof.max_count:
-            return 0, "shape"
-        if model.homogeneous and s.mig_counts and prof.name not in s.mig_counts:
-            return 0, "shape"
-        by_name = {x.name: x for x in model.profiles}
-        compute = sum(by_name[n].compute_slices * c for n, c in s.mig_counts.items() if n in by_name)
-        if compute + prof.compute_slices > model.compute_slices:
-            return 0, "shape"
-        layout = s.fixed.layout if s.fixed is not None else None
         mask = 0
-        for start in prof.starts:
-            m = ((1 << prof.memory_slices) - 1) << start
-            if s.mig_mask & m:
-                continue
-            if layout is not None and not any(x.profile == prof.name and x.start == start for x in layout):
-                continue
-            mask |= m
-        return (mask, "") if mask else (0, "shape")
-
-    def _share_fits(self, model: GpuModel, s: GpuState, sh: _Shape) -> str:
-        if not self._tenant_ok(s, sh.w):
-            return "isolation"
-        cap = gib_to_mib(model.memory_gib) if model.memory_gib else 0
-        if s.frac_used + sh.d.fraction_milli > MILLI or s.mem_used + sh.d.memory_mib > cap:
-            return "shape"
-        return ""
+        for start in mig_starts(self.st, model, i, g, prof):
+            mask |= ((1 << prof.memory_slices) - 1) << start
+        return mask, ""
 
     # -- pieces ----------------------------------------------------------------------------------
     def free_gpu(self, i: int, g: int, model: GpuModel) -> str:
         """'' when some shape could use free GPU ``g`` of node ``i``, else the deepest failure."""
-        s = self.st.gpus[i][g]
         deepest = "model"
         for sh in self.shapes.get(model.name, ()):
             why = self._node(sh, i)
             if not why:
-                kind = sh.d.kind
-                mode = {"whole": "whole", "mig": "mig", "fraction": "shared"}[kind]
-                if not self._mode_ok(s, mode):
-                    why = "mode"
-                elif kind == "whole" and self._free_whole(i) < sh.d.gpus:
-                    why = "count"
-                elif not self._power(i, sh.d.gpus if kind == "whole" else 1):
-                    why = "power"
-                elif kind == "mig":
-                    why = self._mig_slices(model, s, sh)[1]
-                elif kind == "fraction":
-                    why = self._share_fits(model, s, sh)
+                # Checked in this order: mode, count (whole GPUs), power, then isolation and room.
+                if sh.d.kind == "whole":
+                    why = ("mode" if not gpu_mode_fits(self.st, i, g, WHOLE)
+                           else "count" if self._free_whole(i) < sh.d.gpus
+                           else "" if self._power(i, sh.d.gpus) else "power")
+                else:
+                    why = self._gpu(sh, i, g)
+                    if why != "mode" and not self._power(i, 1):
+                        why = "power"
             if not why:
                 return ""
             if _DEPTH[why] > _DEPTH[deepest]:
@@ -175,7 +146,6 @@ class _Classifier:
 
     def mig_free(self, i: int, g: int, model: GpuModel) -> tuple[int, str]:
         """(mask of free slices some shape could use, deepest failure) of a GPU in MIG use."""
-        s = self.st.gpus[i][g]
         usable = 0
         deepest = "model"
         for sh in self.shapes.get(model.name, ()):
@@ -184,7 +154,7 @@ class _Classifier:
             else:
                 why = self._node(sh, i)
                 if not why:
-                    m, why = self._mig_slices(model, s, sh)
+                    m, why = self._mig_slices(model, i, g, sh)
                     usable |= m
             if why and _DEPTH[why] > _DEPTH[deepest]:
                 deepest = why
@@ -192,10 +162,9 @@ class _Classifier:
 
     def share_free(self, i: int, g: int, model: GpuModel) -> str:
         """'' when some shape could take a share of time-sliced GPU ``g``, else the deepest failure."""
-        s = self.st.gpus[i][g]
         deepest = "model"
         for sh in self.shapes.get(model.name, ()):
-            why = "mode" if sh.d.kind != "fraction" else self._node(sh, i) or self._share_fits(model, s, sh)
+            why = "mode" if sh.d.kind != "fraction" else self._node(sh, i) or self._gpu(sh, i, g)
             if not why:
                 return ""
             if _DEPTH[why] > _DEPTH[deepest]:

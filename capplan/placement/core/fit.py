@@ -59,7 +59,6 @@ def _fit_slice(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Plac
     count = int(st.gpu_count[i])
     users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
     want = _st.KIND_MODE[d.kind]
-    modes_ok = (_st.FREE, want)
     mig = d.kind == "mig"
     if mig:
         assert d.profile is not None
@@ -68,9 +67,11 @@ def _fit_slice(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Plac
         frac, gmem, cap = st.frac[i].tolist(), st.gmem[i].tolist(), int(st.gmem_cap[i])
     blocked = False
     power_one: bool | None = None
+    power_held: bool | None = None
+    tdp = int(st.tdp[i])
     best: tuple[tuple[int, ...], _st.Placement] | None = None
     for gi in range(count):
-        if fixed[gi] not in (-1, want) or mode[gi] not in modes_ok:
+        if not _mode_fits(fixed[gi], mode[gi], want):
             continue
         if mig:
             assert d.profile is not None
@@ -81,7 +82,7 @@ def _fit_slice(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Plac
             cand = _st.Placement(node=i, gpus=(gi,), slot=MigSlot(profile=d.profile.name, start=start))
             key = (users[gi] == 0, -bin(masks[gi]).count("1"), -after, gi)
         else:
-            if frac[gi] + d.fraction_milli > MILLI or gmem[gi] + d.memory_mib > cap:
+            if not _share_room(frac[gi], gmem[gi], cap, d):
                 continue
             cand = _st.Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli)
             key = (users[gi] == 0, MILLI - frac[gi] - d.fraction_milli, 0, gi)
@@ -93,6 +94,15 @@ def _fit_slice(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Plac
                 power_one = st.power_ok(i, 1)
             if not power_one:
                 continue
+        elif tdp:
+            # A GPU already on adds no draw at one instant. In a scheduler's union over a time window
+            # (placement/schedule/timeline.py) it may be on for only part of the window, so joining
+            # it is safe only while the union's draw is within every budget: then at each instant
+            # the draw with this GPU on is at most the union's.
+            if power_held is None:
+                power_held = int(st.power_free[st.node_dom[i]].min()) >= 0
+            if not power_held:
+                continue
         if best is None or key < best[0]:
             best = (key, cand)
     if best is None:
@@ -100,22 +110,71 @@ def _fit_slice(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Plac
     return best[1]
 
 
+def _mode_fits(fixed: int, mode: int, want: int) -> bool:
+    """A GPU preset to ``fixed`` (-1: none) and in use as ``mode`` can take work of mode ``want``."""
+    return fixed in (-1, want) and mode in (_st.FREE, want)
+
+
+def _share_room(frac: int, gmem: int, cap: int, d: Demand) -> bool:
+    """A share ``d`` fits beside ``frac`` milli and ``gmem`` MiB already shared on a GPU of ``cap`` MiB."""
+    return frac + d.fraction_milli <= MILLI and gmem + d.memory_mib <= cap
+
+
+def gpu_mode_fits(st: _st.ClusterState, i: int, g: int, want: int) -> bool:
+    """GPU ``g`` of node ``i`` (its preset mode and its use now) can take work of mode ``want`` (a
+    :data:`~capplan.placement.core.state.KIND_MODE` value)."""
+    return _mode_fits(int(st.fixed[i, g]), int(st.mode[i, g]), want)
+
+
+def gpu_takes(st: _st.ClusterState, w: Workload, d: Demand, i: int, g: int) -> str:
+    """Whether GPU ``g`` of node ``i`` could take one MIG slice or share of ``w`` (demand ``d``) as it
+    stands, node-level limits (:func:`node_reason`) and power aside: ``""``, or the family that rules it
+    out: ``mode`` (preset or in use otherwise), ``isolation`` (another tenant), ``gpu`` (no room or no
+    valid free slice start)."""
+    if not gpu_mode_fits(st, i, g, _st.KIND_MODE[d.kind]):
+        return "mode"
+    if st.users[i, g] and not st.gpu_tenant_ok_at(w, i, g):
+        return "isolation"
+    if d.kind == "mig":
+        assert d.profile is not None
+        model = st.models[int(st.model_id[i])]
+        assert model is not None
+        return "" if mig_starts(st, model, i, g, d.profile) else "gpu"
+    return "" if _share_room(int(st.frac[i, g]), int(st.gmem[i, g]), int(st.gmem_cap[i]), d) else "gpu"
+
+
+def mig_starts(st: _st.ClusterState, model: GpuModel, i: int, gi: int, prof: MigProfile,
+               mask: int | None = None, counts: list[int] | None = None) -> list[int]:
+    """Starts at which ``prof`` could be created on GPU ``gi`` of node ``i`` now: a free run of memory
+    slices, under the profile's count limit, the GPU's compute slices, a homogeneous model's one profile
+    per GPU and a preset layout. ``mask`` and ``counts`` (the GPU's slice mask and per-profile counts)
+    may be passed when the caller already read them."""
+    if mask is None:
+        mask = int(st.mig_mask[i, gi])
+    if counts is None:
+        counts = st.prof_count[i, gi].tolist()
+    k = st.prof_index[prof.name]
+    if counts[k] >= prof.max_count:
+        return []
+    if model.homogeneous and any(counts) and not counts[k]:
+        return []
+    if any(counts):
+        compute = sum(x.compute_slices * counts[st.prof_index[x.name]] for x in model.profiles)
+        if compute + prof.compute_slices > model.compute_slices:
+            return []
+    layout = st.layouts.get((i, gi))
+    return [start for start in prof.starts
+            if not mask & (((1 << prof.memory_slices) - 1) << start)
+            and (layout is None or MigSlot(profile=prof.name, start=start) in layout)]
+
+
 def _mig_choice(st: _st.ClusterState, model: GpuModel, i: int, gi: int, mask: int, counts: list[int],
                 prof: MigProfile) -> tuple[int, int] | None:
     """Free start for ``prof`` keeping the most valid placements; (start, placements left)."""
-    if counts[st.prof_index[prof.name]] >= prof.max_count:
-        return None
-    if model.homogeneous and any(counts) and not counts[st.prof_index[prof.name]]:
-        return None
     layout = st.layouts.get((i, gi))
     best: tuple[int, int] | None = None
-    for start in prof.starts:
-        m = ((1 << prof.memory_slices) - 1) << start
-        if mask & m:
-            continue
-        if layout is not None and MigSlot(profile=prof.name, start=start) not in layout:
-            continue
-        after = _placements_left(model, mask | m, layout)
+    for start in mig_starts(st, model, i, gi, prof, mask, counts):
+        after = _placements_left(model, mask | ((1 << prof.memory_slices) - 1) << start, layout)
         if best is None or after > best[1]:
             best = (start, after)
     return best

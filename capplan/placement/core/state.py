@@ -7,7 +7,9 @@ vectorised fleet heuristics read the arrays to screen every node at once
 (:meth:`ClusterState.node_ok`, :meth:`ClusterState.whole_free`, ...); the greedy planner, the
 schedulers and the reports ask for one node at a time (:meth:`ClusterState.fit`, in
 :mod:`capplan.placement.core.fit`). Replicas are added and removed exactly (``sign=-1``), and
-changes can be journalled and rolled back (gang placement tries a domain and undoes it).
+changes can be journalled and rolled back (gang placement tries a domain and undoes it). What
+does not change while a plan is built (models, preset modes, power budgets, topology, eligibility)
+is the base class :class:`~capplan.placement.core.fleet.FleetArrays`.
 
 The independent validator never uses this module.
 """
@@ -20,20 +22,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from capplan.model.catalog import GpuModel
 from capplan.model.plan import Assignment, MigSlot
 from capplan.model.problem import Demand, Problem, Workload
-from capplan.model.units import MILLI, UNITS_PER_GPU, gib_to_mib
+from capplan.model.units import MILLI, UNITS_PER_GPU
+from capplan.placement.core.fleet import BLOCKED as BLOCKED
+from capplan.placement.core.fleet import FREE as FREE
+from capplan.placement.core.fleet import KIND_MODE as KIND_MODE
+from capplan.placement.core.fleet import MIG as MIG
+from capplan.placement.core.fleet import MODE_CODE as MODE_CODE
+from capplan.placement.core.fleet import MODE_NAME as MODE_NAME
+from capplan.placement.core.fleet import SHARED as SHARED
+from capplan.placement.core.fleet import UNLIMITED_W, FleetArrays
+from capplan.placement.core.fleet import WHOLE as WHOLE
 
-# GPU modes in :attr:`ClusterState.mode` (and preset modes in :attr:`ClusterState.fixed`, -1: none).
-# BLOCKED is a mode no replica asks for (the scheduler's window union marks GPUs used two ways).
-FREE, WHOLE, SHARED, MIG, BLOCKED = 0, 1, 2, 3, 4
-MODE_CODE = {"whole": WHOLE, "shared": SHARED, "mig": MIG, "blocked": BLOCKED}
-MODE_NAME: dict[int, str | None] = {FREE: None, WHOLE: "whole", SHARED: "shared", MIG: "mig", BLOCKED: "blocked"}
-KIND_MODE = {"whole": WHOLE, "fraction": SHARED, "mig": MIG}
 _UNITS_PER_MILLI = UNITS_PER_GPU // MILLI
 _NO_TENANT, _MIXED = -1, -2
-_UNLIMITED = np.iinfo(np.int64).max // 4
 
 # Why a replica does not fit on a node, in the order they are checked.
 REASONS = ("model", "cpu", "memory", "gpu", "isolation", "power")
@@ -49,8 +52,9 @@ class Placement:
     fraction_milli: int = 0
 
 
-class ClusterState:
-    """Free capacity of every node, GPU and power domain (see the module docstring).
+class ClusterState(FleetArrays):
+    """Free capacity of every node, GPU and power domain (see the module docstring); the fleet's
+    fixed description (models, preset modes, power domains, topology, eligibility) is the base class's.
 
     Parameters
     ----------
@@ -59,24 +63,9 @@ class ClusterState:
     """
 
     def __init__(self, problem: Problem) -> None:
-        self.p = problem
-        cl = problem.cluster
-        nodes = self.nodes = cl.nodes
-        n = self.n = len(nodes)
-        g = self.g = max((x.gpus for x in nodes), default=0) or 1
-        self._init_models(problem)
-        self.cpu = np.array([x.cpu_milli for x in nodes], dtype=np.int64)
-        self.mem = np.array([x.memory_mib for x in nodes], dtype=np.int64)
-        self.cpu_cap, self.mem_cap = self.cpu.copy(), self.mem.copy()
-        self.gpu_count = np.array([x.gpus for x in nodes], dtype=np.int64)
-        self.exists = np.arange(g)[None, :] < self.gpu_count[:, None]
-        self.fixed = np.full((n, g), -1, dtype=np.int8)
-        self.layouts: dict[tuple[int, int], tuple[MigSlot, ...]] = {}
-        for i, x in enumerate(nodes):
-            for gm in x.gpu_modes:
-                self.fixed[i, gm.gpu] = MODE_CODE[gm.mode]
-                if gm.layout is not None:
-                    self.layouts[(i, gm.gpu)] = gm.layout
+        super().__init__(problem)
+        nodes, n, g = self.nodes, self.n, self.g
+        self.cpu, self.mem = self.cpu_cap.copy(), self.mem_cap.copy()
         self.mode = np.zeros((n, g), dtype=np.int8)
         self.users = np.zeros((n, g), dtype=np.int32)
         self.used = np.where(self.exists, 0, UNITS_PER_GPU).astype(np.int32)  # demand units in use per GPU
@@ -94,73 +83,16 @@ class ClusterState:
         self.gpu_tenant = np.full((n, g), _NO_TENANT, dtype=np.int32)
         self.node_iso = np.zeros(n, dtype=np.int32)
         self.gpu_iso = np.zeros((n, g), dtype=np.int32)
-        self._init_power(problem)
-        self._init_domains(problem)
+        self.power_free = self.power_budget.copy()  # watts left per power domain (see FleetArrays)
         self.stamp = np.zeros(n, dtype=np.int64)  # bumped whenever a node changes (score caches)
         self.journal: list[tuple[Workload, Demand, Placement]] | None = None
         self._depth = 0
         self._dirty: set[int] = set(range(n))
         self._frac_room = np.zeros(n, dtype=np.int64)
         self._mig_free = np.zeros(n, dtype=np.int64)
-        self._eligible: dict[str, tuple[np.ndarray, dict[str | None, Demand]]] = {}
         from capplan.placement.core.gpuview import GpuRows
 
         self.gpus = GpuRows(self)  # st.gpus[i][g]: one GPU's fields, read from the arrays
-
-    def _init_models(self, p: Problem) -> None:
-        nodes = p.cluster.nodes
-        self.model_names: list[str | None] = [*sorted({x.gpu_model for x in nodes if x.gpu_model}), None]
-        mid = {m: i for i, m in enumerate(self.model_names)}
-        self.model_id = np.array([mid[x.gpu_model if x.gpu_model and x.gpus else None] for x in nodes],
-                                 dtype=np.int64)
-        #: GPU model per model id (see :attr:`model_id`); None for CPU-only nodes.
-        self.models: list[GpuModel | None] = [p.catalog.get(m) if m else None for m in self.model_names]
-        #: GPU model name per node (None: no GPUs).
-        self.model_of: list[str | None] = [x.gpu_model if x.gpus else None for x in nodes]
-        by_model: dict[str | None, list[int]] = {}
-        for i, m in enumerate(self.model_of):
-            by_model.setdefault(m, []).append(i)
-        self.model_nodes = {m: np.array(idx, dtype=np.int64) for m, idx in by_model.items()}
-        cap = [gib_to_mib(m.memory_gib) if m and m.memory_gib else 0 for m in self.models]
-        self.gmem_cap = np.array(cap, dtype=np.int64)[self.model_id]
-        self.tdp = np.array([(m.tdp_w or 0) if m else 0 for m in self.models], dtype=np.int64)[self.model_id]
-        self._mig_ok = np.array([m is not None and m.supports_mig for m in self.models])[self.model_id]
-        self._slices = np.array([m.memory_slices if m is not None else 0 for m in self.models],
-                                dtype=np.int64)[self.model_id]
-        prof_names = sorted({pr.name for m in self.models if m for pr in m.profiles})
-        self.prof_index = {name: i for i, name in enumerate(prof_names)}
-
-    def _init_power(self, p: Problem) -> None:
-        """Power: one column per domain with a budget, and a last one (a sentinel) with unlimited headroom."""
-        cl = p.cluster
-        budgets = [(d.level, d.name, d.power_w) for d in cl.domains if d.power_w is not None]
-        didx = {(lv, nm): i for i, (lv, nm, _) in enumerate(budgets)}
-        self.power_free = np.array([b for _, _, b in budgets] + [_UNLIMITED], dtype=np.int64)
-        sentinel = len(budgets)
-        self.node_dom = np.full((self.n, max(1, len(cl.levels) - 1)), sentinel, dtype=np.int64)
-        for i, x in enumerate(cl.nodes):
-            for j, (level, dom) in enumerate(zip(cl.levels[:-1], x.path, strict=False)):
-                self.node_dom[i, j] = didx.get((level, dom), sentinel)
-
-    def domain_ids(self, level: str) -> tuple[np.ndarray, list[str]]:
-        """(domain id per node, domain names) for topology ``level`` (cached)."""
-        if level not in self._domain_ids:
-            cl = self.p.cluster
-            names: dict[str, int] = {}
-            ids = np.array([names.setdefault(cl.domain_of(x, level), len(names)) for x in cl.nodes], dtype=np.int64)
-            self._domain_ids[level] = (ids, list(names))
-        return self._domain_ids[level]
-
-    def _init_domains(self, p: Problem) -> None:
-        cl = p.cluster
-        self._domain_ids: dict[str, tuple[np.ndarray, list[str]]] = {}
-        self.domain_nodes: dict[tuple[str, str], np.ndarray] = {}
-        for lvl in cl.levels[:-1]:
-            groups: dict[str, list[int]] = {}
-            for i, x in enumerate(cl.nodes):
-                groups.setdefault(cl.domain_of(x, lvl), []).append(i)
-            for dom, idx in groups.items():
-                self.domain_nodes[(lvl, dom)] = np.array(idx, dtype=np.int64)
 
     # ----------------------------------------------------------- per-node summaries (greedy's screens)
     def touch(self, i: int) -> None:
@@ -255,29 +187,6 @@ class ClusterState:
     def whole_free(self, idx: np.ndarray) -> np.ndarray:
         """(len(idx), G) mask of GPUs free for whole use."""
         return np.asarray(self.exists[idx] & (self.mode[idx] == FREE) & (self.fixed[idx] <= WHOLE))
-
-    def eligible(self, w: Workload) -> tuple[np.ndarray, dict[str | None, Demand]]:
-        """Sorted indices of nodes that could ever host ``w``, and its demand per GPU model name."""
-        hit = self._eligible.get(w.name)
-        if hit is None:
-            per_model: dict[str | None, Demand] = {}
-            parts = []
-            for m, idx in self.model_nodes.items():
-                d = self.p.model_demand(w, m)
-                if d is None:
-                    continue
-                per_model[m] = d
-                if d.kind == "mig" and (self.p.single_mig or w.mig_strategy != "mixed"):  # per-node MIG strategies
-                    nodes_ = self.p.cluster.nodes
-                    idx = idx[np.array([self.p.can_host(w, nodes_[i]) is not None for i in idx], dtype=bool)]
-                parts.append(idx[self.gpu_count[idx] >= d.gpus] if d.kind == "whole" else idx)
-            nodes = np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
-            hit = self._eligible[w.name] = (nodes, per_model)
-        return hit
-
-    def demand_at(self, w: Workload, i: int) -> Demand:
-        """``w``'s demand on node ``i`` (which must be eligible)."""
-        return self.eligible(w)[1][self.model_of[i]]
 
     def fit(self, w: Workload, d: Demand, i: int) -> Placement | str:
         """Best placement of one replica of ``w`` on node ``i``, or the reason it does not fit (:data:`REASONS`)."""
@@ -375,7 +284,7 @@ class ClusterState:
                 self.mig_mask[i, c.gpus[0]] ^= width << c.slot.start
         if turned:
             self.power_free[self.node_dom[i]] -= turned * self.tdp[i]
-            self.power_free[-1] = _UNLIMITED
+            self.power_free[-1] = UNLIMITED_W
 
     @classmethod
     def with_assignments(cls, problem: Problem, assignments: Sequence[Assignment]) -> ClusterState:

@@ -1,4 +1,4 @@
-"""The CP-SAT time model of ``capplan schedule`` (whole GPUs, CPU, memory, power, required topology).
+"""The CP-SAT time model of ``capplan schedule`` (GPUs, MIG slices, shares, CPU, memory, power, topology).
 
 A *job* is a gang (all its replicas start together) or one replica of an independent workload.
 Each job has a presence literal ``x``, a start ``k`` on the step grid and, per candidate node, a
@@ -7,7 +7,9 @@ up to the horizon for a service. Per node, cumulative constraints bound the GPUs
 in use at every instant; per power domain, the GPUs' TDP. A required topology level picks one
 domain per workload. Identical jobs of one workload are ordered (symmetry breaking). GPU indices
 are chosen afterwards: whole GPUs of one node are interchangeable, and intervals taken in order
-of start can always be given free GPUs when the count fits at every instant.
+of start can always be given free GPUs when the count fits at every instant. Nodes that may host
+MIG slices or GPU shares are modelled GPU by GPU instead (:mod:`capplan.placement.cpsat.schedule_gpu`):
+MIG geometry on the memory-slice axis over time, shares per GPU, whole GPUs by index there.
 
 The objective is solved in stages, each fixing the previous one's value: guaranteed jobs that
 start at their release, the work (demand x time) of each priority, then the demand-weighted wait.
@@ -24,7 +26,8 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model, cp_model_helper
 
-from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, TimeSolution
+from capplan.placement.cpsat.schedule_gpu import GpuLevel
+from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, Place, TimeSolution
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,8 @@ class TimeModel:
         self.intervals = 0
         self.ceilings: dict[str, int] = {}  # stage -> its a-priori most (unscaled)
         self.pres: list[dict[int, cp_model.IntVar]] = []
+        self.exact = True  # False once a constraint is stricter than the rules (see _resources)
+        self.gpu = GpuLevel(m, nodes, busy, horizon)
         per_node: dict[int, list[_Use]] = {}
         tenancy: dict[int, list[tuple[cp_model.IntervalVar, str, bool]]] = {}
         for j, jb in enumerate(jobs):
@@ -108,11 +113,15 @@ class TimeModel:
             m.add(sum(cs.values()) == jb.replicas * self.x[j])
             self.c.append(cs)
             self.pres.append(ps)
+            hi = jb.latest + jb.duration if jb.duration is not None else horizon
+            self.gpu.add_job(j, jb, start, jb.earliest, hi, cs, self.x[j])
         self._groups(jobs)
         self._one_model(jobs)
         self._symmetry(jobs)
         self._resources(per_node, busy, nodes, budgets, tenancy)
         self._isolation(tenancy)
+        self.gpu.constrain()
+        self.intervals += self.gpu.intervals
 
     def _groups(self, jobs: list[Job]) -> None:
         by_group: dict[int, list[int]] = {}
@@ -168,6 +177,7 @@ class TimeModel:
                 continue
             iv = m.new_fixed_size_interval_var(b.start, b.end - b.start, f"busy{b.node}_{len(fixed.get(b.node, []))}")
             fixed.setdefault(b.node, []).append(_Use(iv, 1, 1, (b.gpus, b.cpu, b.mem)))
+            self.gpu.add_busy(b, iv)
             if b.isolated or any(t != b.tenant and isolated for _, t, isolated in tenancy.get(b.node, [])):
                 tenancy.setdefault(b.node, []).append((iv, b.tenant, b.isolated))
         power: list[list[tuple[cp_model.IntervalVar, cp_model.LinearExprT, int]]] = [[] for _ in budgets]
@@ -183,9 +193,21 @@ class TimeModel:
                 for d in cap.power:
                     power[d].extend((u.iv, u.cnt * (u.per[0] * cap.tdp), u.most * u.per[0] * cap.tdp)
                                     for u in both if u.per[0])
+        # A MIG slice or share makes its GPU draw its TDP; several on one GPU draw it once. Fixed ones are
+        # merged per GPU (exact); each free one is charged the full TDP, stricter than the rule when it
+        # shares its GPU, so a model where such a budget can bind is marked inexact.
+        partial: set[int] = set()
+        for n, iv, free in [*self.gpu.power, *((n, iv, False) for n, iv in self.gpu.fixed_power())]:
+            cap = nodes[n]
+            for d in cap.power if cap.tdp else ():
+                power[d].append((iv, cap.tdp, cap.tdp))
+                if free:
+                    partial.add(d)
         for d, entries in enumerate(power):
             if sum(e[2] for e in entries) > budgets[d]:
                 m.add_cumulative([e[0] for e in entries], [e[1] for e in entries], budgets[d])
+                if d in partial:
+                    self.exact = False
 
     # ----------------------------------------------------------------- stages
     def stage_exprs(self) -> list[tuple[str, cp_model.LinearExprT, int, bool]]:
@@ -242,11 +264,15 @@ class TimeModel:
             out.append(("wait", *_reduced(terms, const), False))
         return out + tail
 
-    def hint(self, starts: list[int | None], counts: list[dict[int, int]]) -> None:
-        """Hint a full solution (e.g. list scheduling's)."""
+    def hint(self, starts: list[int | None], counts: list[dict[int, int]],
+             places: list[dict[int, list[Place]]] | None = None) -> None:
+        """Hint a full solution (e.g. list scheduling's); ``places``: GPUs and slice starts on per-GPU nodes."""
         m = self.m
         m.clear_hints()  # type: ignore[no-untyped-call]
+        relabel: dict[int, dict[int, int]] = {}
         for j, (s, cs) in enumerate(zip(starts, counts, strict=True)):
+            if places is not None and s is not None:
+                self.gpu.hint(j, self.jobs[j], places[j], relabel)
             m.add_hint(self.x[j], s is not None)
             m.add_hint(self.k[j], (s if s is not None else self.jobs[j].earliest) // self.step)
             for n, v in self.c[j].items():
@@ -259,6 +285,8 @@ class TimeModel:
         self.m.clear_objective()  # type: ignore[no-untyped-call]
         solver = _one_worker(budget, seed)
         solver.parameters.fix_variables_to_their_hinted_value = True
+        if self.gpu.intervals:
+            _light(solver.parameters)
         status = solver.solve(self.m)
         self.deterministic += solver.response_proto.deterministic_time
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -272,8 +300,8 @@ class TimeModel:
         hint.vars.extend(range(len(values)))
         hint.values.extend(values)
 
-    def solve(self, hint: tuple[list[int | None], list[dict[int, int]]] | None, time_limit: float, seed: int,
-              workers: int) -> TimeSolution | None:
+    def solve(self, hint: tuple[list[int | None], list[dict[int, int]], list[dict[int, list[Place]]]] | None,
+              time_limit: float, seed: int, workers: int) -> TimeSolution | None:
         """Solve the stages within ``time_limit``; None when no solution was found at all.
 
         A hint (list scheduling's schedule) is first completed to a full solution, which every
@@ -321,6 +349,8 @@ class TimeModel:
             # Presolve spends seconds on cumulative constraints over thousands of optional intervals
             # (measured: 13 s of a 15 s stage with 10,000 intervals) and then finds nothing; search directly.
             prm.cp_model_presolve = self.intervals <= PRESOLVE_MAX_INTERVALS
+            if self.gpu.intervals:
+                _light(prm)
             status = solver.solve(self.m)
             self.deterministic += solver.response_proto.deterministic_time
             clock -= solver.response_proto.deterministic_time
@@ -342,20 +372,35 @@ class TimeModel:
             self.m.add(expr >= value if maximize else expr <= value)
         if full is None or not results:
             return None
-        starts, counts = self._read(full)
-        return TimeSolution(starts=starts, counts=counts, stages=results, deterministic=self.deterministic)
+        starts, counts, places = self._read(full)
+        return TimeSolution(starts=starts, counts=counts, stages=results, deterministic=self.deterministic,
+                            places=places, exact=self.exact)
 
-    def _read(self, full: list[int]) -> tuple[list[int | None], list[dict[int, int]]]:
+    def _read(self, full: list[int]) -> tuple[list[int | None], list[dict[int, int]], list[dict[int, list[Place]]]]:
         starts: list[int | None] = []
         counts: list[dict[int, int]] = []
+        places: list[dict[int, list[Place]]] = []
         for j in range(len(self.jobs)):
             if full[self.x[j].index]:
                 starts.append(full[self.k[j].index] * self.step)
                 counts.append({n: full[v.index] for n, v in self.c[j].items() if full[v.index]})
+                places.append(self.gpu.read(j, self.jobs[j], full))
             else:
                 starts.append(None)
                 counts.append({})
-        return starts, counts
+                places.append({})
+        return starts, counts, places
+
+
+def _light(prm: object) -> None:
+    """Solver settings for a model with per-GPU variables: no symmetry detection (it took the whole budget,
+    5 s of 5 s, on a 30-job neighbourhood of 16 nodes; the model breaks GPU symmetry itself) and a light
+    presolve rather than none (without presolve OR-Tools 9.15 crashed, segmentation fault, on such
+    neighbourhoods; a full presolve took 7 s where the light one and the search took 2 s)."""
+    prm.symmetry_level = 0  # type: ignore[attr-defined]
+    prm.cp_model_presolve = True  # type: ignore[attr-defined]
+    prm.cp_model_probing_level = 0  # type: ignore[attr-defined]
+    prm.max_presolve_iterations = 1  # type: ignore[attr-defined]
 
 
 def _stage_weight(name: str) -> float:

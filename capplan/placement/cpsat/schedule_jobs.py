@@ -1,9 +1,25 @@
 """The inputs and solution of the CP-SAT time model (:mod:`capplan.placement.cpsat.schedule`): jobs,
-fixed uses of nodes, node capacities and the solved starts and replica counts."""
+fixed uses of nodes, node capacities and the solved starts, replica counts and (on nodes modelled GPU
+by GPU, see :mod:`capplan.placement.cpsat.schedule_gpu`) GPU indices and MIG slice starts."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class MigSpec:
+    """A MIG profile (or AMD partition mode) on one GPU model: the slices it takes and where it may start."""
+
+    profile: str
+    size: int  # memory slices
+    compute: int  # compute slices
+    starts: tuple[int, ...]
+    max_count: int
+
+
+#: Per replica on a node modelled GPU by GPU: its GPU indices and MIG slice start (0 when not MIG).
+Place = tuple[tuple[int, ...], int]
 
 
 @dataclass(frozen=True)
@@ -28,6 +44,16 @@ class Job:
     models: tuple[str, ...] = ()  # per candidate node: its GPU model, when the job must stay on one model
     tenant: str = ""
     isolated: bool = False  # node isolation: no other tenant on its nodes while it runs
+    kind: str = "whole"  # "whole" (``gpus`` whole GPUs, none for a CPU-only pod), "mig" or "share"
+    mig: tuple[MigSpec, ...] = ()  # MIG: per candidate node, the profile there
+    fraction: int = 0  # share: milli-GPU per replica
+    gpu_mem: int = 0  # share: MiB of GPU memory per replica
+    tenant_isolated: bool = False  # tenant isolation: no other tenant on its GPU while it runs
+
+    @property
+    def partial(self) -> bool:
+        """A MIG slice or a share: part of one GPU, placed GPU by GPU."""
+        return self.kind != "whole"
 
 
 @dataclass(frozen=True)
@@ -43,17 +69,35 @@ class Busy:
     start: int = 0
     tenant: str = ""
     isolated: bool = False
+    # on a node modelled GPU by GPU: which GPUs, and for a MIG slice or a share (``gpus`` 0) what it holds
+    gpu_ids: tuple[int, ...] = ()
+    kind: str = "whole"
+    mig: MigSpec | None = None
+    slice_start: int = 0
+    fraction: int = 0
+    gpu_mem: int = 0
+    tenant_isolated: bool = False
 
 
 @dataclass(frozen=True)
 class NodeCap:
-    """Capacity of one node: whole GPUs, milli-CPU, MiB, TDP per GPU and its power domains."""
+    """Capacity of one node: whole GPUs, milli-CPU, MiB, TDP per GPU and its power domains.
+
+    ``per_gpu``: the node may host MIG slices or shares, so its GPUs are modelled one by one
+    (``slices``/``compute``: the GPU model's memory and compute slices, 0 without MIG; ``gpu_mem``:
+    MiB per GPU; ``homogeneous``: one partition profile per GPU at a time).
+    """
 
     gpus: int
     cpu: int
     mem: int
     tdp: int
     power: tuple[int, ...]  # indices into the budget list
+    per_gpu: bool = False
+    slices: int = 0
+    compute: int = 0
+    gpu_mem: int = 0
+    homogeneous: bool = False
 
 
 @dataclass
@@ -64,7 +108,9 @@ class TimeSolution:
     counts: list[dict[int, int]]
     stages: list[tuple[str, int, float, str]] = field(default_factory=list)  # name, value, bound, status (scaled)
     deterministic: float = 0.0  # CP-SAT deterministic time spent
+    places: list[dict[int, list[Place]]] = field(default_factory=list)  # per job: node -> per replica (per-GPU nodes)
+    exact: bool = True  # False: the model was stricter than the rules (its bounds and optimality prove nothing)
 
     def proven(self) -> bool:
-        """Every stage solved to optimality."""
-        return bool(self.stages) and all(s[3] == "optimal" for s in self.stages)
+        """Every stage solved to optimality, on a model exactly as strict as the rules."""
+        return self.exact and bool(self.stages) and all(s[3] == "optimal" for s in self.stages)

@@ -35,7 +35,7 @@ from capplan.placement.heuristics.bulkmig import (
     packed_choices,
     place_packed,
 )
-from capplan.placement.heuristics.choose import Demands, _placement_masks, cpu_pod_cost
+from capplan.placement.heuristics.choose import _placement_masks, cpu_pod_cost
 from capplan.placement.heuristics.migpack import MigPacker
 from capplan.placement.heuristics.score import Scorer
 
@@ -108,14 +108,11 @@ class BulkPlacer:
         The occupancy to fill.
     scorer
         Ranks nodes by the cost of one replica.
-    dem
-        Demands and eligible nodes per workload.
     """
 
-    def __init__(self, st: ClusterState, scorer: Scorer, dem: Demands) -> None:
+    def __init__(self, st: ClusterState, scorer: Scorer) -> None:
         self.st = st
         self.scorer = scorer
-        self.dem = dem
         self.cache = StampCache(st)
         self._groups: dict[tuple[int, int], np.ndarray] = {}
         self._slots: dict[tuple[str, int], MigSlot] = {}
@@ -127,7 +124,7 @@ class BulkPlacer:
         workloads of ``order`` (the placement order); without this call each GPU is filled with one
         workload's instances at the lowest free starts. Not for per-node MIG strategies."""
         if bulk_ok(self.st) and not self.st.p.single_mig and any(w.mig is not None for w in order):
-            self.packer = MigPacker(self.st, self.dem, order)
+            self.packer = MigPacker(self.st, order)
 
     # ------------------------------------------------------------ capacity
     def gpu_caps(self, w: Workload, d: Demand, idx: np.ndarray) -> np.ndarray:

@@ -19,41 +19,6 @@ from capplan.placement.core.state import FREE, MIG, SHARED, WHOLE, ClusterState,
 from capplan.placement.heuristics.score import Scorer
 
 
-class Demands:
-    """Per-workload demand by fleet model id, and the nodes that could ever host it (cached)."""
-
-    def __init__(self, st: ClusterState) -> None:
-        self.st = st
-        self._cache: dict[object, tuple[list[Demand | None], np.ndarray]] = {}
-
-    def of(self, w: Workload) -> tuple[list[Demand | None], np.ndarray]:
-        """(demand per model id, indices of eligible nodes)."""
-        cpu_only = w.gpus is None and w.mig is None and w.gpu_fraction is None
-        # GPU demand depends only on the GPU fields, so workloads of one shape share an entry.
-        key: object = w.name if cpu_only else (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.mig_strategy,
-                                               None if w.gpu_models is None else tuple(w.gpu_models))
-        hit = self._cache.get(key)
-        if hit is None:
-            st, p = self.st, self.st.p
-            per: list[Demand | None] = []
-            for name in st.model_names:
-                if cpu_only:
-                    per.append(p.can_host(w, p.cluster.nodes[0]) if p.cluster.nodes else None)
-                elif name is None or (w.gpu_models is not None and
-                                      p.catalog.get(name).name not in p.allowed_models(w)):
-                    per.append(None)
-                else:
-                    per.append(p.demand(w, p.catalog.get(name)))
-            ok = np.array([d is not None for d in per], dtype=bool)[st.model_id]
-            if w.gpus is not None:
-                ok &= st.gpu_count >= w.gpus
-            if w.mig is not None and (p.single_mig or w.mig_strategy != "mixed"):  # per-node MIG strategies
-                ok &= np.array([p.can_host(w, n) is not None for n in p.cluster.nodes], dtype=bool)
-            hit = (per, np.flatnonzero(ok))
-            self._cache[key] = hit
-        return hit
-
-
 def cpu_pod_cost(st: ClusterState, w: Workload, idx: np.ndarray) -> np.ndarray:
     """Cost of a CPU-only replica on each node of ``idx``: CPU-only nodes first (GPU nodes keep
     their CPU and memory for GPU work), then the node with the fewest free GPU units, then the fullest CPU."""
@@ -70,7 +35,7 @@ def _placement_masks(model: GpuModel) -> np.ndarray:
                     dtype=np.int64)
 
 
-def choose(st: ClusterState, dem: Demands, w: Workload, scorer: Scorer,
+def choose(st: ClusterState, w: Workload, scorer: Scorer,
            within: np.ndarray | None = None) -> Placement | None:
     """The best feasible placement of one replica of ``w``, or None.
 
@@ -79,7 +44,7 @@ def choose(st: ClusterState, dem: Demands, w: Workload, scorer: Scorer,
     within
         Optional node indices to restrict the search to (a topology domain).
     """
-    per, idx = dem.of(w)
+    per, idx = st.demands(w)
     if within is not None:
         idx = np.intersect1d(idx, within, assume_unique=True)
     if idx.size == 0:

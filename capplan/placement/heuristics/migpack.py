@@ -27,7 +27,6 @@ from capplan.model.problem import Workload
 from capplan.placement.core.highs import ColumnLP
 from capplan.placement.core.miglayouts import mig_layouts
 from capplan.placement.core.state import FREE, MIG, ClusterState
-from capplan.placement.heuristics.choose import Demands
 
 #: A mask that overlaps every GPU's memory slices: pads slot tables (never free).
 _NEVER = -1
@@ -40,15 +39,12 @@ class MigPacker:
     ----------
     st
         The occupancy being filled.
-    dem
-        Demands per workload (resolved MIG profile per model).
     order
         The workloads in placement order: what is still to come decides the plan.
     """
 
-    def __init__(self, st: ClusterState, dem: Demands, order: list[Workload]) -> None:
+    def __init__(self, st: ClusterState, order: list[Workload]) -> None:
         self.st = st
-        self.dem = dem
         sigs: dict[tuple[object, ...], int] = {}
         self.models: list[GpuModel] = []
         self.sig_of_model = np.full(len(st.models), -1, dtype=np.int64)
@@ -90,7 +86,7 @@ class MigPacker:
         """(geometry, profile index) -> instances, for ``n`` replicas of ``w`` (each geometry once)."""
         if w.mig is None or n <= 0:
             return {}
-        per, _ = self.dem.of(w)
+        per, _ = self.st.demands(w)
         out: dict[tuple[int, int], int] = {}
         for m, d in enumerate(per):
             s = int(self.sig_of_model[m])

@@ -14,7 +14,7 @@ from capplan.model.problem import Problem, Workload
 from capplan.placement.core.reasons import room_estimate
 from capplan.placement.core.state import ClusterState, Placement
 from capplan.placement.heuristics.bulk import BulkPlacer, bulk_ok
-from capplan.placement.heuristics.choose import Demands, choose
+from capplan.placement.heuristics.choose import choose
 from capplan.placement.heuristics.score import Scorer
 
 _DOMAIN_TRIES = 6
@@ -55,8 +55,7 @@ class FleetPlacer:
         self.st = st
         self.p = st.p
         self.scorer = scorer
-        self.dem = Demands(st)
-        self.bulk = BulkPlacer(st, scorer, self.dem)
+        self.bulk = BulkPlacer(st, scorer)
         self.switched_at: int | None = None  # set by callers that change the scorer part-way
 
     def use_scorer(self, scorer: Scorer) -> None:
@@ -72,11 +71,11 @@ class FleetPlacer:
         """Place one replica (trying node ``sticky`` first); None when it fits nowhere."""
         c = None
         if sticky is not None and (within is None or sticky in within):
-            c = choose(self.st, self.dem, w, self.scorer, np.array([sticky], dtype=np.int64))
+            c = choose(self.st, w, self.scorer, np.array([sticky], dtype=np.int64))
         if c is None:
-            c = choose(self.st, self.dem, w, self.scorer, within)
+            c = choose(self.st, w, self.scorer, within)
         if c is not None:
-            per, _ = self.dem.of(w)
+            per, _ = self.st.demands(w)
             d = per[int(self.st.model_id[c.node])]
             assert d is not None
             self.st.apply(w, d, c)
@@ -84,7 +83,7 @@ class FleetPlacer:
 
     def candidates(self, w: Workload, within: np.ndarray | None = None) -> np.ndarray:
         """Eligible nodes of ``w`` (inside ``within`` when given)."""
-        _, idx = self.dem.of(w)
+        _, idx = self.st.demands(w)
         if within is not None:
             idx = np.intersect1d(idx, within, assume_unique=True)
         return idx
@@ -94,7 +93,7 @@ class FleetPlacer:
         if n <= 0:
             return []
         if bulk_ok(self.st):
-            per, _ = self.dem.of(w)
+            per, _ = self.st.demands(w)
             per_node = w.mig is not None and (self.st.p.single_mig or w.mig_strategy != "mixed")  # per-node strategies
             return self.bulk.place(w, per, n, None if within is None and not per_node else self.candidates(w, within))
         out: list[Placement] = []
@@ -110,7 +109,7 @@ class FleetPlacer:
     def place_gang(self, w: Workload, n: int, within: np.ndarray | None = None) -> list[Placement]:
         """All ``n`` replicas (inside ``within``) or none."""
         if bulk_ok(self.st):
-            per, _ = self.dem.of(w)
+            per, _ = self.st.demands(w)
             if int(np.minimum(self.bulk.capacity(w, per, self.candidates(w, within)), n).sum()) < n:
                 return []
         mark = self.st.checkpoint()
@@ -137,7 +136,7 @@ class FleetPlacer:
             dom, names = self.domains(level)
         ok = eligible[st.node_ok(w, eligible)]
         if bulk_ok(st):  # exact per-node capacity
-            per, _ = self.dem.of(w)
+            per, _ = self.st.demands(w)
             room = self.bulk.capacity(w, per, ok)
         else:
             room = self.room(w, ok)
@@ -173,7 +172,7 @@ class FleetPlacer:
         if not w.one_model:
             return self._place_rules(w, n, running_nodes, target, None)
         st = self.st
-        per, eligible = self.dem.of(w)
+        per, eligible = self.st.demands(w)
         def held(m: int) -> int:
             d = per[m]
             return d.units if d is not None else 0

@@ -108,7 +108,7 @@ def explain_all(placer: FleetPlacer, missed: list[tuple[Workload, list[int]]],
                tuple(w.gpu_models), w.cpu_milli, w.memory_mib, w.tenant, w.isolation, w.topology.required,
                w.is_gang, w.one_model, w.replicas, len(missing))
         if key not in memo:
-            memo[key] = explain_fast(placer.st, w, len(missing), placer.dem.of(w)[1], holdings)
+            memo[key] = explain_fast(placer.st, w, len(missing), placer.st.demands(w)[1], holdings)
         out.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=memo[key]))
     return out
 

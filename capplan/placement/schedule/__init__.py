@@ -4,7 +4,7 @@
 earliest feasible start, backfill) on the placement core's occupancy state; ``cpsat`` solves the
 time model hinted by it and keeps the better schedule (past the full model's reach, a neighbourhood
 search over time windows and domains improves list scheduling's schedule); ``auto`` picks ``cpsat``
-whenever the model covers the problem (whole GPUs, CPU-only pods, node isolation). Every schedule
+whenever the model covers the problem (all but preset GPU modes, see ``exact.unsupported``). Every schedule
 passes the independent validator
 (:func:`capplan.model.validate_schedule.assert_valid_schedule`) before it is returned.
 """

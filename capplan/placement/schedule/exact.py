@@ -1,9 +1,9 @@
 """The exact time model: list scheduling's schedule as a hint, CP-SAT stages, decoded and compared.
 
 :mod:`capplan.placement.cpsat.schedule` holds the model (its relaxations in
-:mod:`capplan.placement.cpsat.schedule_relax`); this module turns a problem into its jobs,
-decodes a solution (whole-GPU indices by interval colouring per node), keeps the better of the
-CP-SAT and list-scheduling schedules, and turns the stage bounds into the schedule's bound.
+:mod:`capplan.placement.cpsat.schedule_relax`); :mod:`capplan.placement.schedule.jobs` turns a problem
+into its jobs and decodes a solution; this module keeps the better of the CP-SAT and list-scheduling
+schedules and turns the stage bounds into the schedule's bound.
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ from capplan.model.problem import Problem
 from capplan.model.schedule import Schedule
 from capplan.model.timing import ceil_to
 from capplan.model.units import UNITS_PER_GPU
-from capplan.placement.core.state import Placement
 from capplan.placement.cpsat.schedule import TimeModel
-from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, TimeSolution
+from capplan.placement.cpsat.schedule_jobs import TimeSolution
 from capplan.placement.cpsat.schedule_relax import EnergyItem, EnergyRelaxation, pooled
 from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, compact, diagnose
+from capplan.placement.schedule.jobs import Jobs, job_busy, model_inputs, partial_nodes
 from capplan.placement.schedule.result import eligible, energy_bound, lex_key, make_schedule, node_kinds
-from capplan.placement.schedule.timeline import Item
+
+__all__ = ["Jobs", "combined_bound", "job_busy", "model_inputs", "partial_nodes", "relaxation", "schedule_cpsat",
+           "unsupported"]
 
 #: Share of the time limit for list scheduling in several orders (the hint).
 HINT_SHARE = 0.25
@@ -40,121 +42,26 @@ FULL_MODEL_INTERVALS = 3000
 
 
 def unsupported(p: Problem) -> str | None:
-    """Why the time model cannot take ``p`` exactly (MIG, shares, preset GPU modes), or None."""
-    for w in p.workloads:
-        if w.mig is not None or w.gpu_fraction is not None:
-            return f"workload {w.name} asks for a MIG slice or GPU share (the time model covers whole GPUs)"
+    """Why the time model cannot take ``p`` exactly, or None.
+
+    Declined: preset GPU modes (a GPU fixed to whole, MIG or shared use, or to a MIG layout; also
+    every ``mig_strategy: single`` node that offers MIG), and a MIG workload whose slice is worth
+    different shares of a GPU on the models it may use (the work and wait then depend on the node,
+    which the model's linear objective does not express).
+    """
     for n in p.cluster.nodes:
         if n.gpu_modes:
-            return f"node {n.name} has preset GPU modes"
+            return (f"node {n.name} has preset GPU modes (fixed whole/MIG/shared GPUs or MIG layouts), which the "
+                    "time model does not take")
+    kinds = node_kinds(p)
+    for w in p.workloads:
+        if w.mig is not None:
+            units = sorted({d.units for d, _ in eligible(p, w, kinds)})
+            if len(units) > 1:
+                worth = " or ".join(f"{u / UNITS_PER_GPU:g}" for u in units)
+                return (f"workload {w.name}: its MIG slice is worth {worth} GPUs depending on the GPU model; the "
+                        "time model needs one value per workload (restrict gpu_models)")
     return None
-
-
-class Jobs:
-    """The jobs of ``p`` (gangs, or single replicas) and the replicas each stands for."""
-
-    def __init__(self, p: Problem, horizon: int, step: int) -> None:
-        self.p, self.horizon, self.step = p, horizon, step
-        self.jobs: list[Job] = []
-        self.replicas: list[list[int]] = []
-        running = {a.key for a in p.running}
-        cl = p.cluster
-        kinds = node_kinds(p)
-        for wi, w in enumerate(p.workloads):
-            todo = [r for r in range(w.replicas) if (w.name, r) not in running]
-            earliest = ceil_to(w.release, step)
-            limit = min(w.deadline if w.deadline is not None else horizon, horizon)
-            last = (limit - w.duration) if w.duration is not None else horizon - 1
-            latest = last // step * step
-            nodes = sorted(i for _, group in eligible(p, w, kinds) for i in group)
-            lvl = w.topology.required
-            if lvl:
-                fixed = {cl.domain_of(cl.nodes[cl.node_index[a.node]], lvl) for a in p.running
-                         if a.workload == w.name}
-                if fixed:
-                    nodes = [i for i in nodes if cl.domain_of(cl.nodes[i], lvl) in fixed]
-            if not todo or latest < earliest or not nodes:
-                continue
-            d = p.can_host(w, cl.nodes[nodes[0]])
-            assert d is not None
-            common = dict(workload=wi, earliest=earliest, latest=latest, duration=w.duration,
-                          nodes=tuple(nodes), gpus=w.gpus or 0, cpu=w.cpu_milli, mem=w.memory_mib, units=d.units,
-                          release=w.release, priority=w.priority, guaranteed=w.sla == "guaranteed",
-                          domains=tuple(cl.domain_of(cl.nodes[i], lvl) for i in nodes) if lvl else (),
-                          group=wi if lvl else -1,
-                          models=tuple(str(cl.nodes[i].gpu_model) for i in nodes) if w.one_model else (),
-                          tenant=w.tenant, isolated=w.isolation == "node")
-            groups = [todo] if w.is_gang else [[r] for r in todo]
-            for g in groups:
-                self.jobs.append(Job(replicas=len(g), **common))  # type: ignore[arg-type]
-                self.replicas.append(g)
-
-    def hint(self, items: list[Item]) -> tuple[list[int | None], list[dict[int, int]]]:
-        """Scheduled replicas as per-job starts and node counts (identical jobs in start order)."""
-        by_w: dict[str, list[Item]] = defaultdict(list)
-        for it in items:
-            if not it.running:
-                by_w[it.w.name].append(it)
-        starts: list[int | None] = []
-        counts: list[dict[int, int]] = []
-        used: dict[int, int] = defaultdict(int)
-        for jb in self.jobs:
-            w = self.p.workloads[jb.workload]
-            mine = sorted(by_w.get(w.name, []), key=lambda it: (it.start, it.replica))
-            if w.is_gang:
-                ok = len(mine) == jb.replicas and all(jb.earliest <= it.start <= jb.latest for it in mine)
-                chosen = mine if ok else []
-            else:
-                k = used[jb.workload]
-                chosen = mine[k:k + 1]
-                used[jb.workload] += 1
-            cs: dict[int, int] = defaultdict(int)
-            for it in chosen:
-                cs[it.pl.node] += 1
-            valid = bool(chosen) and all(n in jb.nodes for n in cs) and jb.earliest <= chosen[0].start <= jb.latest
-            starts.append(chosen[0].start if valid else None)
-            counts.append(dict(cs) if valid else {})
-        return starts, counts
-
-    def decode(self, sol: TimeSolution) -> list[Item]:
-        """The replicas of a solution, with whole-GPU indices coloured per node in order of start."""
-        p, cl = self.p, self.p.cluster
-        ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
-        free_at: dict[int, list[int]] = {i: [0] * n.gpus for i, n in enumerate(cl.nodes)}
-        items: list[Item] = []
-        for a in p.running:
-            i = cl.node_index[a.node]
-            w = p.workload(a.workload)
-            d = p.can_host(w, cl.nodes[i])
-            assert d is not None
-            end = min(ends.get(a.key, self.horizon), self.horizon)
-            for g in a.gpus:
-                free_at[i][g] = end
-            items.append(Item(w=w, replica=a.replica, d=d,
-                              pl=Placement(node=i, gpus=tuple(a.gpus), slot=a.mig,
-                                           fraction_milli=round(a.fraction * 1000) if a.fraction else 0),
-                              start=0, end=end, running=True))
-        order = sorted((s, j) for j, s in enumerate(sol.starts) if s is not None)
-        for start, j in order:
-            jb = self.jobs[j]
-            w = p.workloads[jb.workload]
-            end = start + w.duration if w.duration is not None else self.horizon
-            reps = iter(self.replicas[j])
-            for n, cnt in sorted(sol.counts[j].items()):
-                d = p.can_host(w, cl.nodes[n])
-                assert d is not None
-                for _ in range(cnt):
-                    gpus: tuple[int, ...] = ()
-                    if jb.gpus:
-                        free = [g for g, t in enumerate(free_at[n]) if t <= start][: jb.gpus]
-                        if len(free) < jb.gpus:
-                            raise AssertionError(f"GPU colouring failed on node {n} at {start}")
-                        for g in free:
-                            free_at[n][g] = end
-                        gpus = tuple(free)
-                    items.append(Item(w=w, replica=next(reps), d=d, pl=Placement(node=n, gpus=gpus),
-                                      start=start, end=end))
-        return items
 
 
 def capacity_rate(p: Problem) -> int:
@@ -268,30 +175,6 @@ def _running_work(p: Problem, horizon: int) -> dict[int, int]:
     return out
 
 
-def model_inputs(p: Problem, horizon: int) -> tuple[list[NodeCap], list[int], list[Busy]]:
-    """Node capacities, power budgets and the running replicas of ``p``, as the time model takes them."""
-    cl = p.cluster
-    budgets_idx: dict[tuple[str, str], int] = {}
-    budgets: list[int] = []
-    for dom in cl.domains:
-        if dom.power_w is not None:
-            budgets_idx[(dom.level, dom.name)] = len(budgets)
-            budgets.append(dom.power_w)
-    caps = []
-    for n in cl.nodes:
-        model = p.gpu_model(n)
-        tdp = model.tdp_w if model is not None and model.tdp_w is not None else 0
-        power = tuple(budgets_idx[(lvl, dom)] for lvl, dom in zip(cl.levels[:-1], n.path, strict=True)
-                      if (lvl, dom) in budgets_idx)
-        caps.append(NodeCap(gpus=n.gpus, cpu=n.cpu_milli, mem=n.memory_mib, tdp=tdp, power=power))
-    ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
-    busy = [Busy(node=cl.node_index[a.node], gpus=len(a.gpus), cpu=(w := p.workload(a.workload)).cpu_milli,
-                 mem=w.memory_mib, end=min(ends.get(a.key, horizon), horizon), tenant=w.tenant,
-                 isolated=w.isolation == "node")
-            for a in p.running]
-    return caps, budgets, busy
-
-
 def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed: int = 0,
                    workers: int = 1, lns: bool | None = None) -> Schedule:
     """CP-SAT over the jobs of ``p``, hinted by list scheduling; the better schedule of the two.
@@ -307,15 +190,15 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
 
     t0 = time.perf_counter()
     jobs = Jobs(p, horizon, step)
+    caps, budgets, busy = model_inputs(p, horizon)
     if lns is None:
-        lns = sum(len(jb.nodes) for jb in jobs.jobs) > FULL_MODEL_INTERVALS
+        lns = jobs.size(caps) > FULL_MODEL_INTERVALS
     known: Outcome | None = None
     if sum(w.replicas for w in p.workloads) >= SWEEP_FROM_REPLICAS:
         known = sweep_schedule(p, horizon, step)
         heuristic, order = known.items, "time-order sweep"
     else:
         heuristic, order = best_list_schedule(p, horizon, step, (LNS_HINT_SHARE if lns else HINT_SHARE) * time_limit)
-    caps, budgets, busy = model_inputs(p, horizon)
     sol: TimeSolution | None = None
     items = heuristic
     strategy = "heuristic"
@@ -350,10 +233,11 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
                 items = moved
     diag = diagnose(p, horizon, step, items, known)
     proven = sol is not None and sol.proven() and items is not heuristic
-    bound = combined_bound(p, horizon, step, sol, relaxed, relax=relax, relax_time=relax_time, seed=seed)
+    exact = sol if sol is not None and sol.exact else None  # a stricter model's stage bounds prove nothing
+    bound = combined_bound(p, horizon, step, exact, relaxed, relax=relax, relax_time=relax_time, seed=seed)
     return make_schedule(p, strategy, items, diag.unscheduled, horizon=horizon, step=step,
                          reasons=diag.reasons, bound=bound, proven_optimal=proven,
                          seconds=time.perf_counter() - t0, seed=seed,
                          extra_metrics={"order": order, "stages": [list(s) for s in sol.stages] if sol else [],
                                         "pooled_stages": [list(s) for s in relaxed.stages] if relaxed else [],
-                                        **extra})
+                                        **({"model_exact": sol.exact} if sol is not None else {}), **extra})

@@ -30,7 +30,7 @@ from dataclasses import replace
 from capplan.model.problem import Problem
 from capplan.placement.cpsat.schedule import DETERMINISTIC_SHARE, TimeModel
 from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, TimeSolution
-from capplan.placement.schedule.exact import Jobs
+from capplan.placement.schedule.exact import Jobs, job_busy
 from capplan.placement.schedule.result import lex_key
 from capplan.placement.schedule.timeline import Item
 
@@ -40,6 +40,9 @@ MAX_FREE = 30
 ROOM_TRIES = 8
 #: Most nodes a neighbourhood's freed jobs may use (a random part of the window's or the domain's).
 MAX_NODES = 16
+#: Most nodes when the cluster has nodes modelled GPU by GPU (MIG slices, shares): each brings a literal per
+#: GPU and freed job, and CP-SAT's presolve of a 16-node neighbourhood took most of its 3 s.
+MAX_GPU_NODES = 8
 #: A neighbourhood counts at least this share of its deterministic budget on the search's clock (small
 #: neighbourhoods finish early; the count of neighbourhoods then still fits the time limit).
 MIN_CHARGE = 0.5
@@ -55,7 +58,7 @@ class WindowSearch:
         self.p, self.jobs, self.horizon, self.step = p, jobs, horizon, step
         self.caps, self.budgets, self.running = inputs
         self.rng = random.Random(seed)
-        self.starts, self.counts = jobs.hint(items)
+        self.starts, self.counts, self.places = jobs.hint(items)
         self.items = items
         self.key = lex_key(p, items, step)
         cl = p.cluster
@@ -65,6 +68,7 @@ class WindowSearch:
             for i, n in enumerate(cl.nodes):
                 self.domains.setdefault(cl.domain_of(n, self.level), []).append(i)
         self.width = max(step, horizon // 8)
+        self.max_nodes = MAX_GPU_NODES if any(c.per_gpu for c in self.caps) else MAX_NODES
         self.tried = 0
         self.kept = 0
         self.kind = ""  # the kind of the last neighbourhood
@@ -93,8 +97,8 @@ class WindowSearch:
             lo = rng.randrange(0, max(1, self.horizon - self.width // 2), self.step)
             hi = lo + self.width
             nodes = everything
-        if len(nodes) > MAX_NODES:
-            nodes = set(rng.sample(sorted(nodes), MAX_NODES))
+        if len(nodes) > self.max_nodes:
+            nodes = set(rng.sample(sorted(nodes), self.max_nodes))
         cand: list[int] = []
         for j, jb in enumerate(jobs):
             s = self.starts[j]
@@ -125,7 +129,7 @@ class WindowSearch:
         """Room for a job that does not run: of :data:`ROOM_TRIES` random starts in its window, each on one of
         its domains, the one whose least loaded nodes (as many as the job needs) carry the least work during
         its run. Every job running on the domain's nodes during that time is freed, least loaded nodes first
-        (those jobs must move or give way); the other nodes (up to :data:`MAX_NODES`) are the least loaded
+        (those jobs must move or give way); the other nodes (up to the neighbourhood's node limit) are the least loaded
         ones, where freed jobs may go."""
         jobs, rng = self.jobs.jobs, self.rng
         jb = jobs[j]
@@ -145,11 +149,11 @@ class WindowSearch:
             per = max(1, self.caps[mine[0]].gpus // jb.gpus) if jb.gpus else jb.replicas
             cost = sum(weight[n] for n in mine[:-(-jb.replicas // per)])
             if best is None or cost < best[0]:
-                best = (cost, mine[:MAX_NODES], load, weight)
+                best = (cost, mine[:self.max_nodes], load, weight)
         assert best is not None
         _, mine, load, weight = best
         rest = sorted(set(range(len(self.caps))) - set(mine), key=lambda n: (weight[n], rng.random()))
-        nodes = set(mine) | set(rest[:max(0, MAX_NODES - len(mine))])
+        nodes = set(mine) | set(rest[:max(0, self.max_nodes - len(mine))])
         free = [j]
         for n in mine:
             for _, i in sorted(load.get(n, [])):
@@ -174,7 +178,8 @@ class WindowSearch:
                 return None
             out.append(replace(jb, nodes=tuple(jb.nodes[k] for k in keep),
                                domains=tuple(jb.domains[k] for k in keep) if jb.domains else (),
-                               models=tuple(jb.models[k] for k in keep) if jb.models else ()))
+                               models=tuple(jb.models[k] for k in keep) if jb.models else (),
+                               mig=tuple(jb.mig[k] for k in keep) if jb.mig else ()))
         return out
 
     def busy(self, free: set[int], nodes: set[int]) -> list[Busy]:
@@ -188,8 +193,8 @@ class WindowSearch:
                 continue
             for n, c in self.counts[j].items():
                 if n in near:
-                    out.append(Busy(node=n, gpus=jb.gpus * c, cpu=jb.cpu * c, mem=jb.mem * c, start=s,
-                                    end=self._end(j), tenant=jb.tenant, isolated=jb.isolated))
+                    per_gpu = self.caps[n].per_gpu and bool(jb.gpus or jb.partial)
+                    out += job_busy(jb, n, c, s, self._end(j), self.places[j].get(n, []) if per_gpu else None)
         return out
 
     def step_once(self, budget: float, seed: int, workers: int) -> tuple[bool, float, bool]:
@@ -202,20 +207,20 @@ class WindowSearch:
         tm = TimeModel([jb for jb in sub if jb.nodes], self.busy(set(free), nodes), self.caps, self.budgets,
                        self.horizon, self.step)
         live = [j for j, jb in zip(free, sub, strict=True) if jb.nodes]
-        hint = ([self.starts[j] for j in live], [self.counts[j] for j in live])
+        hint = ([self.starts[j] for j in live], [self.counts[j] for j in live], [self.places[j] for j in live])
         sol = tm.solve(hint, budget, seed, workers)
         if sol is None:
             return False, tm.deterministic, False
-        starts, counts = list(self.starts), list(self.counts)
-        for j, s, c in zip(live, sol.starts, sol.counts, strict=True):
-            starts[j], counts[j] = s, c
+        starts, counts, places = list(self.starts), list(self.counts), list(self.places)
+        for j, s, c, pl in zip(live, sol.starts, sol.counts, sol.places, strict=True):
+            starts[j], counts[j], places[j] = s, c, pl
         try:
-            items = self.jobs.decode(TimeSolution(starts=starts, counts=counts))
+            items = self.jobs.decode(TimeSolution(starts=starts, counts=counts, places=places))
         except AssertionError:
             return False, sol.deterministic, sol.proven()
         key = lex_key(self.p, items, self.step)
         if key > self.key:
-            self.starts, self.counts, self.items, self.key = starts, counts, items, key
+            self.starts, self.counts, self.places, self.items, self.key = starts, counts, places, items, key
             self.kept += 1
             return True, sol.deterministic, sol.proven()
         return False, sol.deterministic, sol.proven()
@@ -230,7 +235,7 @@ def improve(p: Problem, jobs: Jobs, items: list[Item], horizon: int, step: int, 
     spent = 0.0
     clock = time_limit * DETERMINISTIC_SHARE
     last = 0.0  # wall seconds of the previous neighbourhood: the next one must fit too
-    while spent < clock and time.perf_counter() - t0 + last < time_limit - 0.2:
+    while spent < clock and time.perf_counter() - t0 + 1.5 * last < time_limit - 0.2:  # the next may take longer
         budget = min(PER_NEIGHBOURHOOD, max(0.2, (clock - spent) / DETERMINISTIC_SHARE))
         began = time.perf_counter()
         _, used, proven = search.step_once(budget, seed + search.tried, workers)

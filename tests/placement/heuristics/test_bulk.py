@@ -16,7 +16,7 @@ from capplan.placement import PlanOptions, solve
 from capplan.placement.core.state import ClusterState
 from capplan.placement.heuristics import BestFit
 from capplan.placement.heuristics.bulk import BulkPlacer, bulk_ok
-from capplan.placement.heuristics.choose import Demands, choose
+from capplan.placement.heuristics.choose import choose
 from capplan.placement.heuristics.run import place
 
 
@@ -59,15 +59,14 @@ def test_capacity_matches_one_by_one_placement(data: dict[str, Any]) -> None:
     # Fill with the other workloads first; the state's problem differs, its arrays are what matter.
     _, _, placer = place(p.replace(workloads=[x for x in p.workloads if x.name != w.name]))
     part_st = placer.st
-    dem = Demands(part_st)
-    per, idx = dem.of(w)
-    bulk = BulkPlacer(part_st, BestFit(), dem)
+    per, idx = part_st.demands(w)
+    bulk = BulkPlacer(part_st, BestFit())
     caps = bulk.capacity(w, per, idx)
     for node, cap in zip(idx.tolist(), caps.tolist(), strict=True):
         mark = part_st.checkpoint()
         count = 0
         while count < cap + 2:
-            c = choose(part_st, dem, w, BestFit(), np.array([node]))
+            c = choose(part_st, w, BestFit(), np.array([node]))
             if c is None:
                 break
             d = per[int(part_st.model_id[node])]
@@ -88,10 +87,9 @@ def test_apply_many_equals_apply_one_by_one() -> None:
                           {"name": "g", "gpus": 1, "replicas": 1, "cpu": 3}]}
     p = _problem(data)
     one, many = ClusterState(p), ClusterState(p)
-    dem = Demands(one)
-    bulk = BulkPlacer(many, BestFit(), Demands(many))
+    bulk = BulkPlacer(many, BestFit())
     for w in p.workloads:
-        per, _ = dem.of(w)
+        per, _ = one.demands(w)
         d = per[int(one.model_id[0])]
         assert d is not None
         cs = bulk._node_choices(w, d, 0, w.replicas)

@@ -15,7 +15,7 @@ from capplan.model.validate import check_plan
 from capplan.placement import PlanOptions, solve
 from capplan.placement.core.state import ClusterState
 from capplan.placement.heuristics import BestFit, Fgd, ShapeMix, place
-from capplan.placement.heuristics.choose import Demands, choose
+from capplan.placement.heuristics.choose import choose
 from tests.strategies_gen import scenario_data
 
 EXAMPLES = Path(__file__).parents[3] / "models" / "examples"
@@ -61,7 +61,7 @@ def test_mig_start_keeps_most_placements() -> None:
             "workloads": [{"name": "s", "mig": "1g.10gb", "cpu": 1}]}
     p = _problem(data)
     st = ClusterState(p)
-    c = choose(st, Demands(st), p.workloads[0], BestFit())
+    c = choose(st, p.workloads[0], BestFit())
     assert c is not None and c.slot is not None
     # Starting at 6 (the end) leaves 4g@0 and 3g@4 possible; 0 would block the 4g and 7g.
     assert c.slot.start == 6
@@ -77,12 +77,11 @@ def test_fgd_prefers_node_that_keeps_whole_gpus() -> None:
     p = _problem(data)
     st = ClusterState(p)
     fgd = Fgd(ShapeMix.of(p, st))
-    dem = Demands(st)
-    first = choose(st, dem, p.workloads[0], fgd)
+    first = choose(st, p.workloads[0], fgd)
     assert first is not None
-    st.apply(p.workloads[0], dem.of(p.workloads[0])[0][int(st.model_id[first.node])]  # type: ignore[arg-type]
+    st.apply(p.workloads[0], st.demands(p.workloads[0])[0][int(st.model_id[first.node])]  # type: ignore[arg-type]
              , first)
-    second = choose(st, dem, p.workloads[1], fgd)
+    second = choose(st, p.workloads[1], fgd)
     assert second is not None and (second.node, second.gpus) == (first.node, first.gpus)
 
 

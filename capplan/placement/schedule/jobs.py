@@ -1,0 +1,273 @@
+"""The jobs of the CP-SAT time model for a problem, its inputs (node capacities, power budgets, running
+replicas) and the decoding of a solution into scheduled replicas.
+
+A job is a gang or one replica of an independent workload (:class:`~capplan.placement.cpsat.schedule_jobs.Job`).
+Whole-GPU indices are chosen afterwards by interval colouring per node, except on the nodes that may
+host MIG slices or shares (:func:`partial_nodes`), which the model takes GPU by GPU and whose GPUs and
+slice starts the solution names.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from capplan.model.catalog import GpuModel
+from capplan.model.plan import MigSlot
+from capplan.model.problem import Demand, Problem
+from capplan.model.timing import ceil_to
+from capplan.placement.core.state import Placement
+from capplan.placement.cpsat.schedule_jobs import Busy, Job, MigSpec, NodeCap, Place, TimeSolution
+from capplan.placement.schedule.result import eligible, node_kinds
+from capplan.placement.schedule.timeline import Item
+
+
+def _mig_spec(model: GpuModel, d: Demand) -> MigSpec:
+    assert d.profile is not None
+    return MigSpec(profile=d.profile.name, size=d.profile.memory_slices, compute=d.profile.compute_slices,
+                   starts=tuple(d.profile.starts), max_count=d.profile.max_count)
+
+
+def _partial_kind(d: Demand) -> str:
+    return {"mig": "mig", "fraction": "share"}.get(d.kind, "whole")
+
+
+class Jobs:
+    """The jobs of ``p`` (gangs, or single replicas) and the replicas each stands for."""
+
+    def __init__(self, p: Problem, horizon: int, step: int) -> None:
+        self.p, self.horizon, self.step = p, horizon, step
+        self.jobs: list[Job] = []
+        self.replicas: list[list[int]] = []
+        self.per_gpu = partial_nodes(p)
+        running = {a.key for a in p.running}
+        cl = p.cluster
+        kinds = node_kinds(p)
+        # per kind of eligibility (the node groups a workload may use): its nodes, their domains, models, MIG specs
+        node_memo: dict[tuple[object, ...], tuple[int, ...]] = {}
+        name_memo: dict[tuple[object, ...], tuple[str, ...]] = {}
+        mig_memo: dict[tuple[object, ...], tuple[MigSpec, ...]] = {}
+        for wi, w in enumerate(p.workloads):
+            todo = [r for r in range(w.replicas) if (w.name, r) not in running]
+            earliest = ceil_to(w.release, step)
+            limit = min(w.deadline if w.deadline is not None else horizon, horizon)
+            last = (limit - w.duration) if w.duration is not None else horizon - 1
+            latest = last // step * step
+            if not todo or latest < earliest:
+                continue
+            elig = eligible(p, w, kinds)
+            sig: tuple[object, ...] = tuple(id(group) for _, group in elig)
+            if sig not in node_memo:
+                node_memo[sig] = tuple(sorted(i for _, group in elig for i in group))
+            nodes = node_memo[sig]
+            lvl = w.topology.required
+            if lvl:
+                fixed = {cl.domain_of(cl.nodes[cl.node_index[a.node]], lvl) for a in p.running
+                         if a.workload == w.name}
+                if fixed:
+                    nodes = tuple(i for i in nodes if cl.domain_of(cl.nodes[i], lvl) in fixed)
+                    sig = (*sig, *sorted(fixed))
+            if not nodes:
+                continue
+            d = p.can_host(w, cl.nodes[nodes[0]])
+            assert d is not None
+            kind = _partial_kind(d)
+            mig: tuple[MigSpec, ...] = ()
+            if kind == "mig":
+                per_group = []
+                for dd, group in elig:
+                    model = p.gpu_model(cl.nodes[group[0]])
+                    assert model is not None
+                    per_group.append((group, _mig_spec(model, dd)))
+                key = ("mig", sig, *(spec for _, spec in per_group))
+                if key not in mig_memo:
+                    specs = {i: spec for group, spec in per_group for i in group}
+                    mig_memo[key] = tuple(specs[i] for i in nodes)
+                mig = mig_memo[key]
+            domains: tuple[str, ...] = ()
+            if lvl:
+                if ("domains", sig, lvl) not in name_memo:
+                    name_memo[("domains", sig, lvl)] = tuple(cl.domain_of(cl.nodes[i], lvl) for i in nodes)
+                domains = name_memo[("domains", sig, lvl)]
+            models: tuple[str, ...] = ()
+            if w.one_model:
+                if ("models", sig) not in name_memo:
+                    name_memo[("models", sig)] = tuple(str(cl.nodes[i].gpu_model) for i in nodes)
+                models = name_memo[("models", sig)]
+            common = dict(workload=wi, earliest=earliest, latest=latest, duration=w.duration,
+                          nodes=nodes, gpus=w.gpus or 0, cpu=w.cpu_milli, mem=w.memory_mib, units=d.units,
+                          release=w.release, priority=w.priority, guaranteed=w.sla == "guaranteed",
+                          domains=domains, group=wi if lvl else -1, models=models,
+                          tenant=w.tenant, isolated=w.isolation == "node", kind=kind, mig=mig,
+                          fraction=d.fraction_milli, gpu_mem=d.memory_mib if kind == "share" else 0,
+                          tenant_isolated=w.isolation == "tenant")
+            groups = [todo] if w.is_gang else [[r] for r in todo]
+            for g in groups:
+                self.jobs.append(Job(replicas=len(g), **common))  # type: ignore[arg-type]
+                self.replicas.append(g)
+
+    def hint(self, items: list[Item]) -> tuple[list[int | None], list[dict[int, int]], list[dict[int, list[Place]]]]:
+        """Scheduled replicas as per-job starts, node counts and places (GPUs and slice starts per node and
+        replica); identical jobs in start order."""
+        by_w: dict[str, list[Item]] = defaultdict(list)
+        for it in items:
+            if not it.running:
+                by_w[it.w.name].append(it)
+        starts: list[int | None] = []
+        counts: list[dict[int, int]] = []
+        places: list[dict[int, list[Place]]] = []
+        used: dict[int, int] = defaultdict(int)
+        for jb in self.jobs:
+            w = self.p.workloads[jb.workload]
+            mine = sorted(by_w.get(w.name, []), key=lambda it: (it.start, it.replica))
+            if w.is_gang:
+                ok = len(mine) == jb.replicas and all(jb.earliest <= it.start <= jb.latest for it in mine)
+                chosen = mine if ok else []
+            else:
+                k = used[jb.workload]
+                chosen = mine[k:k + 1]
+                used[jb.workload] += 1
+            cs: dict[int, int] = defaultdict(int)
+            ps: dict[int, list[Place]] = defaultdict(list)
+            for it in chosen:
+                cs[it.pl.node] += 1
+                ps[it.pl.node].append((it.pl.gpus, it.pl.slot.start if it.pl.slot is not None else 0))
+            valid = bool(chosen) and all(n in jb.nodes for n in cs) and jb.earliest <= chosen[0].start <= jb.latest
+            starts.append(chosen[0].start if valid else None)
+            counts.append(dict(cs) if valid else {})
+            places.append(dict(ps) if valid else {})
+        return starts, counts, places
+
+    def size(self, caps: list[NodeCap]) -> int:
+        """Optional intervals of the full model: per job and candidate node one, and on nodes modelled GPU
+        by GPU one per GPU (per replica for MIG slices and shares)."""
+        total = 0
+        for jb in self.jobs:
+            for n in jb.nodes:
+                per = caps[n].gpus * (jb.replicas if jb.partial else 1) if caps[n].per_gpu and (
+                    jb.gpus or jb.partial) else 0
+                total += 1 + per
+        return total
+
+    def decode(self, sol: TimeSolution, per_gpu: set[int] | None = None) -> list[Item]:
+        """The replicas of a solution: on the nodes in ``per_gpu`` (default: those hosting a MIG slice or a
+        share), the GPUs and slices the solution chose; elsewhere whole-GPU indices coloured per node in
+        order of start."""
+        p, cl = self.p, self.p.cluster
+        per_gpu = self.per_gpu if per_gpu is None else per_gpu
+        ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+        free_at: dict[int, list[int]] = {i: [0] * n.gpus for i, n in enumerate(cl.nodes)}
+        items: list[Item] = []
+        for a in p.running:
+            i = cl.node_index[a.node]
+            w = p.workload(a.workload)
+            d = p.can_host(w, cl.nodes[i])
+            assert d is not None
+            end = min(ends.get(a.key, self.horizon), self.horizon)
+            for g in a.gpus:
+                free_at[i][g] = end
+            items.append(Item(w=w, replica=a.replica, d=d,
+                              pl=Placement(node=i, gpus=tuple(a.gpus), slot=a.mig,
+                                           fraction_milli=round(a.fraction * 1000) if a.fraction else 0),
+                              start=0, end=end, running=True))
+        order = sorted((s, j) for j, s in enumerate(sol.starts) if s is not None)
+        for start, j in order:
+            jb = self.jobs[j]
+            w = p.workloads[jb.workload]
+            end = start + w.duration if w.duration is not None else self.horizon
+            reps = iter(self.replicas[j])
+            placed = sol.places[j] if j < len(sol.places) else {}
+            for n, cnt in sorted(sol.counts[j].items()):
+                d = p.can_host(w, cl.nodes[n])
+                assert d is not None
+                if n in per_gpu and (jb.gpus or jb.partial):
+                    given = placed.get(n, [])
+                    if len(given) != cnt:
+                        raise AssertionError(f"job {j} has {cnt} replicas on node {n} but {len(given)} places")
+                    for gpus, first in given:
+                        items.append(Item(w=w, replica=next(reps), d=d, pl=_placement(n, d, gpus, first),
+                                          start=start, end=end))
+                    continue
+                for _ in range(cnt):
+                    gpus = ()
+                    if jb.gpus:
+                        free = [g for g, t in enumerate(free_at[n]) if t <= start][: jb.gpus]
+                        if len(free) < jb.gpus:
+                            raise AssertionError(f"GPU colouring failed on node {n} at {start}")
+                        for g in free:
+                            free_at[n][g] = end
+                        gpus = tuple(free)
+                    items.append(Item(w=w, replica=next(reps), d=d, pl=Placement(node=n, gpus=gpus),
+                                      start=start, end=end))
+        return items
+
+
+def _placement(n: int, d: Demand, gpus: tuple[int, ...], first: int) -> Placement:
+    if d.kind == "mig":
+        assert d.profile is not None
+        return Placement(node=n, gpus=gpus, slot=MigSlot(profile=d.profile.name, start=first))
+    return Placement(node=n, gpus=gpus, fraction_milli=d.fraction_milli if d.kind == "fraction" else 0)
+
+
+def partial_nodes(p: Problem) -> set[int]:
+    """Nodes a MIG slice or share may use or already uses: the time model takes them GPU by GPU."""
+    out: set[int] = set()
+    cl = p.cluster
+    kinds = node_kinds(p)
+    for w in p.workloads:
+        if w.mig is not None or w.gpu_fraction is not None:
+            for _, group in eligible(p, w, kinds):
+                out.update(group)
+    out.update(cl.node_index[a.node] for a in p.running if a.mig is not None or a.fraction is not None)
+    return out
+
+
+def model_inputs(p: Problem, horizon: int) -> tuple[list[NodeCap], list[int], list[Busy]]:
+    """Node capacities, power budgets and the running replicas of ``p``, as the time model takes them."""
+    cl = p.cluster
+    budgets_idx: dict[tuple[str, str], int] = {}
+    budgets: list[int] = []
+    for dom in cl.domains:
+        if dom.power_w is not None:
+            budgets_idx[(dom.level, dom.name)] = len(budgets)
+            budgets.append(dom.power_w)
+    caps = []
+    per_gpu = partial_nodes(p)
+    for i, n in enumerate(cl.nodes):
+        model = p.gpu_model(n)
+        tdp = model.tdp_w if model is not None and model.tdp_w is not None else 0
+        power = tuple(budgets_idx[(lvl, dom)] for lvl, dom in zip(cl.levels[:-1], n.path, strict=True)
+                      if (lvl, dom) in budgets_idx)
+        caps.append(NodeCap(gpus=n.gpus, cpu=n.cpu_milli, mem=n.memory_mib, tdp=tdp, power=power,
+                            per_gpu=i in per_gpu and n.gpus > 0,
+                            slices=model.memory_slices if model is not None and model.supports_mig else 0,
+                            compute=model.compute_slices if model is not None and model.supports_mig else 0,
+                            gpu_mem=round(model.memory_gib * 1024) if model is not None and model.memory_gib else 0,
+                            homogeneous=model is not None and model.homogeneous))
+    ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+    busy = []
+    for a in p.running:
+        i, w = cl.node_index[a.node], p.workload(a.workload)
+        d = p.can_host(w, cl.nodes[i])
+        model = p.gpu_model(cl.nodes[i])
+        kind = _partial_kind(d) if d is not None else "whole"
+        mig = _mig_spec(model, d) if d is not None and kind == "mig" and model is not None else None
+        busy.append(Busy(node=i, gpus=len(a.gpus) if kind == "whole" else 0, cpu=w.cpu_milli, mem=w.memory_mib,
+                         end=min(ends.get(a.key, horizon), horizon), tenant=w.tenant, isolated=w.isolation == "node",
+                         gpu_ids=tuple(a.gpus) if caps[i].per_gpu else (), kind=kind, mig=mig,
+                         slice_start=a.mig.start if a.mig is not None else 0,
+                         fraction=d.fraction_milli if d is not None and kind == "share" else 0,
+                         gpu_mem=d.memory_mib if d is not None and kind == "share" else 0,
+                         tenant_isolated=w.isolation == "tenant"))
+    return caps, budgets, busy
+
+
+def job_busy(jb: Job, n: int, count: int, start: int, end: int, places: list[Place] | None) -> list[Busy]:
+    """Job ``jb``'s ``count`` replicas on node ``n`` from ``start`` to ``end`` as fixed uses: one per
+    replica with its GPUs when ``places`` are given (a node modelled GPU by GPU), else one for all."""
+    common = dict(node=n, start=start, end=end, tenant=jb.tenant, isolated=jb.isolated, kind=jb.kind,
+                  fraction=jb.fraction, gpu_mem=jb.gpu_mem, tenant_isolated=jb.tenant_isolated,
+                  mig=jb.mig[jb.nodes.index(n)] if jb.mig else None)
+    if places is None:
+        return [Busy(gpus=jb.gpus * count, cpu=jb.cpu * count, mem=jb.mem * count, **common)]  # type: ignore[arg-type]
+    return [Busy(gpus=jb.gpus, cpu=jb.cpu, mem=jb.mem, gpu_ids=gs, slice_start=first, **common)  # type: ignore[arg-type]
+            for gs, first in places]
