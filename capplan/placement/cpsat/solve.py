@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
 
 _PRESOLVE_MAX_VARS = 15_000
+_SMALL_STAGE_SHARE = 0.6  # share of the limit for the stages of a model this small (else 30% before repair)
 # Model build time per candidate (workload, node) pair, a conservative figure from this machine
 # (512 nodes x 240 workloads = 123k pairs: about 37 s to build, constrain, stage and hint).
 _BUILD_SECONDS_PER_PAIR = 2e-4
@@ -229,20 +230,38 @@ def _search_replicas(
     target = int(res.bound + 1e-6) - units_part
     pm.m.maximize(reps)
     _set_hint(pm, run.solution)
-    solver = _solver(pm, options, budget)
     pinned = sum(1 for r in pm.ix.runs if not r.optional and r.w.priority == q)  # constants of ``reps``
     ts = time.perf_counter()
-    status = solver.solve(pm.m, _Reach(target + pinned))
+    # First the replicas without GPUs alone, every GPU replica where it is: the units search ignores
+    # them, and CP-SAT adds them back one by one slowly in the full model (small-2: 31 -> 36 of 39 in 2 s).
+    goal = target + pinned
+    pinned_gpu = pm.m.clone()
+    for (wn, _), v in pm.c.items():
+        if pm.p.workload(wn).has_gpu_demand:
+            pinned_gpu.add(v == run.solution[v.index])
+    best: cp_model.CpSolver | None = None  # the solver holding the best solution found (same variables)
+    solver = _solver(pm, options, min(budget / 4, 0.5))
+    status = solver.solve(pinned_gpu, _Reach(goal))
+    found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    if found and int(solver.value(st.expr)) > res.value:
+        best = solver
+    proof = False  # an optimum counts only in the full model
+    if not (found and solver.objective_value >= goal - 1e-6):
+        if best is not None:  # the full search starts from it
+            _set_hint(pm, list(best.response_proto.solution))
+        solver = _solver(pm, options, max(0.05, budget - (time.perf_counter() - ts)))
+        status = solver.solve(pm.m, _Reach(goal))
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            proof = status == cp_model.OPTIMAL
+            if int(solver.value(st.expr)) >= (res.value if best is None else int(best.value(st.expr))):
+                best = solver
     res.seconds = round(res.seconds + time.perf_counter() - ts, 4)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return inc_vals
-    value = int(solver.value(st.expr))
-    if value >= res.value:
-        run.solution = list(solver.response_proto.solution)
-        inc_vals = [int(solver.value(s.expr)) for s in stages]
-        res.value = value
-        pm.m.add(st.expr >= value)
-    if status == cp_model.OPTIMAL or res.value >= res.bound - 1e-6:
+    if best is not None and int(best.value(st.expr)) > res.value:
+        run.solution = list(best.response_proto.solution)
+        inc_vals = [int(best.value(s.expr)) for s in stages]
+        res.value = int(best.value(st.expr))
+        pm.m.add(st.expr >= res.value)
+    if proof or res.value >= res.bound:
         res.status, res.bound = "optimal", float(res.value)  # no more replicas with these units
     return inc_vals
 
@@ -365,9 +384,11 @@ def _record_stage(
         # before computing any (e.g. a stage cut off at once on a slow machine), and a stage
         # "infeasible" under an incumbent that meets it would be a modelling error. Claim nothing.
         bound = math.inf if st.maximize else -math.inf
-    if st.units is not None and name == "optimal" and value < bound - tol:
+    # (exact comparisons: a priority stage's bound is an integer here, and a float tolerance on values of
+    # millions would hide the replica tie-break)
+    if st.units is not None and name == "optimal" and value < bound:
         name = "feasible"  # CP-SAT proved the units; the replica tie-break is searched next
-    elif st.units is not None and value >= bound - tol:
+    elif st.units is not None and value >= bound:
         name = "optimal"  # the incumbent meets the stage's bound (the replica table's)
     units_proven = st.priority is not None and (
         name == "optimal" or (math.isfinite(bound) and int(bound + 1e-6) // st.per_unit <= value // st.per_unit)
@@ -434,6 +455,10 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
         pm.m.add_hint(var, value)
     if repairable:  # on large models the build takes much of the 30%: the stages get a quarter of what is left
         deadline = max(deadline, time.perf_counter() + 0.25 * (final - time.perf_counter()))
+    if repairable and len(pm.m.proto.variables) <= _PRESOLVE_MAX_VARS:
+        # A small model: CP-SAT proves its stages itself in a few seconds (small-2's last priority needs
+        # 1-4 s on a busy machine, more than 30% of a 10 s limit leaves it); repair gets the rest.
+        deadline = max(deadline, t0 + _SMALL_STAGE_SHARE * options.time_limit)
     completed = _complete_hint(pm, stages, options, (deadline - time.perf_counter()) / 4)
     run = _solve_stages(pm, stages, options, t0, deadline, completed)
     stats = {
