@@ -48,6 +48,7 @@ class Run:
     results: list[StageResult] = field(default_factory=list)
     priorities_done_s: float = 0.0  # seconds from the start until the last priority stage ended
     tables: dict[str, ReplicaTable | None] = field(default_factory=dict)  # per priority stage name
+    lp_bounds: dict[tuple[str, int, tuple[tuple[int | None, int], ...]], float] = field(default_factory=dict)
 
 
 def bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: list[Assignment],
@@ -98,9 +99,14 @@ def bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: list[Assignme
         if lp and best // st.per_unit > units.get(q, 0):
             # the LP relaxations (skipped by small solves whose callers compare placements only)
             for k, fn in enumerate((stage_bounds, config_bound)):
-                # each LP gets its share of the time left before ``deadline`` (a bound stopped early is none)
-                left = None if deadline is None else max(0.2, (deadline - time.perf_counter()) / (2 - k))
-                b = fn(pm.ix, fixed, q, left)
+                key = (fn.__name__, q, tuple(fixed))
+                b = run.lp_bounds.get(key)
+                if b is None:
+                    # each LP gets its share of the time left before ``deadline`` (a bound stopped early is none)
+                    left = None if deadline is None else max(0.2, (deadline - time.perf_counter()) / (2 - k))
+                    b = fn(pm.ix, fixed, q, left)
+                    if b is not None:  # the same LP again (after region repair) costs nothing
+                        run.lp_bounds[key] = b
                 if b is not None:
                     cands.append(int(b))
             best = min(cands) if table is None else table.tighten(min(cands))

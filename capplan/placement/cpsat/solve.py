@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
 
 _PRESOLVE_MAX_VARS = 15_000
+_REPAIR_UNTIL = 0.95  # region repair after the model's stages ends here (share of the limit)
 _SMALL_STAGE_SHARE = 0.6  # share of the limit for the stages of a model this small (else 30% before repair)
 # Model build time per candidate (workload, node) pair, a conservative figure from this machine
 # (512 nodes x 240 workloads = 123k pairs: about 37 s to build, constrain, stage and hint).
@@ -476,7 +477,9 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
         # On small models a short LP bound after each improvement lets repair stop once it proves the
         # plan optimal; on large ones the bound's LPs would take repair's time (and the final bound's).
         small = len(pm.m.proto.variables) <= _PRESOLVE_MAX_VARS
-        plan = repaired(problem, plan, options, t0, final, _solve_sub,
+        # The LP bounds were computed for the plan before repair and are reused after it (Run.lp_bounds):
+        # what follows repair (bound, reasons, validation) is quick, so repair runs until 95% of the limit.
+        plan = repaired(problem, plan, options, t0, t0 + _REPAIR_UNTIL * options.time_limit, _solve_sub,
                         lambda got: bounds(pm, stages, run, got, deadline=t0 + options.time_limit),
                         (lambda got: bounds(pm, stages, run, got,
                                             deadline=time.perf_counter() + 0.02 * options.time_limit))
