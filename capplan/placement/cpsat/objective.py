@@ -21,6 +21,7 @@ to the power of the number of priorities), which is why the stages are separate 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,18 +40,22 @@ class Stage:
     per_unit: int = 1  # expression value per demand unit (priority stages: R + 1)
     constant: int = 0  # contribution of pinned running replicas (not in ``expr``)
     ceiling: int | None = None  # a-priori maximum of ``expr`` (every replica placed at its best)
+    units: Any = None  # a priority stage: its demand units divided by ``step`` (searched first; see solve.py)
+    step: int = 1  # gcd of the replica values of the priority (``expr = units * step * per_unit + replicas``)
 
 
 def _priority_stage(pm: PlacementModel, q: int) -> Stage:
     ws = [w for w in pm.p.workloads if w.priority == q]
     scale = sum(w.replicas for w in ws) + 1
     terms: list[Any] = []
+    units: list[tuple[int, Any]] = []  # (value, count) of new and optional kept replicas
     const = 0
     value = pm.p.replica_value
     for (wn, _), v in pm.c.items():
         w = pm.p.workload(wn)
         if w.priority == q:
             terms.append((value(w) * scale + 1) * v)
+            units.append((value(w), v))
     for w in ws:
         for r in pm.ix.running_of.get(w.name, []):
             coef = value(w) * scale + 1
@@ -59,11 +64,17 @@ def _priority_stage(pm: PlacementModel, q: int) -> Stage:
                 const += coef * k
             else:
                 terms.append(coef * k)
+                units.append((value(w), k))
+    step = 0
+    for val, _ in units:
+        step = math.gcd(step, val)
+    units_expr = sum(((val // step) * v for val, v in units if val), 0) if step else None
     best = 0
     for w in ws:
         if any(wn == w.name for (wn, _) in pm.c) or pm.ix.running_of.get(w.name):
             best += w.replicas * (value(w) * scale + 1)
-    return Stage(f"priority {q}", sum(terms, 0), True, q, scale, const, ceiling=best - const)
+    return Stage(f"priority {q}", sum(terms, 0), True, q, scale, const, ceiling=best - const,
+                 units=units_expr, step=max(step, 1))
 
 
 def build_stages(pm: PlacementModel) -> list[Stage]:

@@ -148,7 +148,38 @@ def _neighbourhoods(p: Problem, assignments: list[Assignment], regs: list[list[i
     node_pairs = [sorted(a + b) for k, b in enumerate(stranded) for a in stranded[:k]]
     node_pairs += [sorted(a + b) for b in donor_nodes for a in stranded if a != b and sorted(a + b) not in node_pairs]
     rack_pairs = [sorted(a + b) for a in singles[:3] for b in _donors(p, assignments, regs) if a != b]
-    return node_pairs + singles + rack_pairs
+    return _regroups(p, assignments, stranded) + node_pairs + singles + rack_pairs
+
+
+def _regroups(p: Problem, assignments: list[Assignment], stranded: list[list[int]]) -> list[list[int]]:
+    """Two nodes with stranded room and two carrying the most small shareable MIG instances.
+
+    A GPU holding two ``3g.40gb`` instances has its memory full and a compute slice idle; holding
+    ``3g.40gb + 2g.20gb + 1g.10gb x 2`` it is full. When the small instances sit on other nodes (and
+    the stranded GPUs' instances are of a workload placed in full at a higher priority, as on
+    medium-1, where 22 H100s held two ``3g.40gb`` each), no node pair regroups them and frees a GPU:
+    the small instances must come in while half the large ones go out, a four-node exchange. The
+    donors are the nodes with the most instances of at most two compute slices of workloads without
+    tenant isolation (those may share a GPU with any tenant's).
+    """
+    cl = p.cluster
+    small: dict[int, int] = defaultdict(int)
+    for a in assignments:
+        w = p.workload(a.workload)
+        if a.mig is not None and w.isolation != "tenant":
+            n = cl.nodes[cl.node_index[a.node]]
+            prof = p.catalog.get(n.gpu_model).profile(a.mig.profile) if n.gpu_model else None
+            if prof is not None and prof.compute_slices <= 2:
+                small[cl.node_index[a.node]] += 1
+    donors = [i for i in sorted(small, key=lambda i: (-small[i], i)) if small[i] > 0][:6]
+    tops = [r[0] for r in stranded[:6]]
+    out: list[list[int]] = []
+    for k in range(0, len(tops) - 1, 2):
+        for j in range(0, len(donors) - 1, 2):
+            region = sorted({tops[k], tops[k + 1], donors[j], donors[j + 1]})
+            if len(region) == 4 and region not in out:
+                out.append(region)
+    return out
 
 
 def _donors(p: Problem, assignments: list[Assignment], regs: list[list[int]]) -> list[list[int]]:

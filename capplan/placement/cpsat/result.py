@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from capplan.placement.cpsat.decode import DecodeError, decode
 from capplan.placement.cpsat.model import PlacementModel
 from capplan.placement.cpsat.objective import Stage
 from capplan.placement.cpsat.repair import repair
+from capplan.placement.cpsat.tiebreak import ReplicaTable
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
@@ -45,15 +47,23 @@ class Run:
     solution: list[int] | None = None
     results: list[StageResult] = field(default_factory=list)
     priorities_done_s: float = 0.0  # seconds from the start until the last priority stage ended
+    tables: dict[str, ReplicaTable | None] = field(default_factory=dict)  # per priority stage name
+    lp_bounds: dict[tuple[str, int, tuple[tuple[int | None, int], ...]], float] = field(default_factory=dict)
 
 
-def bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, int],
+def bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: list[Assignment],
            lp: bool = True, deadline: float | None = None) -> tuple[dict[int, int], bool]:
-    """Per-priority bound (lexicographic) and whether the plan is proven optimal: every priority stage
-    proven, or every one but the last, whose bound the plan meets.
+    """Per-priority bound (lexicographic) and whether the plan with assignments ``got`` is proven optimal.
 
-    Proven stages are bounded by their value; the first unproven one by the smaller of CP-SAT's
-    bound and the LP capacity bound (:mod:`capplan.placement.cpsat.bound`); later ones by the trivial bound.
+    Priority stages are taken in order. A stage's bound (in its own value, ``units * (R + 1) +
+    replicas``) is the smallest of: its CP-SAT value when CP-SAT proved it, else CP-SAT's bound
+    (only while every earlier stage was fixed in CP-SAT at its proven value), the LP relaxations
+    (:mod:`capplan.placement.cpsat.bound`, :mod:`capplan.placement.cpsat.config_bound`, with the
+    earlier stages at their proven values) and the trivial bound, tightened by the stage's
+    :class:`~capplan.placement.cpsat.tiebreak.ReplicaTable`. When the plan's own value there meets
+    that bound, the stage is proven for the plan (units and replica tie-break) and the next one is
+    bounded; the first stage it does not meet gets the bound in demand units, later ones the
+    trivial bound. The plan is optimal when every priority stage is proven.
     """
     p = pm.p
     trivial = trivial_bound(p)
@@ -62,42 +72,57 @@ def bounds(pm: PlacementModel, stages: list[Stage], run: Run, got: dict[int, int
         # With evictions or moves the model restricts some choices (see docs/placement-model.md),
         # so its proofs are not proofs for the full problem: report the trivial bound only.
         return out, False
+    units = placed_units(p, got)
+    reps: dict[int, int] = defaultdict(int)
+    for a in got:
+        reps[p.workload(a.workload).priority] += 1
     by_name = {r.name: r for r in run.results}
     g = by_name.get("guaranteed")
     if any(s.name == "guaranteed" for s in stages) and (g is None or g.status != "optimal"):
         return out, False
     fixed: list[tuple[int | None, int]] = [(None, g.value)] if g is not None else []
+    cpsat_valid = True  # CP-SAT's model still holds every lexicographically optimal plan
     for st in stages:
         if st.priority is None:
             continue
+        q = st.priority
         r = by_name.get(st.name)
-        if r is not None and (r.status == "optimal" or r.units_proven):
-            out[st.priority] = got.get(st.priority, 0)
-            fixed.append((st.priority, r.value + st.constant))
-            if r.status != "optimal":
-                # Units proven, replica tie-break not: a plan with more replicas here may place more below, so
-                # the later stages (solved with this replica count) prove nothing; they keep the trivial bound.
-                return out, False
-            continue
-        cands = [trivial.get(st.priority, 0) * st.per_unit + st.per_unit - 1]
-        if r is not None and abs(r.bound) != float("inf"):
-            cands.append(int(r.bound + 1e-6) + st.constant)
-        if lp:  # the LP relaxations (skipped by small solves whose callers compare placements only)
+        mine = units.get(q, 0) * st.per_unit + reps[q]  # the plan's value of this stage (running included)
+        cands = [trivial.get(q, 0) * st.per_unit + st.per_unit - 1]
+        if r is not None and cpsat_valid:
+            if r.status == "optimal":
+                cands.append(r.value + st.constant)
+            elif abs(r.bound) != float("inf"):
+                cands.append(int(r.bound + 1e-6) + st.constant)
+        table = run.tables.get(st.name)
+        best = min(cands) if table is None else table.tighten(min(cands))
+        if lp and best // st.per_unit > units.get(q, 0):
+            # the LP relaxations (skipped by small solves whose callers compare placements only)
             for k, fn in enumerate((stage_bounds, config_bound)):
-                # each LP gets its share of the time left before ``deadline`` (a bound stopped early is none)
-                left = None if deadline is None else max(0.2, (deadline - time.perf_counter()) / (2 - k))
-                b = fn(pm.ix, fixed, st.priority, left)
+                key = (fn.__name__, q, tuple(fixed))
+                b = run.lp_bounds.get(key)
+                if b is None:
+                    # each LP gets its share of the time left before ``deadline`` (a bound stopped early is none)
+                    left = None if deadline is None else max(0.2, (deadline - time.perf_counter()) / (2 - k))
+                    b = fn(pm.ix, fixed, q, left)
+                    if b is not None:  # the same LP again (after region repair) costs nothing
+                        run.lp_bounds[key] = b
                 if b is not None:
                     cands.append(int(b))
-        out[st.priority] = max(min(cands) // st.per_unit, got.get(st.priority, 0))
-        # The last priority at its bound (every one above proven, replicas included): the plan's
-        # objective is proven although CP-SAT's own search did not close this stage.
-        last = st is [s for s in stages if s.priority is not None][-1]
-        return out, last and out[st.priority] <= got.get(st.priority, 0)
+            best = min(cands) if table is None else table.tighten(min(cands))
+        if mine >= best:  # proven for this plan: the next stage is bounded with this one fixed
+            out[q] = units.get(q, 0)
+            fixed.append((q, mine))
+            # CP-SAT fixed this stage at its own value: still a proof for the later stages only if
+            # that is the optimum (else its constraint may cut off the optimal plans).
+            cpsat_valid = cpsat_valid and r is not None and r.value + st.constant == mine
+            continue
+        out[q] = max(best // st.per_unit, units.get(q, 0))
+        return out, False
     return out, True
 
 
-BoundOf = Callable[[dict[int, int]], tuple[dict[int, int], bool]]
+BoundOf = Callable[[list[Assignment]], tuple[dict[int, int], bool]]
 
 
 def repaired(p: Problem, plan: Plan, options: PlanOptions, t0: float, deadline: float,
@@ -112,9 +137,7 @@ def repaired(p: Problem, plan: Plan, options: PlanOptions, t0: float, deadline: 
     """
     def proven(cur: list[Assignment]) -> bool:  # every priority at its bound: nothing left to repair
         assert quick_bound_of is not None
-        units = placed_units(p, cur)
-        bound, _ = quick_bound_of(units)
-        return all(units.get(q, 0) >= bound.get(q, 0) for q in p.priorities)
+        return quick_bound_of(cur)[1]
 
     got, rstats = repair(p, list(plan.assignments), options, deadline, solve_sub,
                          done=proven if quick_bound_of is not None else None)
@@ -122,7 +145,7 @@ def repaired(p: Problem, plan: Plan, options: PlanOptions, t0: float, deadline: 
     if not rstats.get("regions_improved"):
         return plan.model_copy(update={"metrics": {**plan.metrics, "cpsat": stats},
                                        "solve_seconds": round(time.perf_counter() - t0, 4)})
-    bound, optimal = bound_of(placed_units(p, got))
+    bound, optimal = bound_of(got)
     better = make_plan(p, "cpsat", got, unplaced_of(p, got, []), bound=bound, seconds=time.perf_counter() - t0,
                        seed=options.seed, proven_optimal=optimal, extra_metrics={"cpsat": stats})
     violations = check_plan(p, better)
@@ -167,8 +190,7 @@ def from_solution(
         stats["decode_error"] = str(exc)
         return None
     unplaced = unplaced_of(p, dec.assignments, dec.evictions)
-    got = placed_units(p, dec.assignments)
-    bound, optimal = bounds(pm, stages, run, got, lp_bounds, deadline=t0 + options.time_limit)
+    bound, optimal = bounds(pm, stages, run, list(dec.assignments), lp_bounds, deadline=t0 + options.time_limit)
     plan = make_plan(
         p,
         "cpsat",

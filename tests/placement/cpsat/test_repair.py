@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
 from capplan.io.scenario import problem_from_data
 from capplan.model.catalog import load_catalog
-from capplan.model.plan import Assignment
+from capplan.model.plan import Assignment, MigSlot
 from capplan.model.problem import Problem
 from capplan.model.validate import check_assignments
 from capplan.placement import PlanOptions, solve
 from capplan.placement.core.subproblem import lex_key, neighbourhood
-from capplan.placement.cpsat.repair import offer_for, regions, repair
+from capplan.placement.cpsat.repair import _neighbourhoods, offer_for, regions, repair
 from capplan.placement.cpsat.solve import plan_cpsat
 from capplan.placement.greedy import plan_greedy
 from tests.strategies_gen import scenario_data
@@ -87,3 +88,31 @@ def test_repair_never_makes_a_plan_worse_or_invalid(data: dict[str, Any]) -> Non
     assert lex_key(p, got) >= lex_key(p, start)
     keys = [a.key for a in got]
     assert len(keys) == len(set(keys))
+
+
+def test_the_first_region_regroups_full_memory_mig_gpus_with_small_instances_from_two_other_nodes() -> None:
+    """Two nodes whose GPUs hold two 3g.40gb each (a compute slice idle), two nodes full of 1g.10gb:
+    the first neighbourhood is those four nodes, and re-solving it frees a GPU for left-out whole-GPU work
+    (3g.40gb + 1g.10gb x 4 on two GPUs: 8 instances of 1g.10gb and a whole GPU are worth more than 14)."""
+    p = scenario(
+        [node("s1", gpus=2), node("s2", gpus=1), node("d1", gpus=1), node("d2", gpus=1)],
+        [
+            {"name": "chat", "mig": "3g.40gb", "replicas": 6, "priority": 100, "cpu": 1},
+            {"name": "embed", "mig": "1g.10gb", "replicas": 14, "priority": 10, "cpu": 1},
+            {"name": "job", "gpus": 1, "replicas": 2, "priority": 10, "cpu": 1},
+        ],
+        racks=2,
+    )
+    ass = [Assignment(workload="chat", replica=k, node=n, gpus=(g,), mig=MigSlot(profile="3g.40gb", start=4 * (k % 2)))
+           for k, (n, g) in enumerate([("s1", 0), ("s1", 0), ("s1", 1), ("s1", 1), ("s2", 0), ("s2", 0)])]
+    ass += [Assignment(workload="embed", replica=k, node="d1" if k < 7 else "d2", gpus=(0,),
+                       mig=MigSlot(profile="1g.10gb", start=k % 7)) for k in range(14)]
+    assert check_assignments(p, ass) == []
+    hoods = _neighbourhoods(p, ass, regions(p))
+    idx = p.cluster.node_index
+    assert hoods[0] == sorted(idx[n] for n in ("s1", "s2", "d1", "d2"))
+    pick = offer_for(p, ass, hoods[0])
+    sub, back = neighbourhood(p, ass, pick.nodes, pick.offer)
+    got = _solve_sub(sub, OPTS)
+    placed = Counter(back[a.key][0] for a in got)
+    assert placed == {"chat": 6, "embed": 8, "job": 1}
