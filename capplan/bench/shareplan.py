@@ -37,54 +37,58 @@ from capplan.placement.core.lp import LinearProgram
 
 MILLI = 1000
 BoolArr = npt.NDArray[np.bool_]
+IntArr = npt.NDArray[np.int64]
 
 
-def maximal_patterns(sizes: list[int], cap: int = MILLI) -> list[tuple[int, ...]]:
-    """Multisets of ``sizes`` (non-increasing tuples) with sum <= ``cap`` to which no size can be added."""
+def maximal_patterns(sizes: list[int], cap: int = MILLI) -> IntArr:
+    """Multisets of ``sizes`` with sum <= ``cap`` to which no size can be added.
+
+    One row per multiset: how often each size occurs, sizes in decreasing order (``sorted(set(sizes),
+    reverse=True)``). Built as arrays, not tuples: a re-plan runs inside a pod's decision and
+    should not feed the garbage collector thousands of tracked objects.
+    """
     desc = sorted(set(sizes), reverse=True)
     if not desc:
-        return []
+        return np.zeros((0, 0), dtype=np.int64)
     smallest = desc[-1]
-    out: list[tuple[int, ...]] = []
-    cur: list[int] = []
+    rows: list[IntArr] = []
+    cur = np.zeros(len(desc), dtype=np.int64)
 
     def rec(i: int, left: int) -> None:
         if left < smallest:  # nothing fits any more: maximal
-            out.append(tuple(cur))
+            rows.append(cur.copy())
             return
         for j in range(i, len(desc)):  # non-increasing order: each multiset once (the smallest always fits)
             if desc[j] <= left:
-                cur.append(desc[j])
+                cur[j] += 1
                 rec(j, left - desc[j])
-                cur.pop()
+                cur[j] -= 1
 
     rec(0, cap)
-    return out
+    return np.array(rows, dtype=np.int64).reshape(len(rows), len(desc))
 
 
 def solve_patterns(count: dict[int, float]) -> list[tuple[tuple[int, ...], float]]:
-    """The patterns of an optimal fractional packing of ``count`` (size -> items) with their bin counts."""
-    sizes = sorted(count)
-    pats = maximal_patterns(sizes)
-    if not pats:
+    """The patterns (non-increasing tuples) of an optimal fractional packing of ``count`` (size -> items)
+    with their bin counts."""
+    desc = sorted(count, reverse=True)
+    pats = maximal_patterns(desc)
+    if not len(pats):
         return []
-    row = {s: r for r, s in enumerate(sizes)}
-    entries = [[] for _ in sizes]  # type: list[list[tuple[int, int]]]
-    for j, p in enumerate(pats):
-        for s, k in Counter(p).items():
-            entries[row[s]].append((j, k))
-    starts = np.cumsum([0] + [len(e) for e in entries]).astype(np.int32)
+    rows_t = pats.T  # one LP row per size, one column per pattern
+    nz = rows_t != 0
+    starts = np.concatenate([[0], np.cumsum(nz.sum(axis=1))]).astype(np.int32)
     n = len(pats)
     lp = LinearProgram(cost=np.ones(n), lower=np.zeros(n), upper=np.full(n, np.inf),
-                       row_lower=np.array([float(count[s]) for s in sizes]), row_upper=np.full(len(sizes), np.inf),
-                       starts=starts, index=np.array([j for e in entries for j, _ in e], dtype=np.int32),
-                       value=np.array([float(k) for e in entries for _, k in e]))
+                       row_lower=np.array([float(count[s]) for s in desc]), row_upper=np.full(len(desc), np.inf),
+                       starts=starts, index=np.nonzero(nz)[1].astype(np.int32), value=rows_t[nz].astype(np.float64))
     solver = HighsSolver(lp)
     solver.configure(time_limit=1.0, threads=1, gap=0.0)
     if solver.run() != "optimal":
         return []
     x = solver.col_values()
-    return [(p, float(v)) for p, v in zip(pats, x, strict=True) if v > 1e-9]
+    return [(tuple(s for s, k in zip(desc, pats[j].tolist(), strict=True) for _ in range(k)), float(x[j]))
+            for j in np.flatnonzero(x > 1e-9)]
 
 
 def planned_holes(patterns: list[tuple[int, ...]]) -> dict[int, BoolArr]:
@@ -112,9 +116,14 @@ class SharePlan:
         Smallest fraction of the shares seen for a size to be planned.
     min_count
         Smallest number of shares seen for a size to be planned.
+    prior
+        Shares counted as seen before the first arrival (size -> count), e.g. the typical pods' shares
+        scaled to a number of pods; they do not count towards the re-planning schedule.
     """
 
-    def __init__(self, first: int = 16, min_share: float = 0.01, min_count: int = 2) -> None:
+    def __init__(self, first: int = 16, min_share: float = 0.01, min_count: int = 2,
+                 prior: dict[int, int] | None = None) -> None:
+        self.prior: Counter[int] = Counter(prior or {})
         self.seen: Counter[int] = Counter()
         self.total = 0
         self.next = first
@@ -124,20 +133,21 @@ class SharePlan:
         self.patterns: list[tuple[tuple[int, ...], float]] = []
         self._none = np.zeros(MILLI + 1, dtype=bool)
 
-    def add(self, milli: int) -> set[int]:
-        """Count one arriving share; re-plan on schedule. Returns the sizes whose table changed."""
+    def add(self, milli: int) -> set[int] | None:
+        """Count one arriving share; re-plan on schedule: then return the sizes whose table changed."""
         self.seen[milli] += 1
         self.total += 1
         if self.total < self.next:
-            return set()
+            return None
         while self.next <= self.total:
             self.next *= 2
         return self.replan()
 
     def replan(self) -> set[int]:
         """Solve the packing LP of the sizes seen; return the sizes whose table changed."""
-        floor = max(self.min_count, self.min_share * self.total)
-        count = {s: float(n) for s, n in self.seen.items() if n >= floor}
+        both = self.seen + self.prior
+        floor = max(self.min_count, self.min_share * both.total())
+        count = {s: float(n) for s, n in both.items() if n >= floor}
         self.patterns = solve_patterns(count)
         tables = planned_holes([p for p, _ in self.patterns])
         changed = {s for s in set(tables) | set(self.tables)

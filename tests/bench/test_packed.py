@@ -30,9 +30,11 @@ def _brute_maximal(sizes: list[int]) -> set[tuple[int, ...]]:
 @given(sizes=st.sets(st.integers(15, 99).map(lambda x: 10 * x), min_size=1, max_size=5))
 def test_maximal_patterns_are_exactly_the_maximal_multisets(sizes: set[int]) -> None:
     """Each multiset with sum <= 1000 to which no size fits appears once, and nothing else."""
-    got = maximal_patterns(sorted(sizes))
+    desc = sorted(sizes, reverse=True)
+    got = [tuple(s for s, k in zip(desc, row, strict=True) for _ in range(k))
+           for row in maximal_patterns(desc).tolist()]
     assert len(got) == len(set(got))
-    assert set(got) == _brute_maximal(sorted(sizes))
+    assert set(got) == _brute_maximal(desc)
 
 
 def test_lp_pairs_complementary_sizes() -> None:
@@ -53,12 +55,12 @@ def test_plan_is_learned_on_schedule_and_skips_rare_sizes() -> None:
     """The first plan comes at the 4th share, the next at the 8th; a size seen once is not planned."""
     plan = SharePlan(first=4)
     for milli in (810, 160, 810):
-        assert plan.add(milli) == set() and not plan.tables
+        assert plan.add(milli) is None and not plan.tables
     assert plan.add(160) == {810, 160}  # 4th share: first plan, (810, 160)
     assert plan.planned(810)[1000] and plan.planned(810)[840] and plan.planned(160)[190]
     for milli in (810, 160, 470):
-        assert plan.add(milli) == set()
-    plan.add(810)  # 8th share: re-planned; 470 (1 of 8) is too rare
+        assert plan.add(milli) is None
+    assert plan.add(810) == set()  # 8th share: re-planned, same tables; 470 (1 of 8) is too rare
     assert not plan.planned(470).any() and plan.next == 16
 
 
