@@ -153,3 +153,46 @@ def test_capplan_policy_is_packed_valid_and_deterministic() -> None:
                 again.apply(pod_view(ctx.pods, ctx.fleet, k, {}), node, g)
         assert np.array_equal(again.gpu_left, state.gpu_left)
     assert runs[0] == runs[1]
+
+
+def test_whole_pod_pays_for_taking_a_planned_holes_room_once_the_plan_knows_it() -> None:
+    """A 14-core GPU pod on a node whose 650 share awaits a 4-core 320: 0.4 less after the plan is learned.
+
+    Node A (20 cores) holds a 650 share (4 cores): 350 milli free on its GPU 0. The pod would leave
+    A 2 cores, fewer than the 4 a 320 needs. Before the plan the room is unknown (no penalty);
+    after four shares (650, 320, 650, 320) the plan pairs them and A's score drops by the weight,
+    though A itself did not change (its cached score must be dropped at the re-plan).
+    """
+    nodes = [TraceNode("A", 20000, 262144, 2, "G2"), TraceNode("B", 64000, 262144, 2, "G2")]
+    ctx = _ctx(nodes, _typical())
+    policy = PackedFGD(ctx, SharePlan(first=4))
+    state = SimState.empty(ctx.fleet)
+    big = pod_view(PodTable.from_trace([TracePod("x", 4000, 1024, 1, 650)]), ctx.fleet, 0, {})
+    state.apply(big, 0, (0,))
+    policy.observe(state, 0)
+    whole = pod_view(PodTable.from_trace([TracePod("w", 14000, 1024, 1, 1000)]), ctx.fleet, 0, {})
+    before = policy.score(state, whole).copy()
+    small = pod_view(PodTable.from_trace([TracePod("y", 4000, 1024, 1, 320)]), ctx.fleet, 0, {})
+    for pod in (big, small, big, small):  # the shares arrive (scored, not placed): the 4th re-plans
+        policy.score(state, pod)
+    assert policy.plan.planned(320)[350] and policy.room_cpu[350] == 4000
+    after = policy.score(state, whole)
+    assert np.isclose(after[0], before[0] - 0.4) and after[1] == before[1]
+
+
+def test_room_reads_free_memory_of_nodes_alike_otherwise() -> None:
+    """Two nodes in the same CPU and GPU state but with different free memory score apart by the room."""
+    nodes = [TraceNode("A", 64000, 40 * 1024, 2, "G2"), TraceNode("B", 64000, 262144, 2, "G2")]
+    ctx = _ctx(nodes, _typical())
+    policy = PackedFGD(ctx, SharePlan(first=4))
+    state = SimState.empty(ctx.fleet)
+    big = pod_view(PodTable.from_trace([TracePod("x", 4000, 1024, 1, 650)]), ctx.fleet, 0, {})
+    small = pod_view(PodTable.from_trace([TracePod("y", 4000, 14 * 1024, 1, 320)]), ctx.fleet, 0, {})
+    for pod in (big, small, big, small):
+        policy.score(state, pod)
+    for node in (0, 1):
+        state.apply(big, node, (0,))
+        policy.observe(state, node)
+    whole = pod_view(PodTable.from_trace([TracePod("w", 8000, 30 * 1024, 1, 1000)]), ctx.fleet, 0, {})
+    sc = policy.score(state, whole)  # A keeps 40 - 1 - 30 = 9 GiB < 14: the 320 could not come
+    assert np.isclose(sc[1] - sc[0], 0.4)
