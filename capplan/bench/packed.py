@@ -1,21 +1,24 @@
 """capplan's online policy: FGD with the usable-GPU loss, and GPU shares packed by a learned plan.
 
 :class:`PackedFGD` is :class:`capplan.bench.policies.BalancedFGD` (FGD's integer score, ties broken by
-the usable-GPU loss, then by the seed-shuffled node order) with one change for GPU-sharing pods:
-the *GPU* a share goes to follows a packing plan learned from the shares seen so far
-(:class:`capplan.bench.shareplan.SharePlan`, the cutting-stock LP of their size mix). Each
-(node, GPU) candidate of a share falls in one of three levels, ranked above FGD's score:
+the usable-GPU loss, then by the seed-shuffled node order) with the *GPU* a share goes to chosen by a
+packing plan learned from the shares seen so far (:class:`capplan.bench.shareplan.SharePlan`, the
+cutting-stock LP of their size mix, with the typical pods' shares as a prior). Each (node, GPU)
+candidate of a share falls in one of three levels, ranked above FGD's score:
 
 1. a partly used GPU on which the share follows the plan (for example an 810 share beside a
    160, a 320 beside a 650, a 470 beside a 470), so a planned GPU content gets completed;
 2. a fully free GPU when the share starts a planned content (every planned size does);
 3. anything else (a GPU where the share makes an unplanned mix, or a size too rare to plan).
 
-Within a level FGD's score and the usable-GPU loss choose, as before; CPU-only and whole-GPU pods
-are placed exactly as by :class:`BalancedFGD`. Before the first plan (the first 16 shares)
-shares are placed as by :class:`BalancedFGD` too. Information used: the typical pods (as FGD),
-the current occupancy and the sizes of the shares that arrived so far; nothing about future
-arrivals.
+A planned placement keeps its level only if the node keeps the CPU and memory its planned holes
+need afterwards (the *room*: per hole, the least CPU and memory a share of a size planned into it
+asked so far), so the GPU can still be completed. Within a level FGD's score and the usable-GPU
+loss choose, as before. CPU-only and whole-GPU pods are scored as by :class:`BalancedFGD`, less
+``room_weight`` (0.4, below one FGD point: a tie-break) on nodes where they would take the room.
+Before the first plan (the first 16 shares) every pod is placed as by :class:`BalancedFGD`.
+Information used: the typical pods (as FGD), the current occupancy and the sizes, CPU and memory
+of the shares that arrived so far; nothing about future arrivals.
 
 Why: at 100% arrived on the Alibaba traces every unallocated GPU is leftover space on GPUs holding
 shares (docs/benchmarks-online.md). FGD's fragmentation score judges a share's GPU against the
