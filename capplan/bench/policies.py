@@ -9,7 +9,9 @@ tightest-fitting GPU for a share, the lowest-numbered free GPUs otherwise) and
 The baselines follow the public descriptions and the FGD authors' simulator
 (hkust-adsl/kubernetes-scheduler-simulator), including its integer score truncation, which
 decides how often ties (and so random tie-breaks) happen. ``capplan`` is capplan's own
-online policy, :class:`BalancedFGD` (see docs/benchmarks-online.md).
+online policy, :class:`capplan.bench.packed.PackedFGD` (:class:`BalancedFGD` with GPU shares packed
+by a plan learned online; see docs/benchmarks-online.md); ``capplan-balanced`` is
+:class:`BalancedFGD` alone, the previous ``capplan`` policy.
 """
 
 from __future__ import annotations
@@ -380,6 +382,12 @@ class BalancedFGD(FGDPolicy):
         return out + w * (1.0 - (lost + CLIP) / (2 * CLIP)), gpu
 
 
+def _packed(ctx: PolicyContext) -> Policy:
+    from capplan.bench.packed import PackedFGD  # imports this module
+
+    return PackedFGD(ctx)
+
+
 POLICIES: dict[str, Callable[[PolicyContext], Policy]] = {
     "random": RandomPolicy,
     "firstfit": FirstFitPolicy,
@@ -390,7 +398,8 @@ POLICIES: dict[str, Callable[[PolicyContext], Policy]] = {
     "gpupacking": GpuPackingPolicy,
     "gpuclustering": GpuClusteringPolicy,
     "fgd": FGDPolicy,
-    "capplan": BalancedFGD,
+    "capplan": _packed,
+    "capplan-balanced": BalancedFGD,
 }
 ALIASES = {"spread": "leastallocated", "binpack": "mostallocated", "dotproduct": "dotprod", "best-fit": "bestfit"}
 # Names used by the FGD authors' published results, for the reproduction plots.

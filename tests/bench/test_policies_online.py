@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capplan.bench.frag import TypicalPods
+from capplan.bench.packed import PackedFGD, typical_shares
 from capplan.bench.policies import BalancedFGD, FGDPolicy, PolicyContext, make_policy
+from capplan.bench.shareplan import SharePlan
 from capplan.bench.sim import Fleet, FloatArr, Pod, PodTable, SimState, pod_view, simulate
 from capplan.io.alibaba import TraceNode, TracePod
 
@@ -20,31 +24,50 @@ def _ctx(nodes: list[TraceNode], pods: list[TracePod], seed: int = 0, replicas: 
     return PolicyContext(fleet, table, TypicalPods.from_pods(fleet, table, threshold=threshold), seed)
 
 
+def _make(name: str, ctx: PolicyContext) -> PackedFGD | FGDPolicy:
+    if name == "capplan-early":  # capplan re-planning from the 2nd share on: plans change during the run
+        return PackedFGD(ctx, SharePlan(first=2, prior=typical_shares(ctx)))
+    policy = make_policy(name, ctx)
+    assert isinstance(policy, FGDPolicy)
+    return policy
+
+
+def _fresh(name: str, ctx: PolicyContext, inner: PackedFGD | FGDPolicy) -> PackedFGD | FGDPolicy:
+    """A policy without cached scores; for capplan with the learned plan (no re-plan) of ``inner``."""
+    fresh = _make(name, ctx)
+    if isinstance(inner, PackedFGD) and isinstance(fresh, PackedFGD):
+        fresh.plan = copy.deepcopy(inner.plan)
+        fresh.plan.next = 10**9
+        fresh.need_cpu, fresh.need_mem = dict(inner.need_cpu), dict(inner.need_mem)
+        fresh.room_cpu, fresh.room_mem = inner.room_cpu.copy(), inner.room_mem.copy()
+    return fresh
+
+
 class Checked:
     """Delegates to a cached policy and checks every answer against a policy built fresh on the state."""
 
     def __init__(self, name: str, ctx: PolicyContext) -> None:
         self.name, self.ctx = name, ctx
-        self.inner = make_policy(name, ctx)
+        self.inner = _make(name, ctx)
         self.calls = 0
 
     def score(self, state: SimState, pod: Pod) -> FloatArr:
         got = self.inner.score(state, pod).copy()
-        fresh = make_policy(self.name, self.ctx)
+        fresh = _fresh(self.name, self.ctx, self.inner)
         want = fresh.score(state, pod)
         ok = state.feasible(pod)
         assert np.array_equal(got[ok], want[ok]) and (got[~ok] == -1).all()
         if pod.shares:
             for node in np.flatnonzero(ok):
-                assert self.inner.gpus(state, pod, int(node)) == fresh.gpus(state, pod, int(node))  # type: ignore[attr-defined]
+                assert self.inner.gpus(state, pod, int(node)) == fresh.gpus(state, pod, int(node))
         self.calls += 1
         return got
 
     def gpus(self, state: SimState, pod: Pod, node: int) -> tuple[int, ...]:
-        return self.inner.gpus(state, pod, node)  # type: ignore[attr-defined, no-any-return]
+        return self.inner.gpus(state, pod, node)
 
     def observe(self, state: SimState, node: int) -> None:
-        self.inner.observe(state, node)  # type: ignore[attr-defined]
+        self.inner.observe(state, node)
 
 
 @st.composite
@@ -65,7 +88,7 @@ def instances(draw: st.DrawFn) -> tuple[list[TraceNode], list[TracePod], list[in
 
 
 @settings(max_examples=40, deadline=None)
-@given(inst=instances(), name=st.sampled_from(["fgd", "capplan"]), seed=st.integers(0, 3))
+@given(inst=instances(), name=st.sampled_from(["fgd", "capplan", "capplan-early"]), seed=st.integers(0, 3))
 def test_cached_scores_equal_fresh_scores(inst: tuple[list[TraceNode], list[TracePod], list[int]], name: str,
                                           seed: int) -> None:
     """At every arrival (gang rollbacks included) the cached scores and GPU choices equal a fresh computation."""

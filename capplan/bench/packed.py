@@ -1,0 +1,157 @@
+"""capplan's online policy: FGD with the usable-GPU loss, and GPU shares packed by a learned plan.
+
+:class:`PackedFGD` is :class:`capplan.bench.policies.BalancedFGD` (FGD's integer score, ties broken by
+the usable-GPU loss, then by the seed-shuffled node order) with the *GPU* a share goes to chosen by a
+packing plan learned from the shares seen so far (:class:`capplan.bench.shareplan.SharePlan`, the
+cutting-stock LP of their size mix, with the typical pods' shares as a prior). Each (node, GPU)
+candidate of a share falls in one of three levels, ranked above FGD's score:
+
+1. a partly used GPU on which the share follows the plan (for example an 810 share beside a
+   160, a 320 beside a 650, a 470 beside a 470), so a planned GPU content gets completed;
+2. a fully free GPU when the share starts a planned content (every planned size does);
+3. anything else (a GPU where the share makes an unplanned mix, or a size too rare to plan).
+
+A planned placement keeps its level only if the node keeps the CPU and memory its planned holes
+need afterwards (the *room*: per hole, the least CPU and memory a share of a size planned into it
+asked so far), so the GPU can still be completed. Within a level FGD's score and the usable-GPU
+loss choose, as before. CPU-only and whole-GPU pods are scored as by :class:`BalancedFGD`, less
+``room_weight`` (0.4, below one FGD point: a tie-break) on nodes where they would take the room.
+Before the first plan (the first 16 shares) every pod is placed as by :class:`BalancedFGD`.
+Information used: the typical pods (as FGD), the current occupancy and the sizes, CPU and memory
+of the shares that arrived so far; nothing about future arrivals.
+
+Why: at 100% arrived on the Alibaba traces every unallocated GPU is leftover space on GPUs holding
+shares (docs/benchmarks-online.md). FGD's fragmentation score judges a share's GPU against the
+typical pods one placement at a time; it readily puts a 320 beside a 470 (210 milli left that
+only rare small shares fill) or a 230 beside a 650 (120 left) when the plan would put the 320
+beside a 650 (30 left) and start a new GPU for the 230.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from capplan.bench.policies import CLIP, BalancedFGD, PolicyContext, _f, _sigmoid_score
+from capplan.bench.shareplan import SharePlan
+from capplan.bench.sim import MILLI, FloatArr, IntArr, Pod, SimState
+
+PLANNED_HOLE = 400.0  # level 1: above any FGD score (0..100) plus the loss term (< 1) and level 2
+PLANNED_NEW = 200.0  # level 2
+PRIOR_PODS = 1000  # the typical pods' shares count as this many pods seen before the first arrival
+ROOM_WEIGHT = 0.4  # other pods: taking a node's room for its planned shares costs this (below one FGD point)
+
+
+def typical_shares(ctx: PolicyContext, pods: int = PRIOR_PODS) -> dict[int, int]:
+    """The typical pods' GPU shares as counts (size -> round(frequency x ``pods``)), summed over shapes."""
+    t = ctx.typical
+    out: dict[int, int] = {}
+    for milli, num, freq in zip(t.milli.tolist(), t.num.tolist(), t.freq.tolist(), strict=True):
+        if num == 1 and 0 < milli < MILLI:
+            out[milli] = out.get(milli, 0) + round(freq * pods)
+    return out
+
+
+class PackedFGD(BalancedFGD):
+    """:class:`BalancedFGD` whose shares follow a packing plan learned online (see the module).
+
+    Parameters
+    ----------
+    ctx
+        The run's context; only the typical pods are read (FGD's score, the loss, the plan's prior).
+    plan
+        The share plan (default: a :class:`SharePlan` with the typical pods' shares as its prior,
+        first plan after 16 shares).
+    room_weight
+        Score taken off a CPU-only or whole-GPU pod's node when the pod leaves it less CPU or
+        memory than its planned holes need (see :meth:`room`); 0 turns this off.
+    """
+
+    def __init__(self, ctx: PolicyContext, plan: SharePlan | None = None, room_weight: float = ROOM_WEIGHT) -> None:
+        super().__init__(ctx)
+        self.plan = plan if plan is not None else SharePlan(prior=typical_shares(ctx))
+        self.room_weight = room_weight
+        self.need_cpu: dict[int, int] = {}  # per share size seen: the least CPU asked (milli)
+        self.need_mem: dict[int, int] = {}  # and the least memory (MiB)
+        self.bonus: dict[int, FloatArr] = {}
+        self.room_cpu = np.zeros(MILLI + 1)  # per free milli of a GPU: CPU its planned share needs
+        self.room_mem = np.zeros(MILLI + 1)
+
+    def score(self, state: SimState, pod: Pod) -> FloatArr:
+        """Count an arriving share (re-planning on schedule), then score as :class:`BalancedFGD`."""
+        if pod.shares:
+            # two int dicts, no tuple per pod: fewer tracked objects, fewer garbage collector passes
+            self.need_cpu[pod.milli] = min(self.need_cpu.get(pod.milli, pod.cpu), pod.cpu)
+            self.need_mem[pod.milli] = min(self.need_mem.get(pod.milli, pod.mem), pod.mem)
+            changed = self.plan.add(pod.milli)
+            if changed is not None:  # re-planned
+                self._replanned(changed)
+        return super().score(state, pod)
+
+    def _replanned(self, changed: set[int]) -> None:
+        """New plan: rebuild the room tables; drop the cached scores that used what changed."""
+        room_cpu, room_mem = np.full(MILLI + 1, np.inf), np.full(MILLI + 1, np.inf)
+        for milli, cpu in self.need_cpu.items():
+            at = self.plan.planned(milli)
+            room_cpu[at] = np.minimum(room_cpu[at], cpu)
+            room_mem[at] = np.minimum(room_mem[at], self.need_mem[milli])
+        room_cpu[np.isinf(room_cpu)], room_mem[np.isinf(room_mem)] = 0.0, 0.0  # holes no plan fills
+        room_cpu[MILLI], room_mem[MILLI] = 0.0, 0.0  # a free GPU is no hole
+        if not (np.array_equal(room_cpu, self.room_cpu) and np.array_equal(room_mem, self.room_mem)):
+            self.room_cpu, self.room_mem = room_cpu, room_mem
+            self.cache.clear()  # every pod's score reads the room
+        else:  # only the levels of the changed sizes moved
+            for key in [k for k in self.cache if k[2] == 1 and k[3] in changed]:
+                del self.cache[key]
+        for milli in changed:
+            self.bonus.pop(milli, None)
+
+    def _state_id(self, state: SimState, node: int) -> int:
+        """As FGD's, with the free memory: the room check reads it."""
+        key = b"%s|%d|%d|" % (state.fleet.model[node].encode(), state.cpu_left[node], state.mem_left[node]) + \
+            state.gpu_left[node].tobytes()
+        return self.states.setdefault(key, len(self.states))
+
+    def room(self, state: SimState, rows: IntArr) -> tuple[FloatArr, FloatArr]:
+        """CPU and memory the planned holes of nodes ``rows`` need, one GPU slot per column.
+
+        A GPU with ``h`` milli free (0 < h < 1000) on which the plan puts some share size needs the
+        least CPU and memory any share of those sizes has asked so far (the share that would
+        complete the GPU); other holes need nothing.
+        """
+        left = state.gpu_left[rows]
+        return self.room_cpu[left], self.room_mem[left]
+
+    def levels(self, milli: int) -> FloatArr:
+        """Bonus of a ``milli`` share by the free milli (0..1000) of the GPU it goes to."""
+        out = self.bonus.get(milli)
+        if out is None:
+            planned = self.plan.planned(milli)
+            out = np.where(planned, PLANNED_HOLE, 0.0)
+            out[-1] = PLANNED_NEW if planned[-1] else 0.0
+            self.bonus[milli] = out
+        return out
+
+    def rows_score(self, state: SimState, pod: Pod, rows: IntArr) -> tuple[FloatArr, IntArr]:
+        """As :meth:`BalancedFGD.rows_score`; for a share, each GPU's FGD score plus its plan level first.
+
+        A planned placement keeps its level only if the node keeps, after it, the CPU and memory
+        its planned holes need (the new hole's included), so the GPU can still be completed. Other
+        pods lose ``room_weight`` on nodes where they take that room.
+        """
+        rc, rm = self.room(state, rows)
+        cpu_after, mem_after = state.cpu_left[rows] - pod.cpu, state.mem_left[rows] - pod.mem
+        if not pod.shares:
+            out, gpu = super().rows_score(state, pod, rows)
+            took = (cpu_after < rc.sum(axis=1)) | (mem_after < rm.sum(axis=1))
+            return out - self.room_weight * took, gpu
+        model = self._model(state)
+        after = model.after_share(state, pod.cpu, pod.milli, rows)
+        sc = np.nan_to_num(_sigmoid_score(self.frag[rows][:, None] - after), nan=-1.0)
+        left = state.gpu_left[rows]
+        rest = np.maximum(left - pod.milli, 0)  # GPUs without room score -1 anyway
+        need_cpu = rc.sum(axis=1)[:, None] - rc + self.room_cpu[rest]
+        need_mem = rm.sum(axis=1)[:, None] - rm + self.room_mem[rest]
+        kept = (cpu_after[:, None] >= need_cpu) & (mem_after[:, None] >= need_mem)
+        sc = np.where(sc >= 0, sc + np.where(kept, self.levels(pod.milli)[left], 0.0), sc)
+        lost = np.clip(np.round(self.loss(state, pod, rows) * self.steps) / self.steps, -CLIP, CLIP)
+        return _f(sc.max(axis=1) + self.weight * (1.0 - (lost + CLIP) / (2 * CLIP))), sc.argmax(axis=1)
