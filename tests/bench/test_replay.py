@@ -165,3 +165,24 @@ def test_cli_refuses_runs_made_with_other_options(tmp_path: Path, capsys: pytest
     assert main(base) == 0  # same options: the finished run is reused
     assert main([*base, "--replan-every", "5m"]) == 2
     assert "other options" in capsys.readouterr().err
+
+
+def test_cli_fleet_seed_keeps_one_fleet_across_seeds(tmp_path: Path) -> None:
+    # Two nodes, half of them kept: without --fleet-seed each run seed draws its own node; with it every
+    # seed replays on the node drawn with the fleet seed.
+    nodes, pods = _csvs(tmp_path)
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,16000,65536,2,T4\nn1,16000,65536,4,T4\n")
+    base = ["bench", "alibaba", "--nodes", str(nodes), "--pods", str(pods), "--protocol", "replay",
+            "--policies", "fifo-bestfit", "--fleet-fraction", "0.5", "--seeds", "0-5", "-q"]
+
+    def gpus(out: Path) -> dict[str, tuple[str, str]]:
+        with open(out / "replay.csv", newline="") as fh:
+            return {r["seed"]: (r["gpus"], r["fleet_seed"]) for r in csv.DictReader(fh)}
+
+    assert main([*base, "-o", str(tmp_path / "a")]) == 0
+    drawn = gpus(tmp_path / "a")
+    assert {g for g, _ in drawn.values()} == {"2", "4"}  # the seeds draw both nodes
+    assert all(fs == s for s, (_, fs) in drawn.items())
+    assert main([*base, "--fleet-seed", "3", "-o", str(tmp_path / "b")]) == 0
+    fixed = gpus(tmp_path / "b")
+    assert set(fixed.values()) == {(drawn["3"][0], "3")}
