@@ -171,10 +171,12 @@ class Capplan(ReplayPolicy):
         self.due: list[tuple[int, int]] = []  # heap of (planned start, pod)
         self.changed = True
         self.last_plan = -1
+        self.first_plan: dict[int, int] = {}  # pod -> the start its first plan gave it
         self.workloads: dict[int, Any] = {}
         self.assignments: dict[int, Any] = {}
         self.metrics = {"replans": 0, "replan_seconds": 0.0, "replan_max_seconds": 0.0, "replan_max_queue": 0,
-                        "planned_starts": 0, "early_starts": 0, "fallback_starts": 0, "overdue_retries": 0}
+                        "planned_starts": 0, "early_starts": 0, "fallback_starts": 0, "overdue_retries": 0,
+                        "slipped_pods": 0, "slip_seconds": 0, "max_slip_s": 0}
 
     def wakeup(self) -> int | None:
         """The next planned start, and the next re-plan tick while pods wait."""
@@ -183,6 +185,16 @@ class Capplan(ReplayPolicy):
             tick = -(-(self.sim.t + 1) // self.every) * self.every
             out.append(tick)
         return min(out) if out else None
+
+    def _begin(self, i: int, node: int, gpus: tuple[int, ...]) -> None:
+        """Start pod ``i`` now; count how much later than its first planned start it starts (starvation)."""
+        self.sim.begin(i, node, gpus)
+        first = self.first_plan.pop(i, None)
+        if first is not None and self.sim.t > first:
+            m = self.metrics
+            m["slipped_pods"] += 1
+            m["slip_seconds"] += self.sim.t - first
+            m["max_slip_s"] = max(m["max_slip_s"], self.sim.t - first)
 
     def _overdue(self) -> bool:
         return any(s < self.sim.t for s, _, _ in self.plan.values())
@@ -242,6 +254,7 @@ class Capplan(ReplayPolicy):
             if i not in waiting:
                 continue
             self.plan[i] = (sim.t + a.start_s, self.node_of[a.node], tuple(a.gpus))
+            self.first_plan.setdefault(i, sim.t + a.start_s)
             heapq.heappush(self.due, (sim.t + a.start_s, i))
         spent = time.perf_counter() - t0
         m = self.metrics
@@ -268,7 +281,7 @@ class Capplan(ReplayPolicy):
                 break
             if sim.fits_at(i, node, gpus):
                 del self.plan[i]
-                sim.begin(i, node, gpus)
+                self._begin(i, node, gpus)
                 self.metrics["planned_starts"] += 1
             elif s < sim.t:
                 self.metrics["overdue_retries"] += 1
@@ -303,7 +316,7 @@ class Capplan(ReplayPolicy):
                 gpus = _fit_gpus(free.gpu_left[node], pv)
             views.start(i, node, gpus)
             del self.plan[i]
-            sim.begin(i, node, gpus)
+            self._begin(i, node, gpus)
             self.metrics["early_starts"] += 1
 
     def _fallback(self, cands: list[int]) -> None:
@@ -332,7 +345,7 @@ class Capplan(ReplayPolicy):
             node = _choose(sim.scorer.score(free, pv), ok, sim.rank)
             gpus = _fit_gpus(free.gpu_left[node], pv)
             views.start(i, node, gpus)
-            sim.begin(i, node, gpus)
+            self._begin(i, node, gpus)
             self.metrics["fallback_starts"] += 1
 
 

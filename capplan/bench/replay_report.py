@@ -33,8 +33,9 @@ STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
 WAIT_COLUMNS = ("pods", "mean_wait_s", "p50_wait_s", "p95_wait_s", "p99_wait_s", "max_wait_s", "waiting_over_1h")
 RUN_COLUMNS = ("mean_allocation_pct", "peak_allocation_pct", "makespan_s", "seconds", "cpu_seconds", "replans",
                "replan_seconds", "replan_max_seconds", "replan_max_queue", "planned_starts", "early_starts",
-               "fallback_starts", "backfilled", "nodes", "gpus", "pods_in_file", "excluded_never_scheduled",
-               "excluded_never_fits", "censored", "replan_every_s", "noise_sigma", "fleet_fraction", "fleet_seed")
+               "fallback_starts", "slipped_pods", "slip_seconds", "max_slip_s", "backfilled", "nodes", "gpus",
+               "pods_in_file", "excluded_never_scheduled", "excluded_never_fits", "censored", "replan_every_s",
+               "noise_sigma", "fleet_fraction", "fleet_seed")
 
 
 def _csv(rows: list[dict[str, Any]], cols: list[str]) -> str:

@@ -207,7 +207,7 @@ def test_capplan_starts_a_planned_pod_when_room_frees_before_its_estimate() -> N
     trace = [pod("A", 2, 0, 40), pod("B", 2, 10, 50), pod("E", 0, 10_000, 10)]
     w, m = estimated_waits(trace, [NODE], [100, 50, 10])
     assert w == [0, 30, 0]
-    assert m["early_starts"] == 1
+    assert m["early_starts"] == 1 and m["slipped_pods"] == 0
 
 
 def test_capplan_overdue_pod_takes_room_elsewhere() -> None:
@@ -221,6 +221,7 @@ def test_capplan_overdue_pod_takes_room_elsewhere() -> None:
         w, m = estimated_waits(trace, [NODE, other], [30, 40, 50, 10], seed=seed)
         assert w == [0, 0, 30, 0], seed
         assert m["early_starts"] == 1 and m["overdue_retries"] >= 1, seed
+        assert (m["slipped_pods"], m["max_slip_s"]) == (1, 10), seed  # first planned at 30, started at 40
 
 
 def test_capplan_room_freed_early_goes_to_the_planned_pod_first() -> None:
