@@ -42,8 +42,11 @@ the policy starts what it decides. Policies (:data:`REPLAY_POLICIES`):
     or a planned start is overdue), :func:`capplan.placement.schedule.schedule` (``heuristic``) is
     called on the waiting queue (workloads with ``duration`` = the run time, release 0) against the
     running set (running replicas with ``ends_in``). Planned pods start at their planned time on
-    their planned node and GPUs (retried at later events while that spot is still taken: only
-    with noisy estimates). Between re-plans (and right after one, for pods the schedule left out), a
+    their planned node and GPUs. When room frees before the plan expected it (a pod ended before its
+    estimate) or a planned pod's spot is still taken at its planned time (a pod ran past its
+    estimate), planned pods, in planned order, start at once where they fit beside the rest of the
+    plan (their planned spot if free until their believed end, else BestFit), before pods that
+    arrived since the re-plan. Between re-plans (and right after one, for pods the schedule left out), a
     pod without a planned start starts at once, with BestFit, if it fits into what is free now minus
     what the planned pods that start before its own (believed) end will take: planned pods starting
     after it ends find their room again, so the plan stays feasible. It is retried after each
@@ -132,7 +135,7 @@ class ReplayRun:
 
 def run_replay(tr: ReplayTrace, policy: str, seed: int, replan_every: float = DEFAULT_REPLAN_S,
                noise_sigma: float = DEFAULT_NOISE_SIGMA, replan_limit: float = DEFAULT_REPLAN_LIMIT_S,
-               base: Problem | None = None) -> ReplayRun:
+               base: Problem | None = None, estimates: IntArr | None = None) -> ReplayRun:
     """Replay ``tr`` with ``policy`` (one of :data:`REPLAY_POLICIES`).
 
     Parameters
@@ -151,6 +154,9 @@ def run_replay(tr: ReplayTrace, policy: str, seed: int, replan_every: float = DE
         capplan: time limit of one re-plan (seconds).
     base
         capplan: the cluster as a :class:`Problem` without workloads (built from ``tr.nodes`` if None).
+    estimates
+        capplan: the run time (whole seconds, at least 1) the planner believes for each pod, instead of
+        the exact one (``capplan-exact``) or the seeded lognormal estimate (``capplan-noisy``).
 
     Returns
     -------
@@ -172,7 +178,11 @@ def run_replay(tr: ReplayTrace, policy: str, seed: int, replan_every: float = DE
         if every < 1:
             raise InputError("--replan-every", f"must be at least 1 second, got {replan_every}")
         known = tr.duration
-        if policy == "capplan-noisy":
+        if estimates is not None:
+            known = np.asarray(estimates, dtype=np.int64)
+            if known.shape != tr.duration.shape or (known < 1).any():
+                raise ValueError("estimates: one run time of at least 1 s per replayed pod")
+        elif policy == "capplan-noisy":
             z = np.random.default_rng(seed).standard_normal(len(known))
             known = np.maximum(1, np.rint(known * np.exp(noise_sigma * z))).astype(np.int64)
         if base is None:

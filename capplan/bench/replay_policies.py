@@ -171,10 +171,12 @@ class Capplan(ReplayPolicy):
         self.due: list[tuple[int, int]] = []  # heap of (planned start, pod)
         self.changed = True
         self.last_plan = -1
+        self.first_plan: dict[int, int] = {}  # pod -> the start its first plan gave it
         self.workloads: dict[int, Any] = {}
         self.assignments: dict[int, Any] = {}
         self.metrics = {"replans": 0, "replan_seconds": 0.0, "replan_max_seconds": 0.0, "replan_max_queue": 0,
-                        "planned_starts": 0, "fallback_starts": 0, "overdue_retries": 0}
+                        "planned_starts": 0, "early_starts": 0, "fallback_starts": 0, "overdue_retries": 0,
+                        "slipped_pods": 0, "slip_seconds": 0, "max_slip_s": 0}
 
     def wakeup(self) -> int | None:
         """The next planned start, and the next re-plan tick while pods wait."""
@@ -183,6 +185,16 @@ class Capplan(ReplayPolicy):
             tick = -(-(self.sim.t + 1) // self.every) * self.every
             out.append(tick)
         return min(out) if out else None
+
+    def _begin(self, i: int, node: int, gpus: tuple[int, ...]) -> None:
+        """Start pod ``i`` now; count how much later than its first planned start it starts (starvation)."""
+        self.sim.begin(i, node, gpus)
+        first = self.first_plan.pop(i, None)
+        if first is not None and self.sim.t > first:
+            m = self.metrics
+            m["slipped_pods"] += 1
+            m["slip_seconds"] += self.sim.t - first
+            m["max_slip_s"] = max(m["max_slip_s"], self.sim.t - first)
 
     def _overdue(self) -> bool:
         return any(s < self.sim.t for s, _, _ in self.plan.values())
@@ -242,6 +254,7 @@ class Capplan(ReplayPolicy):
             if i not in waiting:
                 continue
             self.plan[i] = (sim.t + a.start_s, self.node_of[a.node], tuple(a.gpus))
+            self.first_plan.setdefault(i, sim.t + a.start_s)
             heapq.heappush(self.due, (sim.t + a.start_s, i))
         spent = time.perf_counter() - t0
         m = self.metrics
@@ -253,7 +266,8 @@ class Capplan(ReplayPolicy):
         self.last_plan = sim.t
 
     def dispatch(self, departed: bool, arrived: list[int]) -> None:
-        """Re-plan at a tick; start planned pods that are due; start unplanned ones by the fallback."""
+        """Re-plan at a tick; start planned pods that are due, or earlier where room freed; start unplanned
+        ones by the fallback."""
         sim = self.sim
         if departed or arrived:
             self.changed = True
@@ -267,13 +281,43 @@ class Capplan(ReplayPolicy):
                 break
             if sim.fits_at(i, node, gpus):
                 del self.plan[i]
-                sim.begin(i, node, gpus)
+                self._begin(i, node, gpus)
                 self.metrics["planned_starts"] += 1
             elif s < sim.t:
                 self.metrics["overdue_retries"] += 1
+        if self.plan and (departed or self._overdue()):
+            self._early()
         cands = [i for i in (sim.queue if departed else arrived) if i not in self.plan]
         if cands:
             self._fallback(cands)
+
+    def _early(self) -> None:
+        """Start planned pods now, in planned order, where they fit beside the rest of the plan.
+
+        Room appears before the plan expected it when a pod ends before its estimate (``capplan-noisy``);
+        a planned pod whose spot is still taken at its planned time (a pod ran past its estimate) may
+        fit elsewhere. Either way the pods of the queue at the last re-plan get that room before pods
+        that arrived since (the fallback, run after this). A pod takes its planned node and GPUs if they
+        are free until its believed end, else the best fit; the other planned pods keep their room.
+        """
+        sim = self.sim
+        views = _PlanViews(sim, self.plan)
+        for i in sorted(self.plan, key=lambda j: (self.plan[j][0], j)):
+            _, node, gpus = self.plan[i]
+            pv = sim.view(i)
+            free = views.beside(sim.t + int(self.known[i]), skip=i)
+            if not (free.cpu_left[node] >= pv.cpu and free.mem_left[node] >= pv.mem
+                    and all(free.gpu_left[node, g] >= pv.milli for g in gpus)):
+                ok = free.feasible(pv)
+                if not ok.any():
+                    continue
+                assert sim.scorer is not None
+                node = _choose(sim.scorer.score(free, pv), ok, sim.rank)
+                gpus = _fit_gpus(free.gpu_left[node], pv)
+            views.start(i, node, gpus)
+            del self.plan[i]
+            self._begin(i, node, gpus)
+            self.metrics["early_starts"] += 1
 
     def _fallback(self, cands: list[int]) -> None:
         """Start pods without a planned start, in arrival order, where they fit beside the plan.
@@ -284,29 +328,15 @@ class Capplan(ReplayPolicy):
         when something starts).
         """
         sim = self.sim
-        st = sim.state
-        starts = sorted((s, i) for i, (s, _, _) in self.plan.items())
-        cuts = [s for s, _ in starts]
-        tried: dict[int, SimState] = {}
+        views = _PlanViews(sim, self.plan)
         failed: set[tuple[Any, ...]] = set()
         for i in cands:
             pv = sim.view(i)
-            n_before = bisect.bisect_left(cuts, sim.t + int(self.known[i]))
-            key = (*_shape_key(pv), n_before)
+            end = sim.t + int(self.known[i])
+            key = (*_shape_key(pv), views.cut(end))
             if key in failed:
                 continue
-            free = tried.get(n_before)
-            if free is None:
-                cpu, mem, gpu = st.cpu_left.copy(), st.mem_left.copy(), st.gpu_left.copy()
-                for _, j in starts[:n_before]:
-                    _, node, gpus = self.plan[j]
-                    pj = sim.view(j)
-                    cpu[node] -= pj.cpu
-                    mem[node] -= pj.mem
-                    for g in gpus:
-                        gpu[node, g] -= pj.milli
-                free = tried[n_before] = SimState(fleet=st.fleet, cpu_left=cpu, mem_left=mem, gpu_left=gpu,
-                                                  tags=st.tags.copy())
+            free = views.beside(end)
             ok = free.feasible(pv)
             if not ok.any():
                 failed.add(key)
@@ -314,7 +344,58 @@ class Capplan(ReplayPolicy):
             assert sim.scorer is not None
             node = _choose(sim.scorer.score(free, pv), ok, sim.rank)
             gpus = _fit_gpus(free.gpu_left[node], pv)
-            for other in tried.values():  # the pod now holds these resources in every view
-                other.apply(pv, node, gpus)
-            sim.begin(i, node, gpus)
+            views.start(i, node, gpus)
+            self._begin(i, node, gpus)
             self.metrics["fallback_starts"] += 1
+
+
+class _PlanViews:
+    """What is free now minus what the planned pods starting before a time will take, cached per cut.
+
+    ``beside(until)`` subtracts the planned pods whose start is before ``until``; ``start`` records a
+    pod starting now (a planned one gives its reserved room back) in every cached view.
+    """
+
+    def __init__(self, sim: Replay, plan: dict[int, tuple[int, int, tuple[int, ...]]]) -> None:
+        self.sim = sim
+        self.plan = plan
+        self.starts = sorted((s, i) for i, (s, _, _) in plan.items())
+        self.cuts = [s for s, _ in self.starts]
+        self.pos = {i: k for k, (_, i) in enumerate(self.starts)}
+        self.views: dict[int, SimState] = {}
+
+    def cut(self, until: int) -> int:
+        """How many planned starts come before ``until``."""
+        return bisect.bisect_left(self.cuts, until)
+
+    def beside(self, until: int, skip: int = -1) -> SimState:
+        """The free room beside the planned pods starting before ``until``, ``skip``'s own room given back
+        (a copy then; else the cached view, to be changed only through :meth:`start`)."""
+        sim = self.sim
+        n = self.cut(until)
+        free = self.views.get(n)
+        if free is None:
+            st = sim.state
+            free = SimState(fleet=st.fleet, cpu_left=st.cpu_left.copy(), mem_left=st.mem_left.copy(),
+                            gpu_left=st.gpu_left.copy(), tags=st.tags.copy())
+            for _, j in self.starts[:n]:
+                if j in self.plan:
+                    _, node, gpus = self.plan[j]
+                    free.apply(sim.view(j), node, gpus)
+            self.views[n] = free
+        if skip in self.plan and self.pos[skip] < n:
+            _, node, gpus = self.plan[skip]
+            free = SimState(fleet=free.fleet, cpu_left=free.cpu_left.copy(), mem_left=free.mem_left.copy(),
+                            gpu_left=free.gpu_left.copy(), tags=free.tags.copy())
+            free.apply(self.sim.view(skip), node, gpus, sign=-1)
+        return free
+
+    def start(self, i: int, node: int, gpus: tuple[int, ...]) -> None:
+        """Pod ``i`` starts now on ``node`` and ``gpus``: it holds them in every view; if it was planned, the
+        views that held its planned room give that back (call before removing it from the plan)."""
+        pv = self.sim.view(i)
+        planned = self.plan.get(i)
+        for n, free in self.views.items():
+            if planned is not None and self.pos[i] < n:
+                free.apply(pv, planned[1], planned[2], sign=-1)
+            free.apply(pv, node, gpus)

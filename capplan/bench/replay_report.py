@@ -28,11 +28,14 @@ from capplan.io.files import write_text_atomic
 
 #: The right panel of allocation_time.png: hourly allocation over the last days of the replay.
 ZOOM_DAYS = 40
+#: Line styles per policy, so that coinciding lines stay visible.
+STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
 WAIT_COLUMNS = ("pods", "mean_wait_s", "p50_wait_s", "p95_wait_s", "p99_wait_s", "max_wait_s", "waiting_over_1h")
 RUN_COLUMNS = ("mean_allocation_pct", "peak_allocation_pct", "makespan_s", "seconds", "cpu_seconds", "replans",
-               "replan_seconds", "replan_max_seconds", "replan_max_queue", "planned_starts", "fallback_starts",
-               "backfilled", "nodes", "gpus", "pods_in_file", "excluded_never_scheduled", "excluded_never_fits",
-               "censored", "replan_every_s", "noise_sigma", "fleet_fraction")
+               "replan_seconds", "replan_max_seconds", "replan_max_queue", "planned_starts", "early_starts",
+               "fallback_starts", "slipped_pods", "slip_seconds", "max_slip_s", "backfilled", "nodes", "gpus",
+               "pods_in_file", "excluded_never_scheduled", "excluded_never_fits", "censored", "replan_every_s",
+               "noise_sigma", "fleet_fraction", "fleet_seed")
 
 
 def _csv(rows: list[dict[str, Any]], cols: list[str]) -> str:
@@ -113,31 +116,40 @@ def replay_plots(results: list[dict[str, Any]], out: Path) -> list[Path]:
     rank = {p: k for k, p in enumerate(REPLAY_POLICIES)}
     for res in sorted(results, key=lambda r: (rank.get(r["job"]["policy"], len(rank)), r["job"]["seed"])):
         by_pol.setdefault(res["job"]["policy"], res)
-    written = []
+    written: list[Path] = []
+    if not by_pol:
+        return written
+    first = next(iter(by_pol.values()))
+    f = first["final"]
+    fleet = f"{f.get('nodes', '?')} nodes / {f.get('gpus', '?')} GPUs, seed {first['job']['seed']}"
     fig, ax = plt.subplots(figsize=(8, 5))
     for k, (pol, res) in enumerate(by_pol.items()):
         pts = wait_cdf(np.asarray(res["waits"], dtype=np.int64))
-        ax.step([max(x, 0.5) for x, _ in pts], [100 * y for _, y in pts], where="post", label=pol, color=f"C{k}")
+        ax.step([max(x, 0.5) for x, _ in pts], [100 * y for _, y in pts], where="post", label=pol, color=f"C{k}",
+                ls=STYLES[k % len(STYLES)])
     ax.set_xscale("log")
-    ax.set_xlabel("wait (s, log scale; 0 drawn at 0.5 s)")
+    ax.set_xlabel("wait (s, log scale; 0 drawn at 0.5 s; 1 h = 3,600 s, 1 day = 86,400 s)")
     ax.set_ylabel("pods that waited at most this long (%)")
-    ax.set_title("Replay: wait CDF per policy")
+    ax.set_title(f"Replay: wait CDF per policy ({fleet})")
     written.append(_finish(plt, fig, ax, out / "wait_cdf.png"))
     fig, (ax0, ax) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [1, 2]})
+    fig.suptitle(f"Replay: GPU allocation over time ({fleet}; lines that coincide overlap)")
     last = max((int(t) for res in by_pol.values() for t, _ in res.get("allocation", [])), default=0)
     for k, (pol, res) in enumerate(by_pol.items()):
         days: dict[int, list[float]] = defaultdict(list)
         for t, a in res.get("allocation", []):
             days[int(t) // 86400].append(float(a))
         xs = sorted(days)
-        ax0.plot(xs, [float(np.mean(days[d])) for d in xs], label=pol, color=f"C{k}", lw=1)
+        ls = STYLES[k % len(STYLES)]
+        ax0.plot(xs, [float(np.mean(days[d])) for d in xs], label=pol, color=f"C{k}", lw=1, ls=ls)
         tail = [(int(t) / 86400, float(a)) for t, a in res.get("allocation", []) if int(t) >= last - ZOOM_DAYS * 86400]
-        ax.plot([x for x, _ in tail], [y for _, y in tail], label=pol, color=f"C{k}", lw=0.7)
+        ax.plot([x for x, _ in tail], [y for _, y in tail], label=pol, color=f"C{k}", lw=0.8, ls=ls)
     ax0.set_xlabel("trace day")
     ax0.set_ylabel("GPU allocation (% of the fleet)")
     ax0.set_title("daily mean, whole trace")
     ax0.grid(alpha=0.3)
     ax.set_xlabel("trace day")
+    ax.set_ylabel("GPU allocation (% of the fleet)")
     ax.set_title(f"hourly mean, last {ZOOM_DAYS} days")
     written.append(_finish(plt, fig, ax, out / "allocation_time.png"))
     return written

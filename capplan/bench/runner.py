@@ -46,11 +46,13 @@ class Job:
     policy: str
     seed: int
     time_limit: float = 60.0
-    # replay only: re-plan period and time limit (s), noise of run-time estimates, share of the nodes kept
+    # replay only: re-plan period and time limit (s), noise of run-time estimates, share of the nodes kept and
+    # the seed that draws them (None: the run's seed)
     replan_every: float = 600.0
     replan_limit: float = 2.0
     noise_sigma: float = 0.5
     fleet_fraction: float = 1.0
+    fleet_seed: int | None = None
 
     @property
     def key(self) -> str:
@@ -89,10 +91,12 @@ def run_replay_job(job: Job) -> dict[str, Any]:
     """One replay run: its metrics (``final``), every pod's wait and the hourly allocation."""
     from capplan.bench.replay import hourly_allocation, replay_metrics, run_replay
 
-    tr = _load_replay(job.source, job.fleet_fraction, job.seed)
+    fleet_seed = job.seed if job.fleet_seed is None else job.fleet_seed
+    tr = _load_replay(job.source, job.fleet_fraction, fleet_seed)
     run = run_replay(tr, job.policy, job.seed, job.replan_every, job.noise_sigma, job.replan_limit)
     final = replay_metrics(tr, run)
-    final.update(replan_every_s=job.replan_every, noise_sigma=job.noise_sigma, fleet_fraction=job.fleet_fraction)
+    final.update(replan_every_s=job.replan_every, noise_sigma=job.noise_sigma, fleet_fraction=job.fleet_fraction,
+                 fleet_seed=fleet_seed)
     return {"job": asdict(job), "rows": [], "final": final, "waits": (run.start - tr.arrival).tolist(),
             "allocation": hourly_allocation(tr, run)}
 

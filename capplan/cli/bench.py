@@ -36,6 +36,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "(default 0.5)")
     p.add_argument("--fleet-fraction", default="1", metavar="F",
                    help="replay: keep a seeded random share F in (0, 1] of the nodes (default 1: all)")
+    p.add_argument("--fleet-seed", type=common.seed, default=None, metavar="S",
+                   help="replay: draw the --fleet-fraction nodes with seed S for every run (default: each run's "
+                        "seed), so --seeds varies only tie-breaks and noisy estimates on one fleet")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory (resumable)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
@@ -135,10 +138,11 @@ def _replay(args: argparse.Namespace, source: Any) -> int:
         raise InputError("--policies", f"unknown replay policies {bad}; choose from {', '.join(REPLAY_POLICIES)}")
     seeds = seeds_from(args.seeds or "42")
     nodes, pods = read_nodes(source.nodes), read_pods(source.pods)
-    for s in seeds:  # every seed's fleet and pods are checked (exit 2) before any run
+    fleet_seeds = sorted({s if args.fleet_seed is None else args.fleet_seed for s in seeds})
+    for s in fleet_seeds:  # every fleet and its pods are checked (exit 2) before any run
         load_replay(nodes, pods, fraction, s)
     jobs = [Job(source, "replay", n, s, replan_every=float(every), replan_limit=args.replan_limit,
-                noise_sigma=sigma, fleet_fraction=fraction) for n in names for s in seeds]
+                noise_sigma=sigma, fleet_fraction=fraction, fleet_seed=args.fleet_seed) for n in names for s in seeds]
     out = Path(args.output)
     _same_options(jobs, out)
     results = run_all(jobs, out, workers=args.jobs, quiet=args.quiet)

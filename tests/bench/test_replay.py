@@ -111,6 +111,11 @@ def test_same_seed_same_replay() -> None:
         a = waits(policy, every=100, trace=trace, nodes=nodes, seed=7)
         assert a == waits(policy, every=100, trace=trace, nodes=nodes, seed=7), policy
         assert min(a) >= 0 and max(a) > 0, policy
+    # with exact run times neither the fallback nor early starts ever take a planned pod's room
+    tr = load_replay(nodes, trace)
+    for seed in range(3):
+        run = run_replay(tr, "capplan-exact", seed, replan_every=100)
+        assert run.metrics["overdue_retries"] == 0 and run.metrics["planned_starts"] > 0, seed
 
 
 def _csvs(tmp: Path) -> tuple[Path, Path]:
@@ -165,3 +170,63 @@ def test_cli_refuses_runs_made_with_other_options(tmp_path: Path, capsys: pytest
     assert main(base) == 0  # same options: the finished run is reused
     assert main([*base, "--replan-every", "5m"]) == 2
     assert "other options" in capsys.readouterr().err
+
+
+def test_cli_fleet_seed_keeps_one_fleet_across_seeds(tmp_path: Path) -> None:
+    # Two nodes, half of them kept: without --fleet-seed each run seed draws its own node; with it every
+    # seed replays on the node drawn with the fleet seed.
+    nodes, pods = _csvs(tmp_path)
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,16000,65536,2,T4\nn1,16000,65536,4,T4\n")
+    base = ["bench", "alibaba", "--nodes", str(nodes), "--pods", str(pods), "--protocol", "replay",
+            "--policies", "fifo-bestfit", "--fleet-fraction", "0.5", "--seeds", "0-5", "-q"]
+
+    def gpus(out: Path) -> dict[str, tuple[str, str]]:
+        with open(out / "replay.csv", newline="") as fh:
+            return {r["seed"]: (r["gpus"], r["fleet_seed"]) for r in csv.DictReader(fh)}
+
+    assert main([*base, "-o", str(tmp_path / "a")]) == 0
+    drawn = gpus(tmp_path / "a")
+    assert {g for g, _ in drawn.values()} == {"2", "4"}  # the seeds draw both nodes
+    assert all(fs == s for s, (_, fs) in drawn.items())
+    assert main([*base, "--fleet-seed", "3", "-o", str(tmp_path / "b")]) == 0
+    fixed = gpus(tmp_path / "b")
+    assert set(fixed.values()) == {(drawn["3"][0], "3")}
+
+
+def estimated_waits(trace: list[TracePod], nodes: list[TraceNode], estimates: list[int], every: float = 25,
+                    seed: int = 0) -> tuple[list[int], dict[str, int]]:
+    tr = load_replay(nodes, trace)
+    run = run_replay(tr, "capplan-noisy", seed, replan_every=every, estimates=np.array(estimates))
+    return [int(x) for x in run.start - tr.arrival], run.metrics
+
+
+def test_capplan_starts_a_planned_pod_when_room_frees_before_its_estimate() -> None:
+    # One node with 2 GPUs, re-plans every 25 s. A (2 GPUs, 0-40, believed 100) starts at 0; B (2 GPUs,
+    # arrives 10, 50 s) waits. t=25: B planned at 100 (A's believed end). A ends at 40: B fits now beside
+    # the (empty) rest of the plan and starts at once (wait 30), not at the next re-plan (50, wait 40).
+    trace = [pod("A", 2, 0, 40), pod("B", 2, 10, 50), pod("E", 0, 10_000, 10)]
+    w, m = estimated_waits(trace, [NODE], [100, 50, 10])
+    assert w == [0, 30, 0]
+    assert m["early_starts"] == 1 and m["slipped_pods"] == 0
+
+
+def test_capplan_overdue_pod_takes_room_elsewhere() -> None:
+    # Two nodes with 2 GPUs. A (2 GPUs, 0-100, believed 30) and Z (2 GPUs, 0-40) start at 0 on one node
+    # each. B (2 GPUs, arrives 10, 50 s) is planned at t=25 on A's node at 30 (A's believed end); A runs
+    # on, so B is overdue; when Z ends at 40 B starts on Z's node (wait 30) instead of waiting for the
+    # re-plan at 50 (wait 40).
+    other = TraceNode("n1", 16000, 65536, 2, "T4")
+    trace = [pod("A", 2, 0, 100), pod("Z", 2, 0, 40), pod("B", 2, 10, 50), pod("E", 0, 10_000, 10)]
+    for seed in range(3):  # whichever node A lands on
+        w, m = estimated_waits(trace, [NODE, other], [30, 40, 50, 10], seed=seed)
+        assert w == [0, 0, 30, 0], seed
+        assert m["early_starts"] == 1 and m["overdue_retries"] >= 1, seed
+        assert (m["slipped_pods"], m["max_slip_s"]) == (1, 10), seed  # first planned at 30, started at 40
+
+
+def test_capplan_room_freed_early_goes_to_the_planned_pod_first() -> None:
+    # As in the first case, plus C (1 GPU, 100 s) arriving at 40 when A ends: B (planned at the last
+    # re-plan) gets the two GPUs first; C then waits for B (a newcomer does not jump the planned queue).
+    trace = [pod("A", 2, 0, 40), pod("B", 2, 10, 50), pod("C", 1, 40, 100), pod("E", 0, 10_000, 10)]
+    w, _ = estimated_waits(trace, [NODE], [100, 50, 100, 10])
+    assert w[:2] == [0, 30] and w[2] == 50
