@@ -11,14 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from capplan.io.scenario import problem_from_data
-from capplan.model.errors import InputError
 from capplan.model.problem import Problem
 from capplan.model.schedule import Schedule
 from capplan.model.units import UNITS_PER_GPU
 from capplan.model.validate_schedule import check_schedule
 from capplan.placement.schedule import schedule
 from capplan.placement.schedule.exact import schedule_cpsat, unsupported
-from tests.placement.schedule.test_schedule_properties import _with_running, timed_scenario
+from tests.placement.schedule.test_schedule_properties import running_problem, timed_scenario
 
 HOUR = 3600
 A100 = "A100-SXM4-80GB"
@@ -295,12 +294,8 @@ def _no_presets(data: dict[str, Any]) -> dict[str, Any]:
        st.lists(st.sampled_from([0, 1800, 5000, 4 * HOUR]), min_size=8, max_size=8), st.booleans())
 def test_cpsat_schedules_with_mig_and_shares_pass_the_validator(data: dict[str, Any], pick: list[bool],
                                                                  ends: list[int], lns: bool) -> None:
-    full = _with_running(_no_presets(data), pick, ends)
-    if full is None:
-        return
-    try:
-        p = problem_from_data(full)
-    except InputError:
+    p = running_problem(_no_presets(data), pick, ends)
+    if p is None:
         return
     if unsupported(p) is not None:
         return

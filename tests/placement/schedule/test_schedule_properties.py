@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from capplan.io.scenario import problem_from_data
 from capplan.model.errors import InputError
+from capplan.model.problem import Problem
 from capplan.model.validate_schedule import assert_valid_schedule, check_schedule
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.greedy import plan_greedy
@@ -65,17 +66,25 @@ def _with_running(data: dict[str, Any], pick: list[bool], ends: list[int]) -> di
     return dict(data, running=whole)
 
 
+def running_problem(data: dict[str, Any], pick: list[bool], ends: list[int]) -> Problem | None:
+    """The problem of ``data`` with some replicas running (:func:`_with_running`), or None when the random
+    scenario is rejected at the edge (e.g. a deadline the workload cannot meet)."""
+    full = _with_running(data, pick, ends)
+    if full is None:
+        return None
+    try:
+        return problem_from_data(full)
+    except InputError:
+        return None
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(timed_scenario(), st.lists(st.booleans(), min_size=8, max_size=8),
        st.lists(st.sampled_from([0, 1800, 5000, 4 * HOUR]), min_size=8, max_size=8))
 def test_every_strategy_schedule_passes_the_validator(data: dict[str, Any], pick: list[bool], ends: list[int]) -> None:
-    full = _with_running(data, pick, ends)
-    if full is None:
+    p = running_problem(data, pick, ends)
+    if p is None:
         return
-    try:
-        p = problem_from_data(full)
-    except InputError:
-        return  # e.g. a random deadline the workload cannot meet: rejected at the edge
     spec = p.schedule
     assert spec is not None
     sweep = schedule_sweep(p, spec.horizon, spec.step)  # the large-problem pass, on small problems
@@ -96,12 +105,8 @@ def test_every_strategy_schedule_passes_the_validator(data: dict[str, Any], pick
 def test_neighbourhood_search_schedule_passes_the_validator(data: dict[str, Any], pick: list[bool],
                                                             ends: list[int]) -> None:
     """The time-window / domain search (the path of large whole-GPU problems), forced on small ones."""
-    full = _with_running(data, pick, ends)
-    if full is None:
-        return
-    try:
-        p = problem_from_data(full)
-    except InputError:
+    p = running_problem(data, pick, ends)
+    if p is None:
         return
     spec = p.schedule
     assert spec is not None
