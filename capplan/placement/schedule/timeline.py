@@ -5,7 +5,9 @@
 ``[lo, hi)``. A placement that fits this union fits at every instant of the window, so the
 per-instant rules are those of the placement core, not a second copy. The union is exact for
 exclusive resources (whole GPUs, MIG memory slices) and conservative for additive ones (CPU,
-memory, shares, power, instance counts). Moving the window applies only the difference.
+memory, shares, power, instance counts; for power, :mod:`capplan.placement.core.fit` lets a slice or
+share join a GPU in use only while the union's draw is within budget, since that GPU may be on for
+only part of the window). Moving the window applies only the difference.
 """
 
 from __future__ import annotations
