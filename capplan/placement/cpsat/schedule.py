@@ -68,12 +68,14 @@ class TimeModel:
         self.jobs, self.horizon, self.step = jobs, horizon, step
         self.with_wait = with_wait
         self.deterministic = 0.0
+        self.solves = 0  # CP-SAT calls of the last :meth:`solve` (each has a fixed cost: loading, presolve)
         m = self.m = cp_model.CpModel()
         self.x = [m.new_bool_var(f"x{j}") for j in range(len(jobs))]
         self.k = [m.new_int_var(jb.earliest // step, jb.latest // step, f"k{j}") for j, jb in enumerate(jobs)]
         self.c: list[dict[int, cp_model.IntVar]] = []
         self.intervals = 0
         self.ceilings: dict[str, int] = {}  # stage -> its a-priori most (unscaled)
+        self.on: dict[int, cp_model.IntVar] = {}  # guaranteed job -> "starts at its release" (stage_exprs)
         self.pres: list[dict[int, cp_model.IntVar]] = []
         self.exact = True  # False once a constraint is stricter than the rules (see _resources)
         self.gpu = GpuLevel(m, nodes, busy, horizon)
@@ -150,13 +152,16 @@ class TimeModel:
 
     def _symmetry(self, jobs: list[Job]) -> None:
         prev: dict[int, int] = {}
+        chain: dict[int, list[int]] = {}  # job -> the run of identical jobs it ends (ordered by start)
         for j, jb in enumerate(jobs):
             if jb.replicas == 1 and jb.workload in prev:
                 i = prev[jb.workload]
                 if jobs[i].nodes == jb.nodes and jobs[i].earliest == jb.earliest:
                     self.m.add_implication(self.x[j], self.x[i])
                     self.m.add(self.k[i] <= self.k[j]).only_enforce_if(self.x[j])
+                    chain[j] = [*chain.pop(i, [i]), j]
             prev[jb.workload] = j
+        self.chains = list(chain.values())
 
     def _isolation(self, tenancy: dict[int, list[tuple[cp_model.IntervalVar, str, bool]]]) -> None:
         """Node isolation: an isolated job's interval on a node overlaps no interval of another tenant there."""
@@ -226,7 +231,7 @@ class TimeModel:
             terms: list[tuple[int, cp_model.IntVar]] = []
             for j, jb in enumerate(jobs):
                 if jb.guaranteed:
-                    on = self.m.new_bool_var(f"on{j}")
+                    on = self.on[j] = self.m.new_bool_var(f"on{j}")
                     self.m.add_implication(on, x[j])
                     self.m.add(k[j] == jb.earliest // step).only_enforce_if(on)
                     terms.append((jb.replicas, on))
@@ -266,15 +271,29 @@ class TimeModel:
 
     def hint(self, starts: list[int | None], counts: list[dict[int, int]],
              places: list[dict[int, list[Place]]] | None = None) -> None:
-        """Hint a full solution (e.g. list scheduling's); ``places``: GPUs and slice starts on per-GPU nodes."""
+        """Hint a full solution (e.g. list scheduling's); ``places``: GPUs and slice starts on per-GPU nodes.
+
+        Identical jobs of one workload are ordered by start in the model (symmetry breaking), so their
+        hints are put in that order first (a search's schedule may hold them in any order)."""
         m = self.m
         m.clear_hints()  # type: ignore[no-untyped-call]
+        starts, counts = list(starts), list(counts)
+        places = list(places) if places is not None else None
+        for run in self.chains:
+            order = sorted(run, key=lambda j: (starts[j] is None, starts[j] or 0, j))
+            moved = [(starts[j], counts[j], places[j] if places is not None else {}) for j in order]
+            for j, (s, cs, pl) in zip(run, moved, strict=True):
+                starts[j], counts[j] = s, cs
+                if places is not None:
+                    places[j] = pl
         relabel: dict[int, dict[int, int]] = {}
         for j, (s, cs) in enumerate(zip(starts, counts, strict=True)):
             if places is not None and s is not None:
                 self.gpu.hint(j, self.jobs[j], places[j], relabel)
             m.add_hint(self.x[j], s is not None)
             m.add_hint(self.k[j], (s if s is not None else self.jobs[j].earliest) // self.step)
+            if j in self.on:  # else completing the hint may leave it off, and the guaranteed stage runs for nothing
+                m.add_hint(self.on[j], s is not None and s // self.step == self.jobs[j].earliest // self.step)
             for n, v in self.c[j].items():
                 m.add_hint(v, cs.get(n, 0))
                 if v is not self.pres[j][n]:
@@ -288,6 +307,7 @@ class TimeModel:
         if self.gpu.intervals:
             _light(solver.parameters)
         status = solver.solve(self.m)
+        self.solves += 1
         self.deterministic += solver.response_proto.deterministic_time
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             log.info("schedule cpsat: the hint does not complete (%s)", solver.status_name(status))
@@ -301,15 +321,18 @@ class TimeModel:
         hint.values.extend(values)
 
     def solve(self, hint: tuple[list[int | None], list[dict[int, int]], list[dict[int, list[Place]]]] | None,
-              time_limit: float, seed: int, workers: int) -> TimeSolution | None:
+              time_limit: float, seed: int, workers: int, done: frozenset[str] = frozenset()) -> TimeSolution | None:
         """Solve the stages within ``time_limit``; None when no solution was found at all.
 
         A hint (list scheduling's schedule) is first completed to a full solution, which every
         stage is hinted with until it finds a better one; a stage that finds nothing in its time
-        keeps the incumbent's value, so later stages still start from a solution.
+        keeps the incumbent's value, so later stages still start from a solution. Stages named in
+        ``done`` are known not to improve on the hint (e.g. a neighbourhood of a schedule already at
+        that level's bound): they keep the hint's value without a search.
         """
         deadline = time.perf_counter() + time_limit
         self.deterministic = 0.0
+        self.solves = 0
         stages = self.stage_exprs()
         full: list[int] | None = None
         if hint is not None:
@@ -325,8 +348,9 @@ class TimeModel:
             if full is not None:
                 self._full_hint(full)
                 reached = _value(expr, full)
-                if maximize and name in self.ceilings and reached * scale >= self.ceilings[name]:
-                    # the incumbent already reaches the stage's a-priori most: optimal without a search
+                if maximize and (name in done or (name in self.ceilings and reached * scale >= self.ceilings[name])):
+                    # the incumbent already reaches the stage's a-priori most (or is known to be at its best):
+                    # optimal without a search
                     results.append((name, reached * scale, float(reached * scale), "optimal"))
                     self.m.add(expr >= reached)
                     continue
@@ -352,6 +376,7 @@ class TimeModel:
             if self.gpu.intervals:
                 _light(prm)
             status = solver.solve(self.m)
+            self.solves += 1
             self.deterministic += solver.response_proto.deterministic_time
             clock -= solver.response_proto.deterministic_time
             log.info("stage %s: %s, wall %.2f s, deterministic %.2f", name, solver.status_name(status),

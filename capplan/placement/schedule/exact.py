@@ -32,10 +32,18 @@ HINT_SHARE = 0.25
 LNS_HINT_SHARE = 0.1
 #: Share of the time limit for the pooled relaxation (its stage bounds tighten the bound).
 RELAXED_SHARE = 0.15
+#: The same before a neighbourhood search: on the benchmark's 200-workload fleets (seeds 1-6, and ``small-mig``
+#: 1-3) the pooled relaxation tightened no bound beyond the energy bounds, and where it proves its stages it
+#: does so in 0.3-5 s; the search gains more from the rest.
+LNS_RELAXED_SHARE = 0.05
 #: Share of the time limit (at most 10 s) for the energy relaxation's bound (:func:`relaxation`).
 BOUND_SHARE = 0.05
 #: Share of the time limit kept, at time-order-sweep scale, for the reasons and the validator after the search.
 POST_SHARE = 0.35
+#: Below that scale, the time kept after the search for its compaction, the reasons and the validator, as a
+#: share of the wall time list scheduling took (compaction is one list-scheduling pass; measured on the
+#: benchmark's 200-workload fleets: list scheduling 4.4 s, then compaction 2.2 s and the reasons 0.5 s).
+POST_OF_HINT = 0.7
 #: Above this many optional intervals (jobs x candidate nodes), the full time model is replaced by
 #: large-neighbourhood search over time windows and domains.
 FULL_MODEL_INTERVALS = 3000
@@ -199,6 +207,7 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
         heuristic, order = known.items, "time-order sweep"
     else:
         heuristic, order = best_list_schedule(p, horizon, step, (LNS_HINT_SHARE if lns else HINT_SHARE) * time_limit)
+    hint_seconds = time.perf_counter() - t0
     sol: TimeSolution | None = None
     items = heuristic
     strategy = "heuristic"
@@ -206,15 +215,17 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
     relaxed: TimeSolution | None = None
     if jobs.jobs and left > 0.1 and known is None:  # at sweep scale the pooled model proves nothing in time
         relaxed = pooled(jobs.jobs, busy, caps, horizon, step, gpus=[capacity_rate(p) // UNITS_PER_GPU]).solve(
-            None, RELAXED_SHARE * left, seed, workers)
-        left = time_limit - (time.perf_counter() - t0)
+            None, (LNS_RELAXED_SHARE if lns else RELAXED_SHARE) * left, seed, workers)
     relax = relaxation(p, horizon, step)
     relax_time = min(BOUND_SHARE * time_limit, 10.0)
-    left -= relax_time
+    bound: dict[int, int] | None = None
+    if lns:  # the bound does not depend on the search's schedule: take it first, in the time it needs
+        bound = combined_bound(p, horizon, step, relaxed, relax=relax, relax_time=relax_time, seed=seed)
+    left = time_limit - (time.perf_counter() - t0)
     extra: dict[str, object] = {}
-    if jobs.jobs and left > 0.1 and not lns:
+    if jobs.jobs and left - relax_time > 0.1 and not lns:
         tm = TimeModel(jobs.jobs, busy, caps, budgets, horizon, step)
-        sol = tm.solve(jobs.hint(heuristic), left, seed, workers)
+        sol = tm.solve(jobs.hint(heuristic), left - relax_time, seed, workers)
         if sol is not None:
             cand = jobs.decode(sol)
             strategy = "cpsat"
@@ -222,10 +233,12 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
                 items = cand
             else:
                 strategy = "cpsat+heuristic"
-    elif jobs.jobs and left > 0.1:
-        if known is not None:  # reasons and the validator take seconds on thousands of replicas
-            left -= POST_SHARE * time_limit
-        items, extra = improve(p, jobs, items, horizon, step, left, seed, workers, (caps, budgets, busy))
+    elif jobs.jobs and left > 0.1 and lns:
+        # keep time for what follows the search: reasons and the validator take seconds on thousands of
+        # replicas; below that scale, compaction (one list-scheduling pass) and the reasons
+        left -= POST_SHARE * time_limit if known is not None else min(POST_SHARE * time_limit,
+                                                                       POST_OF_HINT * hint_seconds)
+        items, extra = improve(p, jobs, items, horizon, step, left, seed, workers, (caps, budgets, busy), bound)
         strategy = "cpsat-lns"
         if known is None:  # the search's windows may leave work that could start earlier
             moved = compact(p, horizon, step, items)
@@ -234,7 +247,8 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
     diag = diagnose(p, horizon, step, items, known)
     proven = sol is not None and sol.proven() and items is not heuristic
     exact = sol if sol is not None and sol.exact else None  # a stricter model's stage bounds prove nothing
-    bound = combined_bound(p, horizon, step, exact, relaxed, relax=relax, relax_time=relax_time, seed=seed)
+    if bound is None:
+        bound = combined_bound(p, horizon, step, exact, relaxed, relax=relax, relax_time=relax_time, seed=seed)
     return make_schedule(p, strategy, items, diag.unscheduled, horizon=horizon, step=step,
                          reasons=diag.reasons, bound=bound, proven_optimal=proven,
                          seconds=time.perf_counter() - t0, seed=seed,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 
 from capplan.model.problem import Problem
@@ -43,19 +44,35 @@ MAX_NODES = 16
 #: Most nodes when the cluster has nodes modelled GPU by GPU (MIG slices, shares): each brings a literal per
 #: GPU and freed job, and CP-SAT's presolve of a 16-node neighbourhood took most of its 3 s.
 MAX_GPU_NODES = 8
-#: A neighbourhood counts at least this share of its deterministic budget on the search's clock (small
-#: neighbourhoods finish early; the count of neighbourhoods then still fits the time limit).
-MIN_CHARGE = 0.5
 #: Wall-clock seconds per neighbourhood (its deterministic budget is :data:`DETERMINISTIC_SHARE` of it).
 PER_NEIGHBOURHOOD = 3.0
+#: Share of the search's clock, at its end, in which neighbourhoods also solve the wait and the replica count
+#: (before it, the work levels only: a neighbourhood is kept when it raises the work, and the tie-break stages,
+#: which took most of each neighbourhood's time, are left to this last part and to the compaction after).
+WAIT_SHARE = 0.2
+#: What a CP-SAT call costs besides its deterministic time (loading the model, presolve, which CP-SAT's
+#: deterministic clock hardly counts): seconds per call, and seconds per call and 1,000 variables and
+#: constraints. Measured on the benchmark's 200-workload fleets (one worker, CPU seconds; a least-squares fit
+#: over 86 neighbourhoods: seconds ~ 0.044 x calls + 0.137 x calls x size / 1000 + 5.4 x deterministic time).
+#: A neighbourhood is charged its deterministic time plus these, converted by :data:`DETERMINISTIC_SHARE`, on
+#: the search's deterministic clock, so that the clock, not the wall clock, ends the search on a quiet machine.
+SOLVE_SECONDS = 0.044
+SOLVE_SECONDS_PER_KSIZE = 0.137
+#: The search's deterministic clock is this share of its time limit times :data:`DETERMINISTIC_SHARE` (the
+#: charge above predicts a neighbourhood's wall time within about 30%; the margin keeps the deterministic clock
+#: first on a quiet machine).
+CLOCK_MARGIN = 0.9
 
 
 class WindowSearch:
     """The search state: the current job starts and node counts, and their decoded schedule."""
 
     def __init__(self, p: Problem, jobs: Jobs, items: list[Item], horizon: int, step: int,
-                 inputs: tuple[list[NodeCap], list[int], list[Busy]], seed: int) -> None:
+                 inputs: tuple[list[NodeCap], list[int], list[Busy]], seed: int,
+                 bound: Mapping[int, int] | None = None) -> None:
         self.p, self.jobs, self.horizon, self.step = p, jobs, horizon, step
+        self.bound = dict(bound or {})  # per priority, the whole schedule's work bound (units x seconds)
+        self.guaranteed = sum(jb.replicas for jb in jobs.jobs if jb.guaranteed)
         self.caps, self.budgets, self.running = inputs
         self.rng = random.Random(seed)
         self.starts, self.counts, self.places = jobs.hint(items)
@@ -72,6 +89,8 @@ class WindowSearch:
         self.tried = 0
         self.kept = 0
         self.kind = ""  # the kind of the last neighbourhood
+        self.wait = True  # solve the wait and replica-count stages too (else the work levels only)
+        self.solves = 0  # CP-SAT calls so far
 
     def _end(self, j: int) -> int:
         jb, s = self.jobs.jobs[j], self.starts[j]
@@ -197,52 +216,82 @@ class WindowSearch:
                     out += job_busy(jb, n, c, s, self._end(j), self.places[j].get(n, []) if per_gpu else None)
         return out
 
+    def done(self) -> frozenset[str]:
+        """The stages no neighbourhood can improve: every guaranteed job already on time, and each priority
+        whose work in the whole schedule is at its bound (every level is a sum over jobs)."""
+        out = {"guaranteed"} if self.key[0] >= self.guaranteed else set()
+        for i, q in enumerate(self.p.priorities):
+            if q in self.bound and self.key[1 + i] >= self.bound[q]:
+                out.add(f"priority {q}")
+        return frozenset(out)
+
+    def work_done(self) -> bool:
+        """Every work level at its bound: only the wait and the replica count are left to improve."""
+        return all(f"priority {q}" in self.done() for q in self.p.priorities)
+
     def step_once(self, budget: float, seed: int, workers: int) -> tuple[bool, float, bool]:
-        """Solve one neighbourhood; (kept, deterministic time spent, proven optimal)."""
+        """Solve one neighbourhood; (kept, its charge on the search's deterministic clock, proven optimal).
+
+        The charge is CP-SAT's deterministic time plus the fixed cost of each CP-SAT call
+        (:data:`SOLVE_SECONDS`, :data:`SOLVE_SECONDS_PER_KSIZE`) converted by :data:`DETERMINISTIC_SHARE`."""
         self.tried += 1
         free, nodes = self.neighbourhood()
         sub = self.sub_jobs(free, nodes) if free else None
         if not sub:
             return False, 0.0, True
         tm = TimeModel([jb for jb in sub if jb.nodes], self.busy(set(free), nodes), self.caps, self.budgets,
-                       self.horizon, self.step)
+                       self.horizon, self.step, with_wait=self.wait)
         live = [j for j, jb in zip(free, sub, strict=True) if jb.nodes]
         hint = ([self.starts[j] for j in live], [self.counts[j] for j in live], [self.places[j] for j in live])
-        sol = tm.solve(hint, budget, seed, workers)
+        sol = tm.solve(hint, budget, seed, workers, self.done())
+        self.solves += tm.solves
+        size = len(tm.m.proto.constraints) + len(tm.m.proto.variables)
+        fixed = tm.solves * (SOLVE_SECONDS + SOLVE_SECONDS_PER_KSIZE * size / 1000)
+        charge = tm.deterministic + DETERMINISTIC_SHARE * fixed
         if sol is None:
-            return False, tm.deterministic, False
+            return False, charge, False
         starts, counts, places = list(self.starts), list(self.counts), list(self.places)
         for j, s, c, pl in zip(live, sol.starts, sol.counts, sol.places, strict=True):
             starts[j], counts[j], places[j] = s, c, pl
         try:
             items = self.jobs.decode(TimeSolution(starts=starts, counts=counts, places=places))
         except AssertionError:
-            return False, sol.deterministic, sol.proven()
+            return False, charge, sol.proven()
         key = lex_key(self.p, items, self.step)
         if key > self.key:
             self.starts, self.counts, self.places, self.items, self.key = starts, counts, places, items, key
             self.kept += 1
-            return True, sol.deterministic, sol.proven()
-        return False, sol.deterministic, sol.proven()
+            return True, charge, sol.proven()
+        return False, charge, sol.proven()
 
 
 def improve(p: Problem, jobs: Jobs, items: list[Item], horizon: int, step: int, time_limit: float, seed: int,
-            workers: int, inputs: tuple[list[NodeCap], list[int], list[Busy]]) -> tuple[list[Item], dict[str, object]]:
+            workers: int, inputs: tuple[list[NodeCap], list[int], list[Busy]],
+            bound: Mapping[int, int] | None = None) -> tuple[list[Item], dict[str, object]]:
     """Improve the schedule ``items`` by neighbourhood search for ``time_limit`` seconds; the best schedule
-    and metrics (neighbourhoods tried and kept)."""
+    and metrics (neighbourhoods tried and kept, CP-SAT calls).
+
+    The search stops when its deterministic clock (:data:`CLOCK_MARGIN` x ``time_limit`` x
+    :data:`DETERMINISTIC_SHARE`, charged per neighbourhood as :meth:`WindowSearch.step_once` says) is
+    spent, or when the next neighbourhood would not fit the wall-clock limit. Neighbourhoods solve the
+    work levels only until the last :data:`WAIT_SHARE` of either clock (or until every work level is at
+    its ``bound``, per priority in units x seconds), then every stage; levels at their bound are not searched.
+    """
     t0 = time.perf_counter()
-    search = WindowSearch(p, jobs, items, horizon, step, inputs, seed)
+    search = WindowSearch(p, jobs, items, horizon, step, inputs, seed, bound)
     spent = 0.0
-    clock = time_limit * DETERMINISTIC_SHARE
+    clock = CLOCK_MARGIN * time_limit * DETERMINISTIC_SHARE
     last = 0.0  # wall seconds of the previous neighbourhood: the next one must fit too
     while spent < clock and time.perf_counter() - t0 + 1.5 * last < time_limit - 0.2:  # the next may take longer
         budget = min(PER_NEIGHBOURHOOD, max(0.2, (clock - spent) / DETERMINISTIC_SHARE))
+        search.wait = (spent >= (1 - WAIT_SHARE) * clock or search.work_done()
+                       or time.perf_counter() - t0 >= (1 - WAIT_SHARE) * time_limit)  # a loaded machine
         began = time.perf_counter()
         _, used, proven = search.step_once(budget, seed + search.tried, workers)
         last = time.perf_counter() - began
-        spent += max(used, MIN_CHARGE * budget * DETERMINISTIC_SHARE)
+        spent += used
         if proven:
             search.width = min(horizon, search.width * 5 // 4)
         else:
             search.width = max(step, search.width * 4 // 5)
-    return search.items, {"lns_tried": search.tried, "lns_kept": search.kept}
+    return search.items, {"lns_tried": search.tried, "lns_kept": search.kept, "lns_solves": search.solves}
