@@ -94,7 +94,9 @@ def run_one(size: str, seed: int, strategy: str, limit: float, workers: int = 1)
             "objective": s.objective, "bound": s.bound, "gap": s.gap, "wait_gpu_h": s.wait_gpu_h,
             "wall_s": round(wall, 2), "build_s": round(build, 2), "nodes": len(p.cluster.nodes),
             "workloads": len(p.workloads), "scheduled": s.metrics.get("replicas_scheduled"),
-            "replicas": s.metrics.get("replicas_total"), "unscheduled": len(s.unscheduled)}
+            "replicas": s.metrics.get("replicas_total"), "unscheduled": len(s.unscheduled),
+            # neighbourhood search (cpsat-lns): neighbourhoods tried / kept, CP-SAT calls
+            "lns": [s.metrics.get(k) for k in ("lns_tried", "lns_kept", "lns_solves")]}
 
 
 def main(argv: list[str] | None = None) -> int:
