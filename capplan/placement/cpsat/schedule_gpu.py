@@ -69,7 +69,11 @@ class GpuLevel:
         self.power: list[tuple[int, cp_model.IntervalVar, bool]] = []  # (node, interval, free) drawing one TDP
         fixed_nodes = {b.node for b in busy if nodes[b.node].per_gpu}
         self.symmetric = {n for n, c in enumerate(nodes) if c.per_gpu and n not in fixed_nodes}
-        self.prefix: dict[int, int] = defaultdict(int)
+        self.classes = {n: c.classes() for n, c in enumerate(nodes) if c.per_gpu}
+        self.class_of = {n: {g: k for k, cls in enumerate(classes) for g in cls} for n, classes in self.classes.items()}
+        self.class_id = {(n, k): i for i, (n, k) in enumerate((n, k) for n, cl in self.classes.items()
+                                                               for k in range(len(cl)))}
+        self.prefix: dict[tuple[int, int], int] = defaultdict(int)  # (node, GPU class) -> GPUs earlier jobs may take
         self.intervals = 0
         self._full: dict[int, cp_model.IntervalVar] = {}
 
@@ -77,6 +81,24 @@ class GpuLevel:
         if slices not in self._full:
             self._full[slices] = self.m.new_fixed_size_interval_var(0, slices, f"all{slices}")
         return self._full[slices]
+
+    def _usable(self, n: int, kind: str, most: int, base: dict[tuple[int, int], int] | None = None) -> list[int]:
+        """GPUs of node ``n`` a job of ``kind`` that takes at most ``most`` GPUs of a class may use: in each
+        class of GPUs that take ``kind``, on a symmetric node only the first ``most`` past what earlier jobs
+        could take (``base``: the prefix before this job; without it, the prefix grows by ``most``)."""
+        cap = self.nodes[n]
+        out: list[int] = []
+        for c, cls in enumerate(self.classes[n]):
+            if not cap.takes_kind(cls[0], kind):
+                continue
+            if n in self.symmetric:
+                before = (base if base is not None else self.prefix).get((n, c), 0)
+                out += cls[:before + most]
+                if base is None:
+                    self.prefix[(n, c)] += most
+            else:
+                out += cls
+        return out
 
     def add_job(self, j: int, jb: Job, start: cp_model.LinearExprT, lo: int, hi: int,
                 counts: dict[int, cp_model.IntVar], present: cp_model.IntVar) -> None:
@@ -98,11 +120,9 @@ class GpuLevel:
             for n, cnt in nodes.items():
                 cap = self.nodes[n]
                 most = min(jb.replicas, cap.gpus // jb.gpus) * jb.gpus
-                limit = min(cap.gpus, self.prefix[n] + most) if n in self.symmetric else cap.gpus
-                self.prefix[n] += most
                 mine = []
                 whole_y = self._full_y(cap.slices) if cap.slices else None
-                for g in range(limit):
+                for g in self._usable(n, "whole", most):
                     b = lits[(n, g)] = m.new_bool_var(f"b{j}_{n}_{g}")
                     mine.append(b)
                     self.items[(n, g)].append(_Item(interval(b, f"g{j}_{n}_{g}"), whole_y, "whole", lo, hi, False))
@@ -117,17 +137,26 @@ class GpuLevel:
             begin: dict[int, cp_model.LinearExprT] = {}
             for n in nodes:
                 cap = self.nodes[n]
-                limit = min(cap.gpus, base.get(n, 0) + r + 1) if n in self.symmetric else cap.gpus
                 spec = jb.mig[where[n]] if jb.kind == "mig" else None
+                gpus = self._usable(n, jb.kind, r + 1, base)
+                allowed = {g: cap.starts_on(g, spec) for g in gpus} if spec is not None else {}
+                if spec is not None:
+                    gpus = [g for g in gpus if allowed[g]]
+                if not gpus:
+                    continue
                 y: cp_model.IntervalVar | None = None
                 if spec is not None:
-                    if len(spec.starts) == 1:
-                        begin[n] = spec.starts[0]
+                    values = sorted({s for g in gpus for s in allowed[g]})
+                    if len(values) == 1:
+                        begin[n] = values[0]
                     else:
-                        begin[n] = m.new_int_var_from_domain(cp_model.Domain.from_values(spec.starts), f"s{j}_{r}_{n}")
+                        begin[n] = m.new_int_var_from_domain(cp_model.Domain.from_values(values), f"s{j}_{r}_{n}")
                     y = m.new_fixed_size_interval_var(begin[n], spec.size, f"y{j}_{r}_{n}")
-                for g in range(limit):
+                for g in gpus:
                     b = slot[(n, g)] = m.new_bool_var(f"b{j}_{r}_{n}_{g}")
+                    if spec is not None and len(allowed[g]) < len(values):  # a preset layout: its starts only
+                        m.add_linear_expression_in_domain(begin[n], cp_model.Domain.from_values(allowed[g])
+                                                          ).only_enforce_if(b)
                     iv = interval(b, f"g{j}_{r}_{n}_{g}")
                     self.items[(n, g)].append(_Item(
                         iv, y, jb.kind, lo, hi, False, fraction=jb.fraction, gpu_mem=jb.gpu_mem,
@@ -139,7 +168,8 @@ class GpuLevel:
             slots.append(slot)
             starts.append(begin)
         for n in nodes:
-            self.prefix[n] += jb.replicas
+            for c in range(len(self.classes[n])):
+                self.prefix[(n, c)] += jb.replicas
             m.add(nodes[n] == sum(b for slot in slots for (k, _), b in slot.items() if k == n))
         self.part[j] = slots
         self.starts[j] = starts
@@ -221,15 +251,16 @@ class GpuLevel:
     # ------------------------------------------------------------------ hints and solutions
     def hint(self, j: int, jb: Job, places: dict[int, list[Place]], relabel: dict[int, dict[int, int]]) -> None:
         """Hint job ``j``'s GPUs and slice starts (``places``: node -> per replica), relabelling GPUs of
-        symmetric nodes in first-seen order (``relabel`` carries the labels across jobs)."""
+        symmetric nodes in first-seen order within each class (``relabel`` carries the labels across jobs)."""
         m = self.m
 
         def label(n: int, g: int) -> int:
             if n not in self.symmetric:
                 return g
-            lab = relabel.setdefault(n, {})
+            c = self.class_of[n][g]
+            lab = relabel.setdefault(self.class_id[(n, c)], {})
             if g not in lab:
-                lab[g] = len(lab)
+                lab[g] = self.classes[n][c][len(lab)]
             return lab[g]
 
         if j in self.whole:

@@ -44,15 +44,11 @@ FULL_MODEL_INTERVALS = 3000
 def unsupported(p: Problem) -> str | None:
     """Why the time model cannot take ``p`` exactly, or None.
 
-    Declined: preset GPU modes (a GPU fixed to whole, MIG or shared use, or to a MIG layout; also
-    every ``mig_strategy: single`` node that offers MIG), and a MIG workload whose slice is worth
-    different shares of a GPU on the models it may use (the work and wait then depend on the node,
-    which the model's linear objective does not express).
+    Declined: a MIG workload whose slice is worth different shares of a GPU on the models it may use
+    (the work and wait then depend on the node, which the model's linear objective does not express).
+    Preset GPU modes (``gpu_modes``, ``mig_strategy: single``) are taken (see
+    :func:`capplan.placement.schedule.jobs.gpu_presets`).
     """
-    for n in p.cluster.nodes:
-        if n.gpu_modes:
-            return (f"node {n.name} has preset GPU modes (fixed whole/MIG/shared GPUs or MIG layouts), which the "
-                    "time model does not take")
     kinds = node_kinds(p)
     for w in p.workloads:
         if w.mig is not None:

@@ -15,7 +15,8 @@ from capplan.model.catalog import GpuModel
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Problem
 from capplan.model.timing import ceil_to
-from capplan.placement.core.state import Placement
+from capplan.placement.core.fit import gpu_mode_fits, mig_starts
+from capplan.placement.core.state import MIG, SHARED, WHOLE, ClusterState, Placement
 from capplan.placement.cpsat.schedule_jobs import Busy, Job, MigSpec, NodeCap, Place, TimeSolution
 from capplan.placement.schedule.result import eligible, node_kinds
 from capplan.placement.schedule.timeline import Item
@@ -39,6 +40,7 @@ class Jobs:
         self.jobs: list[Job] = []
         self.replicas: list[list[int]] = []
         self.per_gpu = partial_nodes(p)
+        self.takes = {i: takes for i, (takes, _, _) in gpu_presets(p).items()}  # nodes with preset GPU modes
         running = {a.key for a in p.running}
         cl = p.cluster
         kinds = node_kinds(p)
@@ -155,7 +157,10 @@ class Jobs:
         p, cl = self.p, self.p.cluster
         per_gpu = self.per_gpu if per_gpu is None else per_gpu
         ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
-        free_at: dict[int, list[int]] = {i: [0] * n.gpus for i, n in enumerate(cl.nodes)}
+        # GPUs preset to other than whole use never take a whole GPU here: never free
+        never = self.horizon + 1
+        free_at: dict[int, list[int]] = {i: [0 if "whole" in t else never for t in self.takes[i]] if i in self.takes
+                                         else [0] * n.gpus for i, n in enumerate(cl.nodes)}
         items: list[Item] = []
         for a in p.running:
             i = cl.node_index[a.node]
@@ -221,6 +226,34 @@ def partial_nodes(p: Problem) -> set[int]:
     return out
 
 
+def gpu_presets(p: Problem) -> dict[int, tuple[tuple[frozenset[str], ...], tuple[int, ...],
+                                                 tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]]]:
+    """Per node with preset GPU modes: per GPU the kinds it may host, its class (GPUs with the same preset
+    share one) and, per MIG profile of the model, the starts each GPU allows.
+
+    Asked of the placement core on an empty cluster (:func:`~capplan.placement.core.fit.gpu_mode_fits`,
+    :func:`~capplan.placement.core.fit.mig_starts`): the same rules a plan uses, with no GPU in use.
+    """
+    if not any(n.gpu_modes for n in p.cluster.nodes):
+        return {}
+    st = ClusterState(p)
+    out = {}
+    for i, n in enumerate(p.cluster.nodes):
+        if not n.gpu_modes or not n.gpus:
+            continue
+        model = p.gpu_model(n)
+        takes = tuple(frozenset(kind for kind, code in (("whole", WHOLE), ("mig", MIG), ("share", SHARED))
+                                if gpu_mode_fits(st, i, g, code)) for g in range(n.gpus))
+        keys: dict[object, int] = {}
+        classes = tuple(keys.setdefault((takes[g], st.layouts.get((i, g))), len(keys)) for g in range(n.gpus))
+        starts: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...] = ()
+        if model is not None and model.supports_mig:
+            starts = tuple((prof.name, tuple(tuple(mig_starts(st, model, i, g, prof)) if "mig" in takes[g] else ()
+                                             for g in range(n.gpus))) for prof in model.profiles)
+        out[i] = (takes, classes, starts)
+    return out
+
+
 def model_inputs(p: Problem, horizon: int) -> tuple[list[NodeCap], list[int], list[Busy]]:
     """Node capacities, power budgets and the running replicas of ``p``, as the time model takes them."""
     cl = p.cluster
@@ -232,13 +265,18 @@ def model_inputs(p: Problem, horizon: int) -> tuple[list[NodeCap], list[int], li
             budgets.append(dom.power_w)
     caps = []
     per_gpu = partial_nodes(p)
+    presets = gpu_presets(p)
     for i, n in enumerate(cl.nodes):
         model = p.gpu_model(n)
         tdp = model.tdp_w if model is not None and model.tdp_w is not None else 0
         power = tuple(budgets_idx[(lvl, dom)] for lvl, dom in zip(cl.levels[:-1], n.path, strict=True)
                       if (lvl, dom) in budgets_idx)
-        caps.append(NodeCap(gpus=n.gpus, cpu=n.cpu_milli, mem=n.memory_mib, tdp=tdp, power=power,
-                            per_gpu=i in per_gpu and n.gpus > 0,
+        mine = i in per_gpu and n.gpus > 0
+        takes, classes, starts = presets.get(i, ((), (), ()))
+        gpus = n.gpus if mine or not takes else sum(1 for t in takes if "whole" in t)
+        caps.append(NodeCap(gpus=gpus, cpu=n.cpu_milli, mem=n.memory_mib, tdp=tdp, power=power,
+                            per_gpu=mine, takes=takes if mine else (), gpu_class=classes if mine else (),
+                            mig_starts=starts if mine else (),
                             slices=model.memory_slices if model is not None and model.supports_mig else 0,
                             compute=model.compute_slices if model is not None and model.supports_mig else 0,
                             gpu_mem=round(model.memory_gib * 1024) if model is not None and model.memory_gib else 0,
