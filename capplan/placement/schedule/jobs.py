@@ -13,7 +13,7 @@ from collections import defaultdict
 
 from capplan.model.catalog import GpuModel
 from capplan.model.plan import MigSlot
-from capplan.model.problem import Demand, Problem
+from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.timing import ceil_to
 from capplan.placement.core.fit import gpu_mode_fits, mig_starts
 from capplan.placement.core.state import MIG, SHARED, WHOLE, ClusterState, Placement
@@ -32,6 +32,36 @@ def _partial_kind(d: Demand) -> str:
     return {"mig": "mig", "fraction": "share"}.get(d.kind, "whole")
 
 
+#: Per node with preset GPU modes (see :func:`gpu_presets`): per GPU the kinds it takes, per GPU its class, and
+#: per MIG profile the starts each GPU allows.
+Presets = dict[int, tuple[tuple[frozenset[str], ...], tuple[int, ...],
+                          tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]]]
+
+
+def _takes(presets: Presets, i: int, d: Demand) -> bool:
+    """Node ``i``'s preset GPU modes leave some GPU for a MIG slice or share ``d``."""
+    if i not in presets:
+        return True
+    takes, _, starts = presets[i]
+    if d.kind == "fraction":
+        return any("share" in t for t in takes)
+    return any(any(per) for name, per in starts if d.profile is not None and name == d.profile.name)
+
+
+def _hosted(p: Problem, w: Workload, kinds: list[list[int]], presets: Presets) -> list[tuple[Demand, list[int]]]:
+    """``w``'s eligible node groups (:func:`eligible`), less the nodes whose preset GPU modes leave no GPU
+    for its MIG slice or share (no GPU takes that kind, or none allows a start of its profile)."""
+    elig = eligible(p, w, kinds)
+    if not presets or (w.mig is None and w.gpu_fraction is None):
+        return elig
+    out = []
+    for d, group in elig:
+        mine = [i for i in group if _takes(presets, i, d)]
+        if mine:
+            out.append((d, mine))
+    return out
+
+
 class Jobs:
     """The jobs of ``p`` (gangs, or single replicas) and the replicas each stands for."""
 
@@ -39,8 +69,9 @@ class Jobs:
         self.p, self.horizon, self.step = p, horizon, step
         self.jobs: list[Job] = []
         self.replicas: list[list[int]] = []
-        self.per_gpu = partial_nodes(p)
-        self.takes = {i: takes for i, (takes, _, _) in gpu_presets(p).items()}  # nodes with preset GPU modes
+        presets = gpu_presets(p)
+        self.per_gpu = partial_nodes(p, presets)
+        self.takes = {i: takes for i, (takes, _, _) in presets.items()}  # nodes with preset GPU modes
         running = {a.key for a in p.running}
         cl = p.cluster
         kinds = node_kinds(p)
@@ -56,8 +87,10 @@ class Jobs:
             latest = last // step * step
             if not todo or latest < earliest:
                 continue
-            elig = eligible(p, w, kinds)
+            elig = _hosted(p, w, kinds, presets)
             sig: tuple[object, ...] = tuple(id(group) for _, group in elig)
+            if presets and (w.mig is not None or w.gpu_fraction is not None):  # groups less nodes presets rule out
+                sig = (*sig, "presets", w.mig, w.gpu_memory_gib, w.gpu_fraction is None)
             if sig not in node_memo:
                 node_memo[sig] = tuple(sorted(i for _, group in elig for i in group))
             nodes = node_memo[sig]
@@ -213,21 +246,22 @@ def _placement(n: int, d: Demand, gpus: tuple[int, ...], first: int) -> Placemen
     return Placement(node=n, gpus=gpus, fraction_milli=d.fraction_milli if d.kind == "fraction" else 0)
 
 
-def partial_nodes(p: Problem) -> set[int]:
-    """Nodes a MIG slice or share may use or already uses: the time model takes them GPU by GPU."""
+def partial_nodes(p: Problem, presets: Presets | None = None) -> set[int]:
+    """Nodes a MIG slice or share may use (given preset GPU modes, :func:`gpu_presets`) or already uses:
+    the time model takes them GPU by GPU."""
     out: set[int] = set()
     cl = p.cluster
     kinds = node_kinds(p)
+    presets = gpu_presets(p) if presets is None else presets
     for w in p.workloads:
         if w.mig is not None or w.gpu_fraction is not None:
-            for _, group in eligible(p, w, kinds):
+            for _, group in _hosted(p, w, kinds, presets):
                 out.update(group)
     out.update(cl.node_index[a.node] for a in p.running if a.mig is not None or a.fraction is not None)
     return out
 
 
-def gpu_presets(p: Problem) -> dict[int, tuple[tuple[frozenset[str], ...], tuple[int, ...],
-                                                 tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]]]:
+def gpu_presets(p: Problem) -> Presets:
     """Per node with preset GPU modes: per GPU the kinds it may host, its class (GPUs with the same preset
     share one) and, per MIG profile of the model, the starts each GPU allows.
 
@@ -264,8 +298,8 @@ def model_inputs(p: Problem, horizon: int) -> tuple[list[NodeCap], list[int], li
             budgets_idx[(dom.level, dom.name)] = len(budgets)
             budgets.append(dom.power_w)
     caps = []
-    per_gpu = partial_nodes(p)
     presets = gpu_presets(p)
+    per_gpu = partial_nodes(p, presets)
     for i, n in enumerate(cl.nodes):
         model = p.gpu_model(n)
         tdp = model.tdp_w if model is not None and model.tdp_w is not None else 0
