@@ -51,10 +51,22 @@ class _Item:
     max_count: int = 0
     tenant: str = ""
     tenant_isolated: bool = False
+    lit: cp_model.IntVar | None = None  # presence (None: fixed)
+    begin: cp_model.LinearExprT = 0  # start and end (variables of the job's start, or constants when fixed)
+    finish: cp_model.LinearExprT = 0
 
 
 def _meet(a: _Item, b: _Item) -> bool:
     return not (a.fixed and b.fixed) and a.lo < b.hi and b.lo < a.hi
+
+
+def _may_cover(a: _Item, b: _Item) -> bool:
+    """Use ``a`` may run over the start of use ``b`` on one GPU (see :meth:`GpuLevel.power_uses`): their
+    windows meet and the kinds may run at once (a MIG instance and a share never do)."""
+    kinds = {a.kind, b.kind}
+    if "fixed" in kinds:  # a merged span of fixed slices and shares
+        return a.lo < b.hi and b.lo < a.hi
+    return len(kinds) == 1 and _meet(a, b)
 
 
 class GpuLevel:
@@ -162,7 +174,8 @@ class GpuLevel:
                         iv, y, jb.kind, lo, hi, False, fraction=jb.fraction, gpu_mem=jb.gpu_mem,
                         profile=spec.profile if spec else "", compute=spec.compute if spec else 0,
                         max_count=spec.max_count if spec else 0, tenant=jb.tenant,
-                        tenant_isolated=jb.tenant_isolated))
+                        tenant_isolated=jb.tenant_isolated, lit=b, begin=start,
+                        finish=start + jb.duration if jb.duration is not None else self.horizon))
                     self.power.append((n, iv, True))
             m.add(sum(slot.values()) == present)
             slots.append(slot)
@@ -192,18 +205,75 @@ class GpuLevel:
                 profile=b.mig.profile if b.mig else "", compute=b.mig.compute if b.mig else 0,
                 max_count=b.mig.max_count if b.mig else 0, tenant=b.tenant, tenant_isolated=b.tenant_isolated))
 
-    def fixed_power(self) -> list[tuple[int, cp_model.IntervalVar]]:
-        """Fixed MIG slices and shares draw their GPU's TDP once while any runs: the union per GPU."""
-        out = []
+    def _fixed_spans(self, items: list[_Item]) -> list[tuple[int, int]]:
+        """The union of the fixed MIG slices' and shares' time on one GPU, as disjoint spans."""
+        merged: list[list[int]] = []
+        for a, b in sorted((it.lo, it.hi) for it in items if it.fixed and it.kind != "whole"):
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        return [(a, b) for a, b in merged]
+
+    def partial_uses(self) -> dict[int, int]:
+        """Per node with free MIG slices or shares: how many intervals :meth:`power_uses` gives it at most
+        (free uses and merged fixed spans)."""
+        out: dict[int, int] = defaultdict(int)
+        for (n, _), items in self.items.items():
+            free = sum(1 for it in items if not it.fixed and it.kind != "whole")
+            if free:
+                out[n] += free + len(self._fixed_spans(items))
+        return dict(out)
+
+    def power_uses(self, exact: set[int]) -> list[tuple[int, cp_model.IntervalVar, bool]]:
+        """Intervals that each draw one TDP of their node's GPU model, for the power budgets:
+        ``(node, interval, stricter)``; ``stricter`` marks a free MIG slice or share charged a full TDP of
+        its own, more than the rule when it shares its GPU with another.
+
+        A MIG slice or share makes its GPU draw its TDP once however many run on it: per GPU, the union
+        of their intervals. Fixed ones are merged per GPU. On the nodes in ``exact`` (those under a budget
+        that could bind), each GPU's union is cut into *pieces*, one per use ``j``: ``[t_j, end_j)`` with
+        ``start_j <= t_j``, where ``t_j > start_j`` only when ``[start_j, t_j)`` lies inside one earlier use
+        ``i`` (``start_i <= start_j``, ties broken by order, ``end_i >= t_j``). Every instant of the union
+        then lies in the piece of the earliest use that covers it, so the pieces draw at least the rule's
+        power; and the rule's own split (each use from the latest end of the earlier uses) is one choice
+        of pieces, so the model allows every schedule the rule does. Elsewhere, each free use draws a TDP.
+        """
+        m = self.m
+        out: list[tuple[int, cp_model.IntervalVar, bool]] = []
         for (n, g), items in sorted(self.items.items()):
-            spans = sorted((it.lo, it.hi) for it in items if it.fixed and it.kind != "whole")
-            merged: list[list[int]] = []
-            for a, b in spans:
-                if merged and a <= merged[-1][1]:
-                    merged[-1][1] = max(merged[-1][1], b)
-                else:
-                    merged.append([a, b])
-            out += [(n, self.m.new_fixed_size_interval_var(a, b - a, f"pw{n}_{g}_{a}")) for a, b in merged]
+            spans = self._fixed_spans(items)
+            free = [it for it in items if not it.fixed and it.kind != "whole"]
+            if n not in exact or not free:
+                out += [(n, m.new_fixed_size_interval_var(a, b - a, f"pw{n}_{g}_{a}"), False) for a, b in spans]
+                out += [(n, it.iv, True) for it in free]
+                continue
+            uses = [_Item(m.new_fixed_size_interval_var(a, b - a, f"pw{n}_{g}_{a}"), None, "fixed", a, b, True,
+                          begin=a, finish=b) for a, b in spans] + free
+            for j, it in enumerate(uses):
+                cover = [i for i, other in enumerate(uses) if i != j and _may_cover(other, it)]
+                if not cover:
+                    out.append((n, it.iv, False))
+                    continue
+                on = [it.lit] if it.lit is not None else []
+                t = m.new_int_var(it.lo, it.hi, f"pt{n}_{g}_{j}")
+                size = m.new_int_var(0, it.hi - it.lo, f"pz{n}_{g}_{j}")
+                piece = (m.new_optional_interval_var(t, size, it.finish, on[0], f"pc{n}_{g}_{j}") if on
+                         else m.new_interval_var(t, size, it.finish, f"pc{n}_{g}_{j}"))
+                m.add(t >= it.begin).only_enforce_if(on)
+                gap = m.new_bool_var(f"pg{n}_{g}_{j}")
+                m.add(t == it.begin).only_enforce_if([*on, ~gap])
+                by = []
+                for i in cover:
+                    other = uses[i]
+                    a = m.new_bool_var(f"pa{n}_{g}_{j}_{i}")
+                    by.append(a)
+                    if other.lit is not None:
+                        m.add_implication(a, other.lit)
+                    m.add(other.begin + (1 if i > j else 0) <= it.begin).only_enforce_if(a)
+                    m.add(other.finish >= t).only_enforce_if(a)
+                m.add_bool_or(by).only_enforce_if(gap)
+                out.append((n, piece, False))
         return out
 
     def constrain(self) -> None:
