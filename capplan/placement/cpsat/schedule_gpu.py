@@ -16,9 +16,16 @@ MIG, a start on the memory-slice axis among its profile's allowed starts; a whol
 * at most ``max_count`` instances of a profile and ``compute`` compute slices (cumulatives, where
   they could bind).
 
-Symmetry: the GPUs of a node without fixed use are interchangeable, so the ``i``-th job (in model
-order) that may use a node takes GPUs below the GPUs its predecessors could take plus its own;
-a hint is relabelled the same way.
+Preset GPU modes (:class:`~capplan.placement.cpsat.schedule_jobs.NodeCap` ``takes``/``mig_starts``): a
+job uses only the GPUs that take its kind, and a MIG slice on a GPU with a preset layout only that
+layout's starts.
+
+Symmetry: the GPUs of one preset class on a node without fixed use are interchangeable, so the
+``i``-th job (in model order) that may use a node takes GPUs of a class below the GPUs its
+predecessors could take there plus its own; a hint is relabelled the same way.
+
+Power: :meth:`GpuLevel.power_uses` gives the intervals that draw a TDP for the slices and shares,
+exact (each GPU's busy time cut into pieces) on the nodes under a budget that could bind.
 """
 
 from __future__ import annotations
