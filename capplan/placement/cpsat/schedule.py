@@ -286,6 +286,8 @@ class TimeModel:
                 m.add_hint(v, cs.get(n, 0))
                 if v is not self.pres[j][n]:
                     m.add_hint(self.pres[j][n], cs.get(n, 0) > 0)
+        if places is not None:
+            self.gpu.hint_power()
 
     def _complete(self, budget: float, seed: int) -> list[int] | None:
         """Complete the current (partial) hint to a full assignment of every variable, or None."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ortools.sat.python import cp_model
+from ortools.sat.python import cp_model, cp_model_helper
 
 from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, Place
 
@@ -76,6 +76,18 @@ def _may_cover(a: _Item, b: _Item) -> bool:
     return len(kinds) == 1 and _meet(a, b)
 
 
+@dataclass(frozen=True)
+class _Piece:
+    """The piece of use ``use`` of one GPU drawing its TDP (see :meth:`GpuLevel.power_uses`): its start ``t``,
+    size, whether it starts after the use (``gap``) and, per earlier use that may cover the gap, a literal."""
+
+    use: int
+    t: cp_model.IntVar
+    size: cp_model.IntVar
+    gap: cp_model.IntVar
+    by: dict[int, cp_model.IntVar]
+
+
 class GpuLevel:
     """The per-GPU variables and constraints of a time model (see the module docstring)."""
 
@@ -95,6 +107,7 @@ class GpuLevel:
         self.prefix: dict[tuple[int, int], int] = defaultdict(int)  # (node, GPU class) -> GPUs earlier jobs may take
         self.intervals = 0
         self._full: dict[int, cp_model.IntervalVar] = {}
+        self.pieces: list[tuple[list[_Item], list[_Piece]]] = []  # per GPU with power pieces: its uses, pieces
 
     def _full_y(self, slices: int) -> cp_model.IntervalVar:
         if slices not in self._full:
@@ -222,6 +235,45 @@ class GpuLevel:
                 merged.append([a, b])
         return [(a, b) for a, b in merged]
 
+    def hint_power(self) -> None:
+        """Complete the model's hint (starts, GPUs) with the power pieces of :meth:`power_uses`: the rule's
+        own split of each GPU's busy time (each use from the latest end of the uses before it)."""
+        hint = self.m.proto.solution_hint
+        known = dict(zip(hint.vars, hint.values, strict=True))
+
+        def value(e: cp_model.LinearExprT) -> int | None:
+            if not isinstance(e, cp_model.LinearExpr):
+                return int(e)
+            flat = cp_model_helper.FlatIntExpr(e)
+            if any(v.index not in known for v in flat.vars):
+                return None
+            return int(sum(known[v.index] * c for v, c in zip(flat.vars, flat.coeffs, strict=True)) + flat.offset)
+
+        for uses, group in self.pieces:
+            times: list[tuple[int, int, int]] = []  # (start, order, end) of the uses the hint runs
+            for j, it in enumerate(uses):
+                on = 1 if it.lit is None else known.get(it.lit.index)
+                b, e = value(it.begin), value(it.finish)
+                if on and b is not None and e is not None:
+                    times.append((b, j, e))
+            cut: dict[int, tuple[int, int | None]] = {}  # use -> (its piece's start, the earlier use covering the gap)
+            latest, by = -1, None
+            for b, j, e in sorted(times):
+                cut[j] = (min(max(b, latest), e), by if latest > b else None)
+                if e > latest:
+                    latest, by = e, j
+            for pc in group:
+                if pc.use not in cut:
+                    continue
+                t, i = cut[pc.use]
+                if i is not None and i not in pc.by:
+                    continue  # a use the model says cannot cover this one: leave the piece to the solver
+                self.m.add_hint(pc.t, t)
+                self.m.add_hint(pc.size, value(uses[pc.use].finish) - t)  # type: ignore[operator]
+                self.m.add_hint(pc.gap, i is not None)
+                for k, a in pc.by.items():
+                    self.m.add_hint(a, k == i)
+
     def partial_uses(self) -> dict[int, int]:
         """Per node with free MIG slices or shares: how many intervals :meth:`power_uses` gives it at most
         (free uses and merged fixed spans)."""
@@ -248,6 +300,7 @@ class GpuLevel:
         """
         m = self.m
         out: list[tuple[int, cp_model.IntervalVar, bool]] = []
+        self.pieces = []
         for (n, g), items in sorted(self.items.items()):
             spans = self._fixed_spans(items)
             free = [it for it in items if not it.fixed and it.kind != "whole"]
@@ -257,6 +310,8 @@ class GpuLevel:
                 continue
             uses = [_Item(m.new_fixed_size_interval_var(a, b - a, f"pw{n}_{g}_{a}"), None, "fixed", a, b, True,
                           begin=a, finish=b) for a, b in spans] + free
+            group: list[_Piece] = []
+            self.pieces.append((uses, group))
             for j, it in enumerate(uses):
                 cover = [i for i, other in enumerate(uses) if i != j and _may_cover(other, it)]
                 if not cover:
@@ -271,9 +326,10 @@ class GpuLevel:
                 gap = m.new_bool_var(f"pg{n}_{g}_{j}")
                 m.add(t == it.begin).only_enforce_if([*on, ~gap])
                 by = []
+                group.append(_Piece(j, t, size, gap, {}))
                 for i in cover:
                     other = uses[i]
-                    a = m.new_bool_var(f"pa{n}_{g}_{j}_{i}")
+                    a = group[-1].by[i] = m.new_bool_var(f"pa{n}_{g}_{j}_{i}")
                     by.append(a)
                     if other.lit is not None:
                         m.add_implication(a, other.lit)
