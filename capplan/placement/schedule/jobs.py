@@ -15,9 +15,9 @@ from capplan.model.catalog import GpuModel
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Problem
 from capplan.model.timing import ceil_to
+from capplan.placement.core.fleet import kind_demands, node_kinds
 from capplan.placement.core.state import Placement
 from capplan.placement.cpsat.schedule_jobs import Busy, Job, MigSpec, NodeCap, Place, TimeSolution
-from capplan.placement.schedule.result import eligible, node_kinds
 from capplan.placement.schedule.timeline import Item
 
 
@@ -54,7 +54,7 @@ class Jobs:
             latest = last // step * step
             if not todo or latest < earliest:
                 continue
-            elig = eligible(p, w, kinds)
+            elig = kind_demands(p, w, kinds)
             sig: tuple[object, ...] = tuple(id(group) for _, group in elig)
             if sig not in node_memo:
                 node_memo[sig] = tuple(sorted(i for _, group in elig for i in group))
@@ -215,7 +215,7 @@ def partial_nodes(p: Problem) -> set[int]:
     kinds = node_kinds(p)
     for w in p.workloads:
         if w.mig is not None or w.gpu_fraction is not None:
-            for _, group in eligible(p, w, kinds):
+            for _, group in kind_demands(p, w, kinds):
                 out.update(group)
     out.update(cl.node_index[a.node] for a in p.running if a.mig is not None or a.fraction is not None)
     return out
