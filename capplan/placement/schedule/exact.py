@@ -16,12 +16,13 @@ from capplan.model.problem import Problem
 from capplan.model.schedule import Schedule
 from capplan.model.timing import ceil_to
 from capplan.model.units import UNITS_PER_GPU
+from capplan.placement.core.fleet import kind_demands, node_kinds
 from capplan.placement.cpsat.schedule import TimeModel
 from capplan.placement.cpsat.schedule_jobs import TimeSolution
 from capplan.placement.cpsat.schedule_relax import EnergyItem, EnergyRelaxation, pooled
 from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, compact, diagnose
 from capplan.placement.schedule.jobs import Jobs, job_busy, model_inputs, partial_nodes
-from capplan.placement.schedule.result import eligible, energy_bound, lex_key, make_schedule, node_kinds
+from capplan.placement.schedule.result import energy_bound, lex_key, make_schedule
 
 __all__ = ["Jobs", "combined_bound", "job_busy", "model_inputs", "partial_nodes", "relaxation", "schedule_cpsat",
            "unsupported"]
@@ -52,7 +53,7 @@ def unsupported(p: Problem) -> str | None:
     kinds = node_kinds(p)
     for w in p.workloads:
         if w.mig is not None:
-            units = sorted({d.units for d, _ in eligible(p, w, kinds)})
+            units = sorted({d.units for d, _ in kind_demands(p, w, kinds)})
             if len(units) > 1:
                 worth = " or ".join(f"{u / UNITS_PER_GPU:g}" for u in units)
                 return (f"workload {w.name}: its MIG slice is worth {worth} GPUs depending on the GPU model; the "
@@ -94,7 +95,7 @@ def relaxation(p: Problem, horizon: int, step: int, points: int | None = None) -
     kinds = node_kinds(p)
     for w in p.workloads:
         todo = [r for r in range(w.replicas) if (w.name, r) not in running]
-        rates = [d.units for d, _ in eligible(p, w, kinds)]
+        rates = [d.units for d, _ in kind_demands(p, w, kinds)]
         if not todo or not rates:
             continue
         earliest = ceil_to(w.release, step)

@@ -16,9 +16,9 @@ from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.timing import ceil_to
 from capplan.placement.core.fit import gpu_mode_fits, mig_starts
+from capplan.placement.core.fleet import kind_demands, node_kinds
 from capplan.placement.core.state import MIG, SHARED, WHOLE, ClusterState, Placement
 from capplan.placement.cpsat.schedule_jobs import Busy, Job, MigSpec, NodeCap, Place, TimeSolution
-from capplan.placement.schedule.result import eligible, node_kinds
 from capplan.placement.schedule.timeline import Item
 
 
@@ -49,9 +49,10 @@ def _takes(presets: Presets, i: int, d: Demand) -> bool:
 
 
 def _hosted(p: Problem, w: Workload, kinds: list[list[int]], presets: Presets) -> list[tuple[Demand, list[int]]]:
-    """``w``'s eligible node groups (:func:`eligible`), less the nodes whose preset GPU modes leave no GPU
-    for its MIG slice or share (no GPU takes that kind, or none allows a start of its profile)."""
-    elig = eligible(p, w, kinds)
+    """``w``'s eligible node groups (:func:`~capplan.placement.core.fleet.kind_demands`), less the nodes whose
+    preset GPU modes leave no GPU for its MIG slice or share (no GPU takes that kind, or none allows a start of
+    its profile)."""
+    elig = kind_demands(p, w, kinds)
     if not presets or (w.mig is None and w.gpu_fraction is None):
         return elig
     out = []
