@@ -12,7 +12,9 @@ MIG slices or GPU shares are modelled GPU by GPU instead (:mod:`capplan.placemen
 MIG geometry on the memory-slice axis over time, shares per GPU, whole GPUs by index there.
 
 The objective is solved in stages, each fixing the previous one's value: guaranteed jobs that
-start at their release, the work (demand x time) of each priority, then the demand-weighted wait.
+start at their release, the work (demand x time) of each priority, the demand-weighted wait, then
+the tie-breaks: more replicas run, and the unweighted wait (replica-seconds; CPU-only pods count
+only there). A minimising stage whose incumbent already has its a-priori least value is not solved.
 The jobs and solution types are in :mod:`capplan.placement.cpsat.schedule_jobs`; the relaxations
 that bound the stages (pooled, energy) in :mod:`capplan.placement.cpsat.schedule_relax`.
 """
@@ -35,6 +37,8 @@ log = logging.getLogger(__name__)
 DETERMINISTIC_SHARE = 0.2
 #: Deterministic budget of a guaranteed or work stage relative to a tie-break stage (wait, replicas).
 STAGE_WEIGHT = 2.0
+#: Deterministic budget of the last stage (the unweighted wait) relative to a tie-break stage.
+LAST_STAGE_WEIGHT = 0.5
 #: Above this many optional intervals the stages skip CP-SAT's presolve.
 PRESOLVE_MAX_INTERVALS = 1000
 
@@ -74,6 +78,7 @@ class TimeModel:
         self.c: list[dict[int, cp_model.IntVar]] = []
         self.intervals = 0
         self.ceilings: dict[str, int] = {}  # stage -> its a-priori most (unscaled)
+        self.floors: dict[str, int] = {}  # minimising stage -> its a-priori least (unscaled)
         self.pres: list[dict[int, cp_model.IntVar]] = []
         self.exact = True  # False once a constraint is stricter than the rules (see _resources)
         self.gpu = GpuLevel(m, nodes, busy, horizon)
@@ -262,6 +267,16 @@ class TimeModel:
                 const -= w * jb.earliest
         if terms:
             out.append(("wait", *_reduced(terms, const), False))
+            self.floors["wait"] = 0
+        # then the unweighted wait, replicas x (step*k - release) when present (0 when absent at its earliest
+        # start, as above): the one level where a job without GPU demand counts; never below 0 (k >= earliest)
+        terms, const = [], 0
+        for j, jb in enumerate(jobs):
+            terms += [(jb.replicas * step, k[j]), (jb.replicas * (jb.earliest - jb.release), x[j])]
+            const -= jb.replicas * jb.earliest
+        if terms:
+            tail.append(("replica wait", *_reduced(terms, const), False))
+            self.floors["replica wait"] = 0
         return out + tail
 
     def hint(self, starts: list[int | None], counts: list[dict[int, int]],
@@ -329,6 +344,10 @@ class TimeModel:
                     # the incumbent already reaches the stage's a-priori most: optimal without a search
                     results.append((name, reached * scale, float(reached * scale), "optimal"))
                     self.m.add(expr >= reached)
+                    continue
+                if not maximize and name in self.floors and reached * scale <= self.floors[name]:
+                    results.append((name, reached * scale, float(reached * scale), "optimal"))
+                    self.m.add(expr <= reached)
                     continue
             if maximize:
                 self.m.maximize(expr)
@@ -405,7 +424,9 @@ def _light(prm: object) -> None:
 
 def _stage_weight(name: str) -> float:
     """Share of the deterministic budget a stage gets, relative to the others: the work levels twice the
-    tie-breaks (wait, replicas)."""
+    tie-breaks (wait, replicas), the last tie-break (the unweighted wait) half of them."""
+    if name == "replica wait":
+        return LAST_STAGE_WEIGHT
     return 1.0 if name in ("wait", "replicas") else STAGE_WEIGHT
 
 
