@@ -37,8 +37,6 @@ log = logging.getLogger(__name__)
 DETERMINISTIC_SHARE = 0.2
 #: Deterministic budget of a guaranteed or work stage relative to a tie-break stage (wait, replicas).
 STAGE_WEIGHT = 2.0
-#: Deterministic budget of the last stage (the unweighted wait) relative to a tie-break stage.
-LAST_STAGE_WEIGHT = 0.5
 #: Above this many optional intervals the stages skip CP-SAT's presolve.
 PRESOLVE_MAX_INTERVALS = 1000
 
@@ -355,7 +353,7 @@ class TimeModel:
                 self.m.minimize(expr)
             solver = cp_model.CpSolver()
             prm = solver.parameters
-            share = weights[i] / sum(weights[i:])
+            share = weights[i] / sum(weights[i:]) if weights[i] else 1.0
             budget = left * min(1.0, share * (1.5 if i < len(stages) - 1 else 1.0))
             prm.max_time_in_seconds = budget
             # Stop on CP-SAT's deterministic clock first, so that the same seed gives the same schedule
@@ -391,6 +389,10 @@ class TimeModel:
             self.m.add(expr >= value if maximize else expr <= value)
         if full is None or not results:
             return None
+        solved = {r[0] for r in results}
+        for name, expr, scale, maximize in stages:
+            if name not in solved:  # no time left for it: the incumbent's value, nothing proven
+                results.append((name, _value(expr, full) * scale, math.inf if maximize else -math.inf, "feasible"))
         starts, counts, places = self._read(full)
         return TimeSolution(starts=starts, counts=counts, stages=results, deterministic=self.deterministic,
                             places=places, exact=self.exact)
@@ -424,9 +426,10 @@ def _light(prm: object) -> None:
 
 def _stage_weight(name: str) -> float:
     """Share of the deterministic budget a stage gets, relative to the others: the work levels twice the
-    tie-breaks (wait, replicas), the last tie-break (the unweighted wait) half of them."""
+    tie-breaks (wait, replicas). The last tie-break (the unweighted wait) gets none of its own: only what the
+    others leave (wall time and deterministic time), so it takes nothing from them."""
     if name == "replica wait":
-        return LAST_STAGE_WEIGHT
+        return 0.0
     return 1.0 if name in ("wait", "replicas") else STAGE_WEIGHT
 
 
