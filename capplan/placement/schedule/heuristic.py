@@ -342,8 +342,9 @@ def best_list_schedule(p: Problem, horizon: int, step: int, time_limit: float) -
 
     Best is lexicographic (:func:`~capplan.placement.schedule.result.lex_key`): guaranteed replicas on time,
     then work per priority, then the smaller demand-weighted wait, more replicas, the smaller unweighted wait.
-    The best is then compacted (:func:`compact`) if time allows: that changes no higher level (nor makes any
-    wait longer) but starts work, CPU-only pods included, as early as the rest of the schedule lets it.
+    The best is then compacted (:func:`compact`; a late variant's compacted form was tried already) if time
+    allows: that changes no higher level (nor makes any wait longer) but starts work, CPU-only pods included,
+    earlier where the rest of the schedule leaves room.
     """
     t0 = time.perf_counter()
     best: tuple[tuple[int, ...], list[Item], str] | None = None
@@ -364,7 +365,7 @@ def best_list_schedule(p: Problem, horizon: int, step: int, time_limit: float) -
         if spent * (runs + 2) / runs > time_limit:  # the next variant would likely not finish in time
             break
     assert best is not None
-    if not best[2].endswith("compacted") and (time.perf_counter() - t0) * (runs + 1) / runs <= time_limit:
+    if ", late" not in best[2] and (time.perf_counter() - t0) * (runs + 1) / runs <= time_limit:  # late: done
         moved = compact(p, horizon, step, best[1])
         key = lex_key(p, moved, step)
         if key > best[0]:
