@@ -66,9 +66,10 @@ class TimeModel:
     """The CP-SAT model over jobs, built once and solved in stages."""
 
     def __init__(self, jobs: list[Job], busy: list[Busy], nodes: list[NodeCap], budgets: list[int],
-                 horizon: int, step: int, with_wait: bool = True) -> None:
+                 horizon: int, step: int, with_wait: bool = True, last_level: bool = True) -> None:
         self.jobs, self.horizon, self.step = jobs, horizon, step
         self.with_wait = with_wait
+        self.last_level = last_level  # False: no unweighted-wait stage (a neighbourhood search leaves it to compaction)
         self.deterministic = 0.0
         m = self.m = cp_model.CpModel()
         self.x = [m.new_bool_var(f"x{j}") for j in range(len(jobs))]
@@ -269,7 +270,7 @@ class TimeModel:
         # then the unweighted wait, replicas x (step*k - release) when present (0 when absent at its earliest
         # start, as above): the one level where a job without GPU demand counts; never below 0 (k >= earliest)
         terms, const = [], 0
-        for j, jb in enumerate(jobs):
+        for j, jb in enumerate(jobs if self.last_level else ()):
             terms += [(jb.replicas * step, k[j]), (jb.replicas * (jb.earliest - jb.release), x[j])]
             const -= jb.replicas * jb.earliest
         if terms:
