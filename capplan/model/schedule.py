@@ -53,8 +53,10 @@ class Schedule(Frozen):
 
     ``objective`` and ``bound`` hold, per priority (highest first, as in ``priorities``), the GPU
     demand x time of work that completes by its deadline (or within the horizon), in GPU-hours.
-    ``wait_gpu_h`` is the demand-weighted wait over all workloads (GPU-hours, smaller is better),
-    the objective's last level. ``gap`` is the relative gap at the highest priority whose
+    ``wait_gpu_h`` is the demand-weighted wait over all workloads (GPU-hours, smaller is better).
+    ``wait_replica_s`` is the unweighted wait, the sum over scheduled replicas not already running of
+    start - release (seconds), the objective's last level (after more replicas run); None in
+    schedules written before it existed. ``gap`` is the relative gap at the highest priority whose
     objective is below its bound.
     """
 
@@ -66,6 +68,7 @@ class Schedule(Frozen):
     priorities: tuple[int, ...] = ()
     gap: float = Field(default=0.0, ge=0)
     wait_gpu_h: float = Field(default=0.0, ge=0)
+    wait_replica_s: int | None = Field(default=None, ge=0)
     horizon_s: int = Field(gt=0)
     step_s: int = Field(default=60, gt=0)
     solve_seconds: float = Field(default=0.0, ge=0)

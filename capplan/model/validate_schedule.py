@@ -115,6 +115,7 @@ def _check_summary(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedA
     running = {a.key for a in p.running}
     work: dict[int, int] = defaultdict(int)
     wait = 0
+    replica_wait = 0  # unweighted: seconds summed over replicas, whatever their demand
     late_guaranteed: list[str] = []
     for w in p.workloads:
         mine = [placed[(w.name, r)] for r in range(w.replicas) if (w.name, r) in placed]
@@ -125,6 +126,7 @@ def _check_summary(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedA
                 work[w.priority] += units * (a.end_s - a.start_s)
                 if a.key not in running:
                     wait += units * max(0, a.start_s - w.release)
+        replica_wait += sum(max(0, a.start_s - w.release) for a in fresh)
         earliest = -(-w.release // s.step_s) * s.step_s
         if w.sla == "guaranteed" and (len(mine) < w.replicas or any(a.start_s != earliest for a in fresh)):
             late_guaranteed.append(w.name)
@@ -139,6 +141,8 @@ def _check_summary(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedA
     v.extend(check_claims(s.objective, s.bound, expected))
     if abs(s.wait_gpu_h - _gpu_hours(wait)) > _TOL:
         v.append(f"wait_gpu_h {s.wait_gpu_h} differs from the recomputed {_gpu_hours(wait)}")
+    if s.wait_replica_s is not None and s.wait_replica_s != replica_wait:
+        v.append(f"wait_replica_s {s.wait_replica_s} differs from the recomputed {replica_wait}")
     v.extend(_check_rows(p, s, placed))
     return v
 

@@ -12,7 +12,9 @@ MIG slices or GPU shares are modelled GPU by GPU instead (:mod:`capplan.placemen
 MIG geometry on the memory-slice axis over time, shares per GPU, whole GPUs by index there.
 
 The objective is solved in stages, each fixing the previous one's value: guaranteed jobs that
-start at their release, the work (demand x time) of each priority, then the demand-weighted wait.
+start at their release, the work (demand x time) of each priority, the demand-weighted wait, then
+the tie-breaks: more replicas run, and the unweighted wait (replica-seconds; CPU-only pods count
+only there). A minimising stage whose incumbent already has its a-priori least value is not solved.
 The jobs and solution types are in :mod:`capplan.placement.cpsat.schedule_jobs`; the relaxations
 that bound the stages (pooled, energy) in :mod:`capplan.placement.cpsat.schedule_relax`.
 """
@@ -64,10 +66,12 @@ class TimeModel:
     """The CP-SAT model over jobs, built once and solved in stages."""
 
     def __init__(self, jobs: list[Job], busy: list[Busy], nodes: list[NodeCap], budgets: list[int],
-                 horizon: int, step: int, with_wait: bool = True, exact_power: bool = True) -> None:
+                 horizon: int, step: int, with_wait: bool = True, exact_power: bool = True,
+                 last_level: bool = True) -> None:
         self.jobs, self.horizon, self.step = jobs, horizon, step
         self.exact_power = exact_power  # False: a slice or share draws a full TDP of its own (stricter, smaller)
         self.with_wait = with_wait
+        self.last_level = last_level  # False: no unweighted-wait stage (a neighbourhood search leaves it to compaction)
         self.deterministic = 0.0
         self.solves = 0  # CP-SAT calls of the last :meth:`solve` (each has a fixed cost: loading, presolve)
         m = self.m = cp_model.CpModel()
@@ -77,6 +81,7 @@ class TimeModel:
         self.intervals = 0
         self.ceilings: dict[str, int] = {}  # stage -> its a-priori most (unscaled)
         self.on: dict[int, cp_model.IntVar] = {}  # guaranteed job -> "starts at its release" (stage_exprs)
+        self.floors: dict[str, int] = {}  # minimising stage -> its a-priori least (unscaled)
         self.pres: list[dict[int, cp_model.IntVar]] = []
         self.exact = True  # False once a constraint is stricter than the rules (see _resources)
         self.gpu = GpuLevel(m, nodes, busy, horizon)
@@ -274,6 +279,16 @@ class TimeModel:
                 const -= w * jb.earliest
         if terms:
             out.append(("wait", *_reduced(terms, const), False))
+            self.floors["wait"] = 0
+        # then the unweighted wait, replicas x (step*k - release) when present (0 when absent at its earliest
+        # start, as above): the one level where a job without GPU demand counts; never below 0 (k >= earliest)
+        terms, const = [], 0
+        for j, jb in enumerate(jobs if self.last_level else ()):
+            terms += [(jb.replicas * step, k[j]), (jb.replicas * (jb.earliest - jb.release), x[j])]
+            const -= jb.replicas * jb.earliest
+        if terms:
+            tail.append(("replica wait", *_reduced(terms, const), False))
+            self.floors["replica wait"] = 0
         return out + tail
 
     def hint(self, starts: list[int | None], counts: list[dict[int, int]],
@@ -363,13 +378,17 @@ class TimeModel:
                     results.append((name, reached * scale, float(reached * scale), "optimal"))
                     self.m.add(expr >= reached)
                     continue
+                if not maximize and name in self.floors and reached * scale <= self.floors[name]:
+                    results.append((name, reached * scale, float(reached * scale), "optimal"))
+                    self.m.add(expr <= reached)
+                    continue
             if maximize:
                 self.m.maximize(expr)
             else:
                 self.m.minimize(expr)
             solver = cp_model.CpSolver()
             prm = solver.parameters
-            share = weights[i] / sum(weights[i:])
+            share = weights[i] / sum(weights[i:]) if weights[i] else 1.0
             budget = left * min(1.0, share * (1.5 if i < len(stages) - 1 else 1.0))
             prm.max_time_in_seconds = budget
             # Stop on CP-SAT's deterministic clock first, so that the same seed gives the same schedule
@@ -406,6 +425,10 @@ class TimeModel:
             self.m.add(expr >= value if maximize else expr <= value)
         if full is None or not results:
             return None
+        solved = {r[0] for r in results}
+        for name, expr, scale, maximize in stages:
+            if name not in solved:  # no time left for it: the incumbent's value, nothing proven
+                results.append((name, _value(expr, full) * scale, math.inf if maximize else -math.inf, "feasible"))
         starts, counts, places = self._read(full)
         return TimeSolution(starts=starts, counts=counts, stages=results, deterministic=self.deterministic,
                             places=places, exact=self.exact)
@@ -439,7 +462,10 @@ def _light(prm: object) -> None:
 
 def _stage_weight(name: str) -> float:
     """Share of the deterministic budget a stage gets, relative to the others: the work levels twice the
-    tie-breaks (wait, replicas)."""
+    tie-breaks (wait, replicas). The last tie-break (the unweighted wait) gets none of its own: only what the
+    others leave (wall time and deterministic time), so it takes nothing from them."""
+    if name == "replica wait":
+        return 0.0
     return 1.0 if name in ("wait", "replicas") else STAGE_WEIGHT
 
 

@@ -2,8 +2,10 @@
 
 Objective (strict priority order, highest first): per priority, the GPU demand x time of the
 work that runs to completion by its deadline (by the horizon when there is none); then the
-demand-weighted wait, sum of demand x (start - release), over all workloads. Deadlines are
-hard, so every scheduled replica's work counts.
+demand-weighted wait, sum of demand x (start - release), over all workloads; then (tie-breaks)
+more replicas run, and the unweighted wait, sum of start - release over replicas in seconds (the
+only level at which a CPU-only replica's start counts). Deadlines are hard, so every scheduled
+replica's work counts.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ def work_units(items: Iterable[Item]) -> dict[int, int]:
 def wait_units(items: Iterable[Item]) -> int:
     """Demand-weighted wait (units x seconds) of replicas that are not already running."""
     return sum(it.d.units * max(0, it.start - it.w.release) for it in items if not it.running)
+
+
+def replica_wait_seconds(items: Iterable[Item]) -> int:
+    """Unweighted wait (seconds, summed over replicas) of replicas that are not already running: the
+    objective's last level, where a replica without GPU demand counts as much as any other."""
+    return sum(max(0, it.start - it.w.release) for it in items if not it.running)
 
 
 def max_units(p: Problem, w: Workload, kinds: list[list[int]] | None = None) -> int:
@@ -117,12 +125,13 @@ def energy_bound(p: Problem, horizon: int, step: int, caps: Mapping[int, int] | 
 
 
 def lex_key(p: Problem, items: list[Item], step: int) -> tuple[int, ...]:
-    """The objective as a tuple to maximise: guaranteed replicas on time, work per priority, minus the wait,
-    then (a tie-break, as for a plan) the replicas that run."""
+    """The objective as a tuple to maximise: guaranteed replicas on time, work per priority, minus the
+    demand-weighted wait, then the tie-breaks: the replicas that run (as for a plan), minus the unweighted
+    wait (:func:`replica_wait_seconds`)."""
     on_time = sum(1 for it in items if not it.running and it.w.sla == "guaranteed"
                   and it.start == ceil_to(it.w.release, step))
     work = work_units(items)
-    return (on_time, *(work[q] for q in p.priorities), -wait_units(items), len(items))
+    return (on_time, *(work[q] for q in p.priorities), -wait_units(items), len(items), -replica_wait_seconds(items))
 
 
 def lex_gap(obj: list[int], bound: list[int]) -> float:
@@ -187,7 +196,8 @@ def make_schedule(p: Problem, strategy: str, items: list[Item], unscheduled: lis
         metrics.update(extra_metrics)
     return Schedule(status=status, strategy=strategy, objective=tuple(gpu_hours(x) for x in obj),
                     bound=tuple(gpu_hours(x) for x in bvec), priorities=p.priorities, gap=lex_gap(obj, bvec),
-                    wait_gpu_h=gpu_hours(wait_units(items)), horizon_s=horizon, step_s=step,
+                    wait_gpu_h=gpu_hours(wait_units(items)), wait_replica_s=replica_wait_seconds(items),
+                    horizon_s=horizon, step_s=step,
                     solve_seconds=round(seconds, 4), seed=seed, assignments=assignments,
                     workloads=tuple(rows),
                     unscheduled=tuple(sorted(unscheduled, key=lambda u: order[u.workload])), metrics=metrics)

@@ -239,8 +239,10 @@ class WindowSearch:
         sub = self.sub_jobs(free, nodes) if free else None
         if not sub:
             return False, 0.0, True
+        # no unweighted-wait stage per neighbourhood (its wall time and unproven ends cost neighbourhoods; the
+        # key still counts it, and the search's result is compacted)
         tm = TimeModel([jb for jb in sub if jb.nodes], self.busy(set(free), nodes), self.caps, self.budgets,
-                       self.horizon, self.step, with_wait=self.wait)
+                       self.horizon, self.step, with_wait=self.wait, last_level=False)
         live = [j for j, jb in zip(free, sub, strict=True) if jb.nodes]
         hint = ([self.starts[j] for j in live], [self.counts[j] for j in live], [self.places[j] for j in live])
         sol = tm.solve(hint, budget, seed, workers, self.done())
