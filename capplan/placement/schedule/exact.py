@@ -20,7 +20,7 @@ from capplan.placement.core.fleet import kind_demands, node_kinds
 from capplan.placement.cpsat.schedule import TimeModel
 from capplan.placement.cpsat.schedule_jobs import TimeSolution
 from capplan.placement.cpsat.schedule_relax import EnergyItem, EnergyRelaxation, pooled
-from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, compact, diagnose
+from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, compact, diagnose, fill
 from capplan.placement.schedule.jobs import Jobs, job_busy, model_inputs, partial_nodes
 from capplan.placement.schedule.result import energy_bound, lex_key, make_schedule
 
@@ -241,8 +241,12 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
             moved = compact(p, horizon, step, items)
             if lex_key(p, moved, step) > lex_key(p, items, step):
                 items = moved
-    diag = diagnose(p, horizon, step, items, known)
     proven = sol is not None and sol.proven() and items is not heuristic
+    if known is None and not proven:  # a search or an unproven model may leave room a replica fits in
+        more = fill(p, horizon, step, items)
+        if lex_key(p, more, step) > lex_key(p, items, step):
+            items = more
+    diag = diagnose(p, horizon, step, items, known)
     exact = sol if sol is not None and sol.exact else None  # a stricter model's stage bounds prove nothing
     if bound is None:
         bound = combined_bound(p, horizon, step, exact, relaxed, relax=relax, relax_time=relax_time, seed=seed)

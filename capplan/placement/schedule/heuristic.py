@@ -186,7 +186,7 @@ class ListScheduler:
             return (f"needs {what}; the earliest room frees at {describe_seconds(t)}, so it would end at "
                     f"{describe_seconds(end)}, after the horizon {describe_seconds(self.horizon)}")
         return (f"needs {what}; room for some frees at {describe_seconds(t)} (to end at {describe_seconds(end)}), "
-                f"which this schedule leaves to other work; try --strategy cpsat or a longer horizon")
+                f"which this schedule leaves to other work; a longer time limit or horizon may fit it")
 
     def run(self, order: list[Workload] | None = None, late_above: int | None = None) -> list[Item]:
         """Schedule every workload in ``order`` (default :func:`schedule_order`); return all replicas.
@@ -292,6 +292,24 @@ def compact(p: Problem, horizon: int, step: int, items: list[Item]) -> list[Item
     return ls.tl.live()
 
 
+def fill(p: Problem, horizon: int, step: int, items: list[Item]) -> list[Item]:
+    """Add what still fits: every replica that does not run goes, workload by workload in
+    :func:`schedule_order`, to the earliest grid start at which it fits and ends in time (a gang all
+    together). Nothing scheduled moves, so the higher levels only gain: a search's or compaction's
+    final schedule can leave room a replica would fit in, and this takes it.
+    """
+    done: dict[str, set[int]] = {}
+    for it in items:
+        done.setdefault(it.w.name, set()).add(it.replica)
+    todo = [w for w in schedule_order(p) if len(done.get(w.name, ())) < w.replicas]
+    if not todo:
+        return items
+    ls = ListScheduler(p, horizon, step, [it for it in items if not it.running])
+    for w in todo:
+        ls.schedule(w)
+    return ls.tl.live()
+
+
 def _long_first(p: Problem) -> list[Workload]:
     inf = 1 << 62
     return sorted(p.workloads, key=lambda w: (w.sla != "guaranteed", -w.priority, -(w.duration or inf),
@@ -344,7 +362,7 @@ def best_list_schedule(p: Problem, horizon: int, step: int, time_limit: float) -
     then work per priority, then the smaller demand-weighted wait, more replicas, the smaller unweighted wait.
     The best is then compacted (:func:`compact`; a late variant's compacted form was tried already) if time
     allows: that changes no higher level (nor makes any wait longer) but starts work, CPU-only pods included,
-    earlier where the rest of the schedule leaves room.
+    earlier where the rest of the schedule leaves room; then :func:`fill` adds what fits in that room.
     """
     t0 = time.perf_counter()
     best: tuple[tuple[int, ...], list[Item], str] | None = None
@@ -365,11 +383,16 @@ def best_list_schedule(p: Problem, horizon: int, step: int, time_limit: float) -
         if spent * (runs + 2) / runs > time_limit:  # the next variant would likely not finish in time
             break
     assert best is not None
-    if ", late" not in best[2] and (time.perf_counter() - t0) * (runs + 1) / runs <= time_limit:  # late: done
-        moved = compact(p, horizon, step, best[1])
-        key = lex_key(p, moved, step)
+    if (time.perf_counter() - t0) * (runs + 1) / runs <= time_limit:
+        if ", late" not in best[2]:  # a late variant's compacted form was tried already
+            moved = compact(p, horizon, step, best[1])
+            key = lex_key(p, moved, step)
+            if key > best[0]:
+                best = (key, moved, f"{best[2]}, compacted")
+        more = fill(p, horizon, step, best[1])  # compaction may have left room for what did not run
+        key = lex_key(p, more, step)
         if key > best[0]:
-            best = (key, moved, f"{best[2]}, compacted")
+            best = (key, more, f"{best[2]}, filled")
     return best[1], best[2]
 
 
