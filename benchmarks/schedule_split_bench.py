@@ -21,15 +21,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from schedule_bench import SIZES, generate  # noqa: E402
+from schedule_bench import SIZES, generate
 
-from capplan.io.files import write_text_atomic  # noqa: E402
-from capplan.io.scenario import problem_from_data  # noqa: E402
-from capplan.model.validate_schedule import assert_valid_schedule  # noqa: E402
-from capplan.placement.cpsat.schedule_split import rack_parts, split_schedule  # noqa: E402
-from capplan.placement.schedule.heuristic import diagnose  # noqa: E402
-from capplan.placement.schedule.jobs import Jobs, model_inputs  # noqa: E402
-from capplan.placement.schedule.result import make_schedule  # noqa: E402
+from capplan.io.files import write_text_atomic
+from capplan.io.scenario import problem_from_data
+from capplan.model.validate_schedule import assert_valid_schedule
+from capplan.placement.cpsat.schedule_split import rack_parts, split_schedule
+from capplan.placement.schedule.heuristic import diagnose
+from capplan.placement.schedule.jobs import Jobs, model_inputs
+from capplan.placement.schedule.result import make_schedule
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,9 +44,10 @@ PHASE1_DETERMINISTIC = 0.2
 
 
 def _feasible(m: cp_model.CpModel, budget: float, seed: int, workers: int,
-              deterministic: float | None = None) -> tuple[bool, list[int]]:
+              deterministic: float | None = None) -> tuple[bool | None, list[int]]:
     """Solve ``m`` (no objective) within ``budget`` wall seconds and ``deterministic`` seconds of CP-SAT's
-    deterministic clock (default: its usual share of the budget)."""
+    deterministic clock (default: its usual share of the budget): (True, solution), (False, []) when
+    proven infeasible, (None, []) when nothing was found in time."""
     solver = cp_model.CpSolver()
     prm = solver.parameters
     prm.max_time_in_seconds = max(0.05, budget)
@@ -56,8 +57,10 @@ def _feasible(m: cp_model.CpModel, budget: float, seed: int, workers: int,
     status = solver.solve(m)
     log.info("split: %s, wall %.2f s, deterministic %.2f", solver.status_name(status), solver.wall_time,
              solver.response_proto.deterministic_time)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    if status == cp_model.INFEASIBLE:
         return False, []
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None, []
     return True, list(solver.response_proto.solution)
 
 
@@ -90,16 +93,24 @@ def split_schedule(jobs: Sequence[Job], busy: list[Busy], nodes: list[NodeCap], 
     _force(relaxed, range(len(sub)), [where[j] for j in on_time if j in where])
     size = max(part, default=-1) + 1
     most = -(-int(BALANCE * len(sub)) // max(1, size))
+    balanced = relaxed.m.new_bool_var("balanced")
     for g in range(size):  # spread the jobs: the part that gets most of them is the hard one in phase 2
         lits = [ps[g] for ps in relaxed.pres if g in ps]
         if len(lits) > most:
-            relaxed.m.add(sum(lits) <= most)
-    ok, full, tried = False, [], 0
+            relaxed.m.add(sum(lits) <= most).only_enforce_if(balanced)
+    relaxed.m.add_assumptions([balanced])
+    ok: bool | None = None
+    full: list[int] = []
+    tried = 0
     while not ok and tried < tries and time.perf_counter() - t0 < PHASE1_SHARE * time_limit:
         # heavy-tailed: a seed either finds a split soon or wanders; restart with the next seed
         left = PHASE1_SHARE * time_limit - (time.perf_counter() - t0)
         ok, full = _feasible(relaxed.m, left, seed + tried, workers, PHASE1_DETERMINISTIC)
         tried += 1
+        if ok is False:
+            if not relaxed.m.proto.assumptions:
+                return None  # the pooled model by part has no room for every forced job
+            relaxed.m.clear_assumptions()
     if not ok:
         return None
     p_starts, p_counts, _ = relaxed._read(full)
