@@ -22,6 +22,7 @@ from capplan.placement.cpsat.schedule_relax import EnergyItem, EnergyRelaxation,
 from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, compact, diagnose
 from capplan.placement.schedule.jobs import Jobs, job_busy, model_inputs, partial_nodes
 from capplan.placement.schedule.result import eligible, energy_bound, lex_key, make_schedule, node_kinds
+from capplan.placement.schedule.split import pooled_runs_all, split_all
 
 __all__ = ["Jobs", "combined_bound", "job_busy", "model_inputs", "partial_nodes", "relaxation", "schedule_cpsat",
            "unsupported"]
@@ -34,6 +35,8 @@ LNS_HINT_SHARE = 0.1
 RELAXED_SHARE = 0.15
 #: Share of the time limit (at most 10 s) for the energy relaxation's bound (:func:`relaxation`).
 BOUND_SHARE = 0.05
+#: Share of the time left given to the rack split when the pooled relaxation runs all the work (:mod:`.split`).
+SPLIT_SHARE = 0.5
 #: Share of the time limit kept, at time-order-sweep scale, for the reasons and the validator after the search.
 POST_SHARE = 0.35
 #: Above this many optional intervals (jobs x candidate nodes), the full time model is replaced by
@@ -225,6 +228,12 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
     elif jobs.jobs and left > 0.1:
         if known is not None:  # reasons and the validator take seconds on thousands of replicas
             left -= POST_SHARE * time_limit
+        elif pooled_runs_all(jobs, relaxed):  # the bound is all the work: try to run it all at once
+            began = time.perf_counter()
+            split = split_all(p, jobs, (caps, budgets, busy), SPLIT_SHARE * left, seed, workers)
+            if split is not None and lex_key(p, split, step) > lex_key(p, items, step):
+                items = split
+            left -= time.perf_counter() - began
         items, extra = improve(p, jobs, items, horizon, step, left, seed, workers, (caps, budgets, busy))
         strategy = "cpsat-lns"
         if known is None:  # the search's windows may leave work that could start earlier
