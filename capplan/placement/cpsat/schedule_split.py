@@ -6,8 +6,10 @@ feasibility problem, but at 200 workloads on 32 nodes CP-SAT found nothing in 12
 the scheduling benchmark, docs/benchmarks-schedule.md). Split it in two phases instead:
 
 1. the *pooled model by part* (:func:`capplan.placement.cpsat.schedule_relax.pooled`: each part one
-   node with its GPUs, CPU and memory pooled, a power-capped part at the GPUs its budget runs, a gang
-   that needs a rack in one part) with every forced job present: which part each job uses, and when;
+   node with its GPUs pooled, a power-capped part at the GPUs its budget runs, a gang that needs a rack
+   in one part; CPU and memory left to phase 2) with every forced job present, and no part given more
+   than :data:`BALANCE` times an even share of the jobs while that leaves room: which part each job
+   uses, and when;
 2. per part, the full time model over the part's nodes with the jobs phase 1 put there, every one
    present, each in its own time window (a gang that phase 1 spread over parts keeps phase 1's start
    and its replicas per part).
@@ -27,15 +29,16 @@ from dataclasses import replace
 from ortools.sat.python import cp_model
 
 from capplan.placement.cpsat.schedule import DETERMINISTIC_SHARE, TimeModel
-from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, Place, TimeSolution
+from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, TimeSolution
 from capplan.placement.cpsat.schedule_relax import pooled
 
 log = logging.getLogger(__name__)
 
+_UNBOUNDED = 1 << 50
 #: Most jobs phase 1 puts in one part, as a multiple of an even share.
 BALANCE = 1.25
-#: Share of the time limit phase 1 may use, over at most :data:`PHASE1_TRIES` seeds.
-PHASE1_SHARE = 0.5
+#: Wall share of the time limit one phase-1 try may use, and the most tries (phase 1, then phase 2).
+PHASE1_SHARE = 0.4
 PHASE1_TRIES = 4
 #: Deterministic seconds per phase-1 try. CP-SAT's deterministic clock runs slowly on this model: on the
 #: benchmark's 200 workloads it found a split after 0.04-0.15 deterministic s (3-7 s of CPU), and seeds
@@ -71,57 +74,32 @@ def _force(tm: TimeModel, force: Collection[int], on_time: Collection[int]) -> N
         tm.m.add(tm.k[j] == tm.jobs[j].earliest // tm.step)
 
 
-def split_schedule(jobs: Sequence[Job], busy: list[Busy], nodes: list[NodeCap], budgets: list[int], horizon: int,
-                   step: int, part: list[int], part_gpus: list[int], force: Collection[int],
-                   on_time: Collection[int] = (), time_limit: float = 60.0, seed: int = 0,
-                   workers: int = 1, tries: int = PHASE1_TRIES) -> TimeSolution | None:
-    """A schedule of the full time model in which every job of ``force`` runs, or None if none was found.
-
-    ``part[n]``: the part of node ``n`` (parts must not share a power budget); ``part_gpus[g]``: the most
-    GPUs part ``g`` runs at once (its budget's cap). Jobs of ``on_time`` (a subset of ``force``) start
-    at their earliest start. Jobs outside ``force`` are left out. The time limit covers both phases; both
-    stop on CP-SAT's deterministic clock (:data:`DETERMINISTIC_SHARE` of their wall budget) as well, so a
-    seed gives the same result unless the wall clock stops a phase first. Phase 1 takes at most
-    :data:`PHASE1_SHARE` of the limit, over up to ``tries`` seeds (``seed``, ``seed + 1``, ...). No stage
-    values or bounds: it proves nothing when it fails.
-    """
-    t0 = time.perf_counter()
-    chosen = sorted(set(force))
-    sub = [jobs[j] for j in chosen]
-    where = {j: i for i, j in enumerate(chosen)}
-    relaxed = pooled(sub, busy, nodes, horizon, step, part=part, gpus=part_gpus)
-    _force(relaxed, range(len(sub)), [where[j] for j in on_time if j in where])
+def _phase1(sub: list[Job], busy: list[Busy], nodes: list[NodeCap], horizon: int, step: int, part: list[int],
+            part_gpus: list[int], on_time: list[int], balance: bool) -> TimeModel:
+    """The pooled model by part with every job of ``sub`` present (GPUs only: pooled CPU and memory
+    cumulatives made it about twice as slow on the benchmark; phase 2 keeps every node's CPU and memory)."""
+    loose = [replace(c, cpu=_UNBOUNDED, mem=_UNBOUNDED) for c in nodes]
+    relaxed = pooled(sub, busy, loose, horizon, step, part=part, gpus=part_gpus)
+    _force(relaxed, range(len(sub)), on_time)
     size = max(part, default=-1) + 1
     most = -(-int(BALANCE * len(sub)) // max(1, size))
-    balanced = relaxed.m.new_bool_var("balanced")
-    for g in range(size):  # spread the jobs: the part that gets most of them is the hard one in phase 2
+    for g in range(size) if balance else ():  # the part with most of the jobs is the hard one in phase 2
         lits = [ps[g] for ps in relaxed.pres if g in ps]
         if len(lits) > most:
-            relaxed.m.add(sum(lits) <= most).only_enforce_if(balanced)
-    relaxed.m.add_assumptions([balanced])
-    ok: bool | None = None
-    full: list[int] = []
-    tried = 0
-    while not ok and tried < tries and time.perf_counter() - t0 < PHASE1_SHARE * time_limit:
-        # heavy-tailed: a seed either finds a split soon or wanders; restart with the next seed
-        left = PHASE1_SHARE * time_limit - (time.perf_counter() - t0)
-        ok, full = _feasible(relaxed.m, left, seed + tried, workers, PHASE1_DETERMINISTIC)
-        tried += 1
-        if ok is False:
-            if not relaxed.m.proto.assumptions:
-                return None  # the pooled model by part has no room for every forced job
-            relaxed.m.clear_assumptions()
-    if not ok:
-        return None
-    p_starts, p_counts, _ = relaxed._read(full)
+            relaxed.m.add(sum(lits) <= most)
+    return relaxed
+
+
+def _phase2(sub: list[Job], chosen: list[int], p_starts: list[int | None], p_counts: list[dict[int, int]],
+            busy: list[Busy], nodes: list[NodeCap], budgets: list[int], horizon: int, step: int, part: list[int],
+            on_time: set[int], deadline: float, seed: int, workers: int, out: TimeSolution) -> bool | None:
+    """Phase 2 part by part into ``out`` (indexed like the caller's jobs): True when every part has a
+    schedule, False when one part proved to have none, None when time ran out."""
+    size = max(part, default=-1) + 1
     members: list[list[int]] = [[] for _ in range(size)]
     for i, cs in enumerate(p_counts):
         for g in cs:
             members[g].append(i)
-    starts: list[int | None] = [None] * len(jobs)
-    counts: list[dict[int, int]] = [{} for _ in jobs]
-    places: list[dict[int, list[Place]]] = [{} for _ in jobs]
-    exact = True
     order = sorted(range(size), key=lambda g: len(members[g]))  # small parts first: the rest flows to the large
     for done, g in enumerate(order):
         mine = members[g]
@@ -141,19 +119,62 @@ def split_schedule(jobs: Sequence[Job], busy: list[Busy], nodes: list[NodeCap], 
             local.append(cut)
         tm = TimeModel(local, busy, nodes, budgets, horizon, step, with_wait=False)
         _force(tm, range(len(local)), [k for k, i in enumerate(mine) if chosen[i] in on_time])
-        left = time_limit - (time.perf_counter() - t0)
         weight = len(mine) / sum(len(members[h]) for h in order[done:])
-        ok, full = _feasible(tm.m, left * weight, seed, workers)
+        ok, full = _feasible(tm.m, (deadline - time.perf_counter()) * weight, seed, workers)
         if not ok:
-            return None
-        exact = exact and tm.exact
+            return ok
+        out.exact = out.exact and tm.exact
         s, c, pl = tm._read(full)
         for k, i in enumerate(mine):
             j = chosen[i]
-            starts[j] = s[k]
-            counts[j] = {**counts[j], **c[k]}
-            places[j] = {**places[j], **pl[k]}
-    return TimeSolution(starts=starts, counts=counts, places=places, exact=exact)
+            out.starts[j] = s[k]
+            out.counts[j] = {**out.counts[j], **c[k]}
+            out.places[j] = {**out.places[j], **pl[k]}
+    return True
+
+
+def split_schedule(jobs: Sequence[Job], busy: list[Busy], nodes: list[NodeCap], budgets: list[int], horizon: int,
+                   step: int, part: list[int], part_gpus: list[int], force: Collection[int],
+                   on_time: Collection[int] = (), time_limit: float = 60.0, seed: int = 0,
+                   workers: int = 1, tries: int = PHASE1_TRIES) -> TimeSolution | None:
+    """A schedule of the full time model in which every job of ``force`` runs, or None if none was found.
+
+    ``part[n]``: the part of node ``n`` (parts must not share a power budget); ``part_gpus[g]``: the most
+    GPUs part ``g`` runs at once (its budget's cap). Jobs of ``on_time`` (a subset of ``force``) start
+    at their earliest start. Jobs outside ``force`` are left out. Up to ``tries`` times (seeds ``seed``,
+    ``seed + 1``, ...), phase 1 then phase 2; a phase-1 try stops at :data:`PHASE1_DETERMINISTIC` s of
+    CP-SAT's deterministic clock, phase 2 at :data:`DETERMINISTIC_SHARE` of its wall budget, so a seed
+    gives the same result unless the wall clock (``time_limit`` for everything) stops a phase first.
+    No stage values or bounds: it proves nothing when it fails.
+    """
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    chosen = sorted(set(force))
+    sub = [jobs[j] for j in chosen]
+    where = {j: i for i, j in enumerate(chosen)}
+    mine = [where[j] for j in on_time if j in where]
+    balance = True
+    relaxed = _phase1(sub, busy, nodes, horizon, step, part, part_gpus, mine, balance)
+    for tried in range(tries):
+        if time.perf_counter() > deadline - 0.1:
+            break
+        # heavy-tailed: a seed either finds a split soon or wanders; restart with the next seed
+        ok, full = _feasible(relaxed.m, min(deadline - time.perf_counter(), PHASE1_SHARE * time_limit),
+                             seed + tried, workers, PHASE1_DETERMINISTIC)
+        if ok is False:  # no room with every job: only the balance could be at fault
+            if not balance:
+                return None
+            balance = False
+            relaxed = _phase1(sub, busy, nodes, horizon, step, part, part_gpus, mine, balance)
+            continue
+        if not ok:
+            continue
+        p_starts, p_counts, _ = relaxed._read(full)
+        out = TimeSolution(starts=[None] * len(jobs), counts=[{} for _ in jobs], places=[{} for _ in jobs])
+        if _phase2(sub, chosen, p_starts, p_counts, busy, nodes, budgets, horizon, step, part, set(on_time),
+                   deadline, seed, workers, out):
+            return out
+    return None
 
 
 def rack_parts(nodes: list[NodeCap], budgets: list[int], domain_of: list[str]) -> tuple[list[int], list[int]] | None:

@@ -36,7 +36,7 @@ RELAXED_SHARE = 0.15
 #: Share of the time limit (at most 10 s) for the energy relaxation's bound (:func:`relaxation`).
 BOUND_SHARE = 0.05
 #: Share of the time left given to the rack split when the pooled relaxation runs all the work (:mod:`.split`).
-SPLIT_SHARE = 0.5
+SPLIT_SHARE = 0.6
 #: Share of the time limit kept, at time-order-sweep scale, for the reasons and the validator after the search.
 POST_SHARE = 0.35
 #: Above this many optional intervals (jobs x candidate nodes), the full time model is replaced by
