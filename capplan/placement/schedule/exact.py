@@ -35,7 +35,8 @@ LNS_HINT_SHARE = 0.1
 RELAXED_SHARE = 0.15
 #: Share of the time limit (at most 10 s) for the energy relaxation's bound (:func:`relaxation`).
 BOUND_SHARE = 0.05
-#: Share of the time left given to the rack split when the pooled relaxation runs all the work (:mod:`.split`).
+#: Share of the time left given to the rack split (one worker: it did better than two on a loaded machine)
+#: when the pooled relaxation runs all the work (:mod:`.split`).
 SPLIT_SHARE = 0.6
 #: Share of the time limit kept, at time-order-sweep scale, for the reasons and the validator after the search.
 POST_SHARE = 0.35
@@ -230,11 +231,13 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
             left -= POST_SHARE * time_limit
         elif pooled_runs_all(jobs, relaxed):  # the bound is all the work: try to run it all at once
             began = time.perf_counter()
-            split = split_all(p, jobs, (caps, budgets, busy), SPLIT_SHARE * left, seed, workers)
+            split = split_all(p, jobs, (caps, budgets, busy), SPLIT_SHARE * left, seed, 1)
             if split is not None and lex_key(p, split, step) > lex_key(p, items, step):
                 items = split
             left -= time.perf_counter() - began
-        items, extra = improve(p, jobs, items, horizon, step, left, seed, workers, (caps, budgets, busy))
+            extra["split"] = split is not None
+        items, more = improve(p, jobs, items, horizon, step, left, seed, workers, (caps, budgets, busy))
+        extra.update(more)
         strategy = "cpsat-lns"
         if known is None:  # the search's windows may leave work that could start earlier
             moved = compact(p, horizon, step, items)
