@@ -9,7 +9,8 @@ with a power budget), workloads of 1/2/4/8 whole GPUs, 2-4 node gangs that need 
 pods, MIG slices and GPU shares (medium and large), durations from 15 minutes to 12 hours
 (stretched with the horizon: x7 over 7 days), releases over the first half of the horizon,
 deadlines on a third, two priorities and a guaranteed few; ``large-whole`` is ``large`` without MIG
-and shares; ``small-mig`` is a small fleet with them (150 workloads, 24 nodes, 24 h). Targets (issue
+and shares; ``small-mig`` is a small fleet with them (150 workloads, 24 nodes, 24 h), ``small-mig-preset``
+the same with preset GPU modes on three nodes of four (:data:`PRESETS`). Targets (issue
 17): ``small`` (200 workloads, 32 nodes, 24 h) proven optimal or within 2% in 60 s; ``large``
 (5,000 workloads, 1,000 nodes, 7 d) a valid schedule within 60 s with its gap. Each run is validated by the independent
 validator (``capplan.schedule`` does it before returning).
@@ -32,7 +33,20 @@ SIZES: dict[str, dict[str, Any]] = {
     "large": dict(racks=125, workloads=5000, horizon_h=168, seeds=(1,), mixed=True),
     "large-whole": dict(racks=125, workloads=5000, horizon_h=168, seeds=(1,), mixed=False),
     "small-mig": dict(racks=3, workloads=150, horizon_h=24, seeds=(1, 2, 3), mixed=True),
+    "small-mig-preset": dict(racks=3, workloads=150, horizon_h=24, seeds=(1, 2, 3), mixed=True, presets=True),
 }
+#: ``small-mig-preset``: the ``k``-th node of each rack gets the ``k % 4``-th of these preset GPU modes (the
+#: workloads are those of ``small-mig``): MIG layouts of two 3g.40gb or seven 1g.10gb, MIG without a layout,
+#: shared GPUs, whole GPUs.
+PRESETS: list[list[dict[str, Any]]] = [
+    [{"gpus": [0, 1], "mode": "mig",
+      "layout": [{"profile": "3g.40gb", "start": 0}, {"profile": "3g.40gb", "start": 4}]},
+     {"gpus": [2, 3], "mode": "shared"}, {"gpus": [4, 5, 6, 7], "mode": "whole"}],
+    [{"gpus": [0], "mode": "mig", "layout": [{"profile": "1g.10gb", "start": i} for i in range(7)]},
+     {"gpus": [1, 2], "mode": "mig"}],
+    [{"gpus": "all", "mode": "whole"}],
+    [],
+]
 MODELS = [("H100-SXM5-80GB", 224, 2048), ("A100-SXM4-80GB", 128, 1024)]
 
 
@@ -46,6 +60,10 @@ def generate(size: str, seed: int) -> dict[str, Any]:
         model, cpu, mem = MODELS[r % len(MODELS)]
         rack: dict[str, Any] = {"name": f"r{r + 1}", "nodes": [
             {"name": f"r{r + 1}n{k + 1}", "gpu": model, "gpus": 8, "cpu": cpu, "memory_gib": mem} for k in range(8)]}
+        if cfg.get("presets"):
+            for k, node in enumerate(rack["nodes"]):
+                if PRESETS[k % len(PRESETS)]:
+                    node["gpu_modes"] = PRESETS[k % len(PRESETS)]
         if r % 4 == 1:
             rack["power_kw"] = 40 if model.startswith("H100") else 22
         racks.append(rack)

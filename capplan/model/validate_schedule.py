@@ -17,7 +17,8 @@ from capplan.model.plan import Assignment
 from capplan.model.problem import Node, Problem, Workload
 from capplan.model.schedule import Schedule, TimedAssignment
 from capplan.model.units import UNITS_PER_GPU
-from capplan.model.validate import _check_groups, _shape, check_assignments, check_claims, check_coverage
+from capplan.model.validate import check_claims, check_coverage
+from capplan.model.validate_rules import check_assignments, check_groups, check_shape
 
 _TOL = 1e-5
 
@@ -105,7 +106,7 @@ def _check_instants(p: Problem, placed: dict[tuple[str, int], TimedAssignment]) 
 
 
 def _units(p: Problem, w: Workload, a: TimedAssignment, nodes: dict[str, Node]) -> int:
-    return _shape(p, w, _space(a), nodes[a.node])[1]
+    return check_shape(p, w, _space(a), nodes[a.node])[1]
 
 
 def _check_summary(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedAssignment]) -> list[str]:
@@ -184,7 +185,7 @@ def check_schedule(p: Problem, s: Schedule) -> list[str]:
     placed = check_coverage(p, s.assignments, [(u.workload, u.replicas) for u in s.unscheduled],
                             ("scheduled", "unscheduled"), v)
     v.extend(_check_times(p, s, placed))
-    v.extend(_check_groups(p, {k: _space(a) for k, a in placed.items()}))
+    v.extend(check_groups(p, {k: _space(a) for k, a in placed.items()}))
     v.extend(_check_instants(p, placed))
     v.extend(_check_summary(p, s, placed))
     return v

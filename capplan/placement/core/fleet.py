@@ -25,6 +25,28 @@ KIND_MODE = {"whole": WHOLE, "fraction": SHARED, "mig": MIG}
 UNLIMITED_W = np.iinfo(np.int64).max // 4
 
 
+def node_kinds(p: Problem) -> list[list[int]]:
+    """The cluster's nodes grouped by what :meth:`Problem.can_host` looks at (GPU model and count, MIG
+    strategy and preset profile): one call per group answers for all its nodes."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for i, n in enumerate(p.cluster.nodes):
+        key = (n.gpu_model if n.gpus else None, n.gpus, n.mig_strategy, n.single_profile)
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
+def kind_demands(p: Problem, w: Workload, kinds: list[list[int]] | None = None) -> list[tuple[Demand, list[int]]]:
+    """Where ``w`` may ever go: its demand on each kind of node (:func:`node_kinds`) that can host it,
+    with those nodes in cluster order. The one eligibility rule of the planners and the scheduler."""
+    nodes = p.cluster.nodes
+    out = []
+    for group in kinds if kinds is not None else node_kinds(p):
+        d = p.can_host(w, nodes[group[0]])
+        if d is not None:
+            out.append((d, group))
+    return out
+
+
 class FleetArrays:
     """Nodes, GPU slots, models, preset modes, power and topology domains as arrays, and each workload
     shape's eligible nodes (cached).
@@ -54,6 +76,8 @@ class FleetArrays:
                     self.layouts[(i, gm.gpu)] = gm.layout
         self._init_power(problem)
         self._init_domains(problem)
+        #: Nodes grouped by what :meth:`Problem.can_host` looks at (see :func:`node_kinds`).
+        self.kinds = node_kinds(problem)
         self._eligible: dict[object, tuple[np.ndarray, dict[str | None, Demand], list[Demand | None]]] = {}
 
     def _init_models(self, p: Problem) -> None:
@@ -122,15 +146,9 @@ class FleetArrays:
         if hit is None:
             per_model: dict[str | None, Demand] = {}
             parts = []
-            for m, idx in self.model_nodes.items():
-                d = self.p.model_demand(w, m)
-                if d is None:
-                    continue
-                per_model[m] = d
-                if d.kind == "mig" and (self.p.single_mig or w.mig_strategy != "mixed"):  # per-node MIG strategies
-                    nodes_ = self.p.cluster.nodes
-                    idx = idx[np.array([self.p.can_host(w, nodes_[i]) is not None for i in idx], dtype=bool)]
-                parts.append(idx[self.gpu_count[idx] >= d.gpus] if d.kind == "whole" else idx)
+            for d, group in kind_demands(self.p, w, self.kinds):
+                per_model[self.model_of[group[0]]] = d
+                parts.append(group)
             nodes = np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
             hit = self._eligible[key] = (nodes, per_model, [per_model.get(m) for m in self.model_names])
         return hit

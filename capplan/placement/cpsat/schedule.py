@@ -64,8 +64,9 @@ class TimeModel:
     """The CP-SAT model over jobs, built once and solved in stages."""
 
     def __init__(self, jobs: list[Job], busy: list[Busy], nodes: list[NodeCap], budgets: list[int],
-                 horizon: int, step: int, with_wait: bool = True) -> None:
+                 horizon: int, step: int, with_wait: bool = True, exact_power: bool = True) -> None:
         self.jobs, self.horizon, self.step = jobs, horizon, step
+        self.exact_power = exact_power  # False: a slice or share draws a full TDP of its own (stricter, smaller)
         self.with_wait = with_wait
         self.deterministic = 0.0
         m = self.m = cp_model.CpModel()
@@ -193,15 +194,21 @@ class TimeModel:
                 for d in cap.power:
                     power[d].extend((u.iv, u.cnt * (u.per[0] * cap.tdp), u.most * u.per[0] * cap.tdp)
                                     for u in both if u.per[0])
-        # A MIG slice or share makes its GPU draw its TDP; several on one GPU draw it once. Fixed ones are
-        # merged per GPU (exact); each free one is charged the full TDP, stricter than the rule when it
-        # shares its GPU, so a model where such a budget can bind is marked inexact.
+        # A MIG slice or share makes its GPU draw its TDP; several on one GPU draw it once: exactly (pieces of
+        # each GPU's busy time, schedule_gpu.GpuLevel.power_uses) on the nodes under a budget that could bind
+        # if each slice drew a TDP, else each free one a full TDP (stricter: the model is then inexact).
+        load = [sum(e[2] for e in entries) for entries in power]
+        uses = self.gpu.partial_uses()
+        for n, count in uses.items():
+            for d in nodes[n].power:
+                load[d] += count * nodes[n].tdp
+        tight = {n for n in uses if nodes[n].tdp and any(load[d] > budgets[d] for d in nodes[n].power)}
         partial: set[int] = set()
-        for n, iv, free in [*self.gpu.power, *((n, iv, False) for n, iv in self.gpu.fixed_power())]:
+        for n, iv, stricter in self.gpu.power_uses(tight if self.exact_power else set()):
             cap = nodes[n]
             for d in cap.power if cap.tdp else ():
                 power[d].append((iv, cap.tdp, cap.tdp))
-                if free:
+                if stricter:
                     partial.add(d)
         for d, entries in enumerate(power):
             if sum(e[2] for e in entries) > budgets[d]:
@@ -279,6 +286,8 @@ class TimeModel:
                 m.add_hint(v, cs.get(n, 0))
                 if v is not self.pres[j][n]:
                     m.add_hint(self.pres[j][n], cs.get(n, 0) > 0)
+        if places is not None:
+            self.gpu.hint_power()
 
     def _complete(self, budget: float, seed: int) -> list[int] | None:
         """Complete the current (partial) hint to a full assignment of every variable, or None."""

@@ -16,9 +16,16 @@ MIG, a start on the memory-slice axis among its profile's allowed starts; a whol
 * at most ``max_count`` instances of a profile and ``compute`` compute slices (cumulatives, where
   they could bind).
 
-Symmetry: the GPUs of a node without fixed use are interchangeable, so the ``i``-th job (in model
-order) that may use a node takes GPUs below the GPUs its predecessors could take plus its own;
-a hint is relabelled the same way.
+Preset GPU modes (:class:`~capplan.placement.cpsat.schedule_jobs.NodeCap` ``takes``/``mig_starts``): a
+job uses only the GPUs that take its kind, and a MIG slice on a GPU with a preset layout only that
+layout's starts.
+
+Symmetry: the GPUs of one preset class on a node without fixed use are interchangeable, so the
+``i``-th job (in model order) that may use a node takes GPUs of a class below the GPUs its
+predecessors could take there plus its own; a hint is relabelled the same way.
+
+Power: :meth:`GpuLevel.power_uses` gives the intervals that draw a TDP for the slices and shares,
+exact (each GPU's busy time cut into pieces) on the nodes under a budget that could bind.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ortools.sat.python import cp_model
+from ortools.sat.python import cp_model, cp_model_helper
 
 from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, Place
 
@@ -51,10 +58,34 @@ class _Item:
     max_count: int = 0
     tenant: str = ""
     tenant_isolated: bool = False
+    lit: cp_model.IntVar | None = None  # presence (None: fixed)
+    begin: cp_model.LinearExprT = 0  # start and end (variables of the job's start, or constants when fixed)
+    finish: cp_model.LinearExprT = 0
 
 
 def _meet(a: _Item, b: _Item) -> bool:
     return not (a.fixed and b.fixed) and a.lo < b.hi and b.lo < a.hi
+
+
+def _may_cover(a: _Item, b: _Item) -> bool:
+    """Use ``a`` may run over the start of use ``b`` on one GPU (see :meth:`GpuLevel.power_uses`): their
+    windows meet and the kinds may run at once (a MIG instance and a share never do)."""
+    kinds = {a.kind, b.kind}
+    if "fixed" in kinds:  # a merged span of fixed slices and shares
+        return a.lo < b.hi and b.lo < a.hi
+    return len(kinds) == 1 and _meet(a, b)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """The piece of use ``use`` of one GPU drawing its TDP (see :meth:`GpuLevel.power_uses`): its start ``t``,
+    size, whether it starts after the use (``gap``) and, per earlier use that may cover the gap, a literal."""
+
+    use: int
+    t: cp_model.IntVar
+    size: cp_model.IntVar
+    gap: cp_model.IntVar
+    by: dict[int, cp_model.IntVar]
 
 
 class GpuLevel:
@@ -69,14 +100,37 @@ class GpuLevel:
         self.power: list[tuple[int, cp_model.IntervalVar, bool]] = []  # (node, interval, free) drawing one TDP
         fixed_nodes = {b.node for b in busy if nodes[b.node].per_gpu}
         self.symmetric = {n for n, c in enumerate(nodes) if c.per_gpu and n not in fixed_nodes}
-        self.prefix: dict[int, int] = defaultdict(int)
+        self.classes = {n: c.classes() for n, c in enumerate(nodes) if c.per_gpu}
+        self.class_of = {n: {g: k for k, cls in enumerate(classes) for g in cls} for n, classes in self.classes.items()}
+        self.class_id = {(n, k): i for i, (n, k) in enumerate((n, k) for n, cl in self.classes.items()
+                                                               for k in range(len(cl)))}
+        self.prefix: dict[tuple[int, int], int] = defaultdict(int)  # (node, GPU class) -> GPUs earlier jobs may take
         self.intervals = 0
         self._full: dict[int, cp_model.IntervalVar] = {}
+        self.pieces: list[tuple[list[_Item], list[_Piece]]] = []  # per GPU with power pieces: its uses, pieces
 
     def _full_y(self, slices: int) -> cp_model.IntervalVar:
         if slices not in self._full:
             self._full[slices] = self.m.new_fixed_size_interval_var(0, slices, f"all{slices}")
         return self._full[slices]
+
+    def _usable(self, n: int, kind: str, most: int, base: dict[tuple[int, int], int] | None = None) -> list[int]:
+        """GPUs of node ``n`` a job of ``kind`` that takes at most ``most`` GPUs of a class may use: in each
+        class of GPUs that take ``kind``, on a symmetric node only the first ``most`` past what earlier jobs
+        could take (``base``: the prefix before this job; without it, the prefix grows by ``most``)."""
+        cap = self.nodes[n]
+        out: list[int] = []
+        for c, cls in enumerate(self.classes[n]):
+            if not cap.takes_kind(cls[0], kind):
+                continue
+            if n in self.symmetric:
+                before = (base if base is not None else self.prefix).get((n, c), 0)
+                out += cls[:before + most]
+                if base is None:
+                    self.prefix[(n, c)] += most
+            else:
+                out += cls
+        return out
 
     def add_job(self, j: int, jb: Job, start: cp_model.LinearExprT, lo: int, hi: int,
                 counts: dict[int, cp_model.IntVar], present: cp_model.IntVar) -> None:
@@ -98,11 +152,9 @@ class GpuLevel:
             for n, cnt in nodes.items():
                 cap = self.nodes[n]
                 most = min(jb.replicas, cap.gpus // jb.gpus) * jb.gpus
-                limit = min(cap.gpus, self.prefix[n] + most) if n in self.symmetric else cap.gpus
-                self.prefix[n] += most
                 mine = []
                 whole_y = self._full_y(cap.slices) if cap.slices else None
-                for g in range(limit):
+                for g in self._usable(n, "whole", most):
                     b = lits[(n, g)] = m.new_bool_var(f"b{j}_{n}_{g}")
                     mine.append(b)
                     self.items[(n, g)].append(_Item(interval(b, f"g{j}_{n}_{g}"), whole_y, "whole", lo, hi, False))
@@ -117,29 +169,40 @@ class GpuLevel:
             begin: dict[int, cp_model.LinearExprT] = {}
             for n in nodes:
                 cap = self.nodes[n]
-                limit = min(cap.gpus, base.get(n, 0) + r + 1) if n in self.symmetric else cap.gpus
                 spec = jb.mig[where[n]] if jb.kind == "mig" else None
+                gpus = self._usable(n, jb.kind, r + 1, base)
+                allowed = {g: cap.starts_on(g, spec) for g in gpus} if spec is not None else {}
+                if spec is not None:
+                    gpus = [g for g in gpus if allowed[g]]
+                if not gpus:
+                    continue
                 y: cp_model.IntervalVar | None = None
                 if spec is not None:
-                    if len(spec.starts) == 1:
-                        begin[n] = spec.starts[0]
+                    values = sorted({s for g in gpus for s in allowed[g]})
+                    if len(values) == 1:
+                        begin[n] = values[0]
                     else:
-                        begin[n] = m.new_int_var_from_domain(cp_model.Domain.from_values(spec.starts), f"s{j}_{r}_{n}")
+                        begin[n] = m.new_int_var_from_domain(cp_model.Domain.from_values(values), f"s{j}_{r}_{n}")
                     y = m.new_fixed_size_interval_var(begin[n], spec.size, f"y{j}_{r}_{n}")
-                for g in range(limit):
+                for g in gpus:
                     b = slot[(n, g)] = m.new_bool_var(f"b{j}_{r}_{n}_{g}")
+                    if spec is not None and len(allowed[g]) < len(values):  # a preset layout: its starts only
+                        m.add_linear_expression_in_domain(begin[n], cp_model.Domain.from_values(allowed[g])
+                                                          ).only_enforce_if(b)
                     iv = interval(b, f"g{j}_{r}_{n}_{g}")
                     self.items[(n, g)].append(_Item(
                         iv, y, jb.kind, lo, hi, False, fraction=jb.fraction, gpu_mem=jb.gpu_mem,
                         profile=spec.profile if spec else "", compute=spec.compute if spec else 0,
                         max_count=spec.max_count if spec else 0, tenant=jb.tenant,
-                        tenant_isolated=jb.tenant_isolated))
+                        tenant_isolated=jb.tenant_isolated, lit=b, begin=start,
+                        finish=start + jb.duration if jb.duration is not None else self.horizon))
                     self.power.append((n, iv, True))
             m.add(sum(slot.values()) == present)
             slots.append(slot)
             starts.append(begin)
         for n in nodes:
-            self.prefix[n] += jb.replicas
+            for c in range(len(self.classes[n])):
+                self.prefix[(n, c)] += jb.replicas
             m.add(nodes[n] == sum(b for slot in slots for (k, _), b in slot.items() if k == n))
         self.part[j] = slots
         self.starts[j] = starts
@@ -162,18 +225,118 @@ class GpuLevel:
                 profile=b.mig.profile if b.mig else "", compute=b.mig.compute if b.mig else 0,
                 max_count=b.mig.max_count if b.mig else 0, tenant=b.tenant, tenant_isolated=b.tenant_isolated))
 
-    def fixed_power(self) -> list[tuple[int, cp_model.IntervalVar]]:
-        """Fixed MIG slices and shares draw their GPU's TDP once while any runs: the union per GPU."""
-        out = []
+    def _fixed_spans(self, items: list[_Item]) -> list[tuple[int, int]]:
+        """The union of the fixed MIG slices' and shares' time on one GPU, as disjoint spans."""
+        merged: list[list[int]] = []
+        for a, b in sorted((it.lo, it.hi) for it in items if it.fixed and it.kind != "whole"):
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        return [(a, b) for a, b in merged]
+
+    def hint_power(self) -> None:
+        """Complete the model's hint (starts, GPUs) with the power pieces of :meth:`power_uses`: the rule's
+        own split of each GPU's busy time (each use from the latest end of the uses before it)."""
+        hint = self.m.proto.solution_hint
+        known = dict(zip(hint.vars, hint.values, strict=True))
+
+        def value(e: cp_model.LinearExprT) -> int | None:
+            if not isinstance(e, cp_model.LinearExpr):
+                return int(e)
+            flat = cp_model_helper.FlatIntExpr(e)
+            if any(v.index not in known for v in flat.vars):
+                return None
+            return int(sum(known[v.index] * c for v, c in zip(flat.vars, flat.coeffs, strict=True)) + flat.offset)
+
+        for uses, group in self.pieces:
+            times: list[tuple[int, int, int]] = []  # (start, order, end) of the uses the hint runs
+            for j, it in enumerate(uses):
+                on = 1 if it.lit is None else known.get(it.lit.index)
+                b, e = value(it.begin), value(it.finish)
+                if on and b is not None and e is not None:
+                    times.append((b, j, e))
+            cut: dict[int, tuple[int, int | None]] = {}  # use -> (its piece's start, the earlier use covering the gap)
+            latest, by = -1, None
+            for b, j, e in sorted(times):
+                cut[j] = (min(max(b, latest), e), by if latest > b else None)
+                if e > latest:
+                    latest, by = e, j
+            for pc in group:
+                if pc.use not in cut:
+                    continue
+                t, i = cut[pc.use]
+                if i is not None and i not in pc.by:
+                    continue  # a use the model says cannot cover this one: leave the piece to the solver
+                self.m.add_hint(pc.t, t)
+                self.m.add_hint(pc.size, value(uses[pc.use].finish) - t)  # type: ignore[operator]
+                self.m.add_hint(pc.gap, i is not None)
+                for k, a in pc.by.items():
+                    self.m.add_hint(a, k == i)
+
+    def partial_uses(self) -> dict[int, int]:
+        """Per node with free MIG slices or shares: how many intervals :meth:`power_uses` gives it at most
+        (free uses and merged fixed spans)."""
+        out: dict[int, int] = defaultdict(int)
+        for (n, _), items in self.items.items():
+            free = sum(1 for it in items if not it.fixed and it.kind != "whole")
+            if free:
+                out[n] += free + len(self._fixed_spans(items))
+        return dict(out)
+
+    def power_uses(self, exact: set[int]) -> list[tuple[int, cp_model.IntervalVar, bool]]:
+        """Intervals that each draw one TDP of their node's GPU model, for the power budgets:
+        ``(node, interval, stricter)``; ``stricter`` marks a free MIG slice or share charged a full TDP of
+        its own, more than the rule when it shares its GPU with another.
+
+        A MIG slice or share makes its GPU draw its TDP once however many run on it: per GPU, the union
+        of their intervals. Fixed ones are merged per GPU. On the nodes in ``exact`` (those under a budget
+        that could bind), each GPU's union is cut into *pieces*, one per use ``j``: ``[t_j, end_j)`` with
+        ``start_j <= t_j``, where ``t_j > start_j`` only when ``[start_j, t_j)`` lies inside one earlier use
+        ``i`` (``start_i <= start_j``, ties broken by order, ``end_i >= t_j``). Every instant of the union
+        then lies in the piece of the earliest use that covers it, so the pieces draw at least the rule's
+        power; and the rule's own split (each use from the latest end of the earlier uses) is one choice
+        of pieces, so the model allows every schedule the rule does. Elsewhere, each free use draws a TDP.
+        """
+        m = self.m
+        out: list[tuple[int, cp_model.IntervalVar, bool]] = []
+        self.pieces = []
         for (n, g), items in sorted(self.items.items()):
-            spans = sorted((it.lo, it.hi) for it in items if it.fixed and it.kind != "whole")
-            merged: list[list[int]] = []
-            for a, b in spans:
-                if merged and a <= merged[-1][1]:
-                    merged[-1][1] = max(merged[-1][1], b)
-                else:
-                    merged.append([a, b])
-            out += [(n, self.m.new_fixed_size_interval_var(a, b - a, f"pw{n}_{g}_{a}")) for a, b in merged]
+            spans = self._fixed_spans(items)
+            free = [it for it in items if not it.fixed and it.kind != "whole"]
+            if n not in exact or not free:
+                out += [(n, m.new_fixed_size_interval_var(a, b - a, f"pw{n}_{g}_{a}"), False) for a, b in spans]
+                out += [(n, it.iv, True) for it in free]
+                continue
+            uses = [_Item(m.new_fixed_size_interval_var(a, b - a, f"pw{n}_{g}_{a}"), None, "fixed", a, b, True,
+                          begin=a, finish=b) for a, b in spans] + free
+            group: list[_Piece] = []
+            self.pieces.append((uses, group))
+            for j, it in enumerate(uses):
+                cover = [i for i, other in enumerate(uses) if i != j and _may_cover(other, it)]
+                if not cover:
+                    out.append((n, it.iv, False))
+                    continue
+                on = [it.lit] if it.lit is not None else []
+                t = m.new_int_var(it.lo, it.hi, f"pt{n}_{g}_{j}")
+                size = m.new_int_var(0, it.hi - it.lo, f"pz{n}_{g}_{j}")
+                piece = (m.new_optional_interval_var(t, size, it.finish, on[0], f"pc{n}_{g}_{j}") if on
+                         else m.new_interval_var(t, size, it.finish, f"pc{n}_{g}_{j}"))
+                m.add(t >= it.begin).only_enforce_if(on)
+                gap = m.new_bool_var(f"pg{n}_{g}_{j}")
+                m.add(t == it.begin).only_enforce_if([*on, ~gap])
+                by = []
+                group.append(_Piece(j, t, size, gap, {}))
+                for i in cover:
+                    other = uses[i]
+                    a = group[-1].by[i] = m.new_bool_var(f"pa{n}_{g}_{j}_{i}")
+                    by.append(a)
+                    if other.lit is not None:
+                        m.add_implication(a, other.lit)
+                    m.add(other.begin + (1 if i > j else 0) <= it.begin).only_enforce_if(a)
+                    m.add(other.finish >= t).only_enforce_if(a)
+                m.add_bool_or(by).only_enforce_if(gap)
+                out.append((n, piece, False))
         return out
 
     def constrain(self) -> None:
@@ -221,15 +384,16 @@ class GpuLevel:
     # ------------------------------------------------------------------ hints and solutions
     def hint(self, j: int, jb: Job, places: dict[int, list[Place]], relabel: dict[int, dict[int, int]]) -> None:
         """Hint job ``j``'s GPUs and slice starts (``places``: node -> per replica), relabelling GPUs of
-        symmetric nodes in first-seen order (``relabel`` carries the labels across jobs)."""
+        symmetric nodes in first-seen order within each class (``relabel`` carries the labels across jobs)."""
         m = self.m
 
         def label(n: int, g: int) -> int:
             if n not in self.symmetric:
                 return g
-            lab = relabel.setdefault(n, {})
+            c = self.class_of[n][g]
+            lab = relabel.setdefault(self.class_id[(n, c)], {})
             if g not in lab:
-                lab[g] = len(lab)
+                lab[g] = self.classes[n][c][len(lab)]
             return lab[g]
 
         if j in self.whole:

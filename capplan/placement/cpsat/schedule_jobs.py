@@ -86,6 +86,12 @@ class NodeCap:
     ``per_gpu``: the node may host MIG slices or shares, so its GPUs are modelled one by one
     (``slices``/``compute``: the GPU model's memory and compute slices, 0 without MIG; ``gpu_mem``:
     MiB per GPU; ``homogeneous``: one partition profile per GPU at a time).
+
+    Preset GPU modes (``gpu_modes``; empty tuples when the node has none): ``takes[g]``, the kinds
+    (``whole``, ``mig``, ``share``) GPU ``g`` may host; ``mig_starts``, per MIG profile of the model,
+    the starts each GPU allows (its preset layout's); ``gpu_class[g]``, GPUs of one class are
+    interchangeable (same preset). On a node not modelled GPU by GPU, ``gpus`` counts only the GPUs
+    that may be used whole.
     """
 
     gpus: int
@@ -98,6 +104,31 @@ class NodeCap:
     compute: int = 0
     gpu_mem: int = 0
     homogeneous: bool = False
+    takes: tuple[frozenset[str], ...] = ()
+    mig_starts: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...] = ()
+    gpu_class: tuple[int, ...] = ()
+
+    def takes_kind(self, g: int, kind: str) -> bool:
+        """GPU ``g`` may host work of ``kind`` (``whole``, ``mig``, ``share``) at all."""
+        return not self.takes or kind in self.takes[g]
+
+    def starts_on(self, g: int, spec: MigSpec) -> tuple[int, ...]:
+        """The slice starts of ``spec``'s profile that GPU ``g`` allows (none when it takes no MIG)."""
+        if not self.takes_kind(g, "mig"):
+            return ()
+        for profile, per in self.mig_starts:
+            if profile == spec.profile:
+                return per[g]
+        return spec.starts
+
+    def classes(self) -> list[list[int]]:
+        """The GPUs in classes of interchangeable ones (same preset), each sorted, in order of first GPU."""
+        if not self.gpu_class:
+            return [list(range(self.gpus))] if self.gpus else []
+        out: dict[int, list[int]] = {}
+        for g, c in enumerate(self.gpu_class):
+            out.setdefault(c, []).append(g)
+        return list(out.values())
 
 
 @dataclass

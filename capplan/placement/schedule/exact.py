@@ -16,12 +16,13 @@ from capplan.model.problem import Problem
 from capplan.model.schedule import Schedule
 from capplan.model.timing import ceil_to
 from capplan.model.units import UNITS_PER_GPU
+from capplan.placement.core.fleet import kind_demands, node_kinds
 from capplan.placement.cpsat.schedule import TimeModel
 from capplan.placement.cpsat.schedule_jobs import TimeSolution
 from capplan.placement.cpsat.schedule_relax import EnergyItem, EnergyRelaxation, pooled
 from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, compact, diagnose
 from capplan.placement.schedule.jobs import Jobs, job_busy, model_inputs, partial_nodes
-from capplan.placement.schedule.result import eligible, energy_bound, lex_key, make_schedule, node_kinds
+from capplan.placement.schedule.result import energy_bound, lex_key, make_schedule
 from capplan.placement.schedule.split import pooled_runs_all, split_all
 
 __all__ = ["Jobs", "combined_bound", "job_busy", "model_inputs", "partial_nodes", "relaxation", "schedule_cpsat",
@@ -48,19 +49,15 @@ FULL_MODEL_INTERVALS = 3000
 def unsupported(p: Problem) -> str | None:
     """Why the time model cannot take ``p`` exactly, or None.
 
-    Declined: preset GPU modes (a GPU fixed to whole, MIG or shared use, or to a MIG layout; also
-    every ``mig_strategy: single`` node that offers MIG), and a MIG workload whose slice is worth
-    different shares of a GPU on the models it may use (the work and wait then depend on the node,
-    which the model's linear objective does not express).
+    Declined: a MIG workload whose slice is worth different shares of a GPU on the models it may use
+    (the work and wait then depend on the node, which the model's linear objective does not express).
+    Preset GPU modes (``gpu_modes``, ``mig_strategy: single``) are taken (see
+    :func:`capplan.placement.schedule.jobs.gpu_presets`).
     """
-    for n in p.cluster.nodes:
-        if n.gpu_modes:
-            return (f"node {n.name} has preset GPU modes (fixed whole/MIG/shared GPUs or MIG layouts), which the "
-                    "time model does not take")
     kinds = node_kinds(p)
     for w in p.workloads:
         if w.mig is not None:
-            units = sorted({d.units for d, _ in eligible(p, w, kinds)})
+            units = sorted({d.units for d, _ in kind_demands(p, w, kinds)})
             if len(units) > 1:
                 worth = " or ".join(f"{u / UNITS_PER_GPU:g}" for u in units)
                 return (f"workload {w.name}: its MIG slice is worth {worth} GPUs depending on the GPU model; the "
@@ -102,7 +99,7 @@ def relaxation(p: Problem, horizon: int, step: int, points: int | None = None) -
     kinds = node_kinds(p)
     for w in p.workloads:
         todo = [r for r in range(w.replicas) if (w.name, r) not in running]
-        rates = [d.units for d, _ in eligible(p, w, kinds)]
+        rates = [d.units for d, _ in kind_demands(p, w, kinds)]
         if not todo or not rates:
             continue
         earliest = ceil_to(w.release, step)

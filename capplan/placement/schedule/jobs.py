@@ -13,11 +13,12 @@ from collections import defaultdict
 
 from capplan.model.catalog import GpuModel
 from capplan.model.plan import MigSlot
-from capplan.model.problem import Demand, Problem
+from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.timing import ceil_to
-from capplan.placement.core.state import Placement
+from capplan.placement.core.fit import gpu_mode_fits, mig_starts
+from capplan.placement.core.fleet import kind_demands, node_kinds
+from capplan.placement.core.state import MIG, SHARED, WHOLE, ClusterState, Placement
 from capplan.placement.cpsat.schedule_jobs import Busy, Job, MigSpec, NodeCap, Place, TimeSolution
-from capplan.placement.schedule.result import eligible, node_kinds
 from capplan.placement.schedule.timeline import Item
 
 
@@ -31,6 +32,37 @@ def _partial_kind(d: Demand) -> str:
     return {"mig": "mig", "fraction": "share"}.get(d.kind, "whole")
 
 
+#: Per node with preset GPU modes (see :func:`gpu_presets`): per GPU the kinds it takes, per GPU its class, and
+#: per MIG profile the starts each GPU allows.
+Presets = dict[int, tuple[tuple[frozenset[str], ...], tuple[int, ...],
+                          tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]]]
+
+
+def _takes(presets: Presets, i: int, d: Demand) -> bool:
+    """Node ``i``'s preset GPU modes leave some GPU for a MIG slice or share ``d``."""
+    if i not in presets:
+        return True
+    takes, _, starts = presets[i]
+    if d.kind == "fraction":
+        return any("share" in t for t in takes)
+    return any(any(per) for name, per in starts if d.profile is not None and name == d.profile.name)
+
+
+def _hosted(p: Problem, w: Workload, kinds: list[list[int]], presets: Presets) -> list[tuple[Demand, list[int]]]:
+    """``w``'s eligible node groups (:func:`~capplan.placement.core.fleet.kind_demands`), less the nodes whose
+    preset GPU modes leave no GPU for its MIG slice or share (no GPU takes that kind, or none allows a start of
+    its profile)."""
+    elig = kind_demands(p, w, kinds)
+    if not presets or (w.mig is None and w.gpu_fraction is None):
+        return elig
+    out = []
+    for d, group in elig:
+        mine = [i for i in group if _takes(presets, i, d)]
+        if mine:
+            out.append((d, mine))
+    return out
+
+
 class Jobs:
     """The jobs of ``p`` (gangs, or single replicas) and the replicas each stands for."""
 
@@ -38,7 +70,9 @@ class Jobs:
         self.p, self.horizon, self.step = p, horizon, step
         self.jobs: list[Job] = []
         self.replicas: list[list[int]] = []
-        self.per_gpu = partial_nodes(p)
+        presets = gpu_presets(p)
+        self.per_gpu = partial_nodes(p, presets)
+        self.takes = {i: takes for i, (takes, _, _) in presets.items()}  # nodes with preset GPU modes
         running = {a.key for a in p.running}
         cl = p.cluster
         kinds = node_kinds(p)
@@ -54,8 +88,10 @@ class Jobs:
             latest = last // step * step
             if not todo or latest < earliest:
                 continue
-            elig = eligible(p, w, kinds)
+            elig = _hosted(p, w, kinds, presets)
             sig: tuple[object, ...] = tuple(id(group) for _, group in elig)
+            if presets and (w.mig is not None or w.gpu_fraction is not None):  # groups less nodes presets rule out
+                sig = (*sig, "presets", w.mig, w.gpu_memory_gib, w.gpu_fraction is None)
             if sig not in node_memo:
                 node_memo[sig] = tuple(sorted(i for _, group in elig for i in group))
             nodes = node_memo[sig]
@@ -155,7 +191,10 @@ class Jobs:
         p, cl = self.p, self.p.cluster
         per_gpu = self.per_gpu if per_gpu is None else per_gpu
         ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
-        free_at: dict[int, list[int]] = {i: [0] * n.gpus for i, n in enumerate(cl.nodes)}
+        # GPUs preset to other than whole use never take a whole GPU here: never free
+        never = self.horizon + 1
+        free_at: dict[int, list[int]] = {i: [0 if "whole" in t else never for t in self.takes[i]] if i in self.takes
+                                         else [0] * n.gpus for i, n in enumerate(cl.nodes)}
         items: list[Item] = []
         for a in p.running:
             i = cl.node_index[a.node]
@@ -208,16 +247,45 @@ def _placement(n: int, d: Demand, gpus: tuple[int, ...], first: int) -> Placemen
     return Placement(node=n, gpus=gpus, fraction_milli=d.fraction_milli if d.kind == "fraction" else 0)
 
 
-def partial_nodes(p: Problem) -> set[int]:
-    """Nodes a MIG slice or share may use or already uses: the time model takes them GPU by GPU."""
+def partial_nodes(p: Problem, presets: Presets | None = None) -> set[int]:
+    """Nodes a MIG slice or share may use (given preset GPU modes, :func:`gpu_presets`) or already uses:
+    the time model takes them GPU by GPU."""
     out: set[int] = set()
     cl = p.cluster
     kinds = node_kinds(p)
+    presets = gpu_presets(p) if presets is None else presets
     for w in p.workloads:
         if w.mig is not None or w.gpu_fraction is not None:
-            for _, group in eligible(p, w, kinds):
+            for _, group in _hosted(p, w, kinds, presets):
                 out.update(group)
     out.update(cl.node_index[a.node] for a in p.running if a.mig is not None or a.fraction is not None)
+    return out
+
+
+def gpu_presets(p: Problem) -> Presets:
+    """Per node with preset GPU modes: per GPU the kinds it may host, its class (GPUs with the same preset
+    share one) and, per MIG profile of the model, the starts each GPU allows.
+
+    Asked of the placement core on an empty cluster (:func:`~capplan.placement.core.fit.gpu_mode_fits`,
+    :func:`~capplan.placement.core.fit.mig_starts`): the same rules a plan uses, with no GPU in use.
+    """
+    if not any(n.gpu_modes for n in p.cluster.nodes):
+        return {}
+    st = ClusterState(p)
+    out = {}
+    for i, n in enumerate(p.cluster.nodes):
+        if not n.gpu_modes or not n.gpus:
+            continue
+        model = p.gpu_model(n)
+        takes = tuple(frozenset(kind for kind, code in (("whole", WHOLE), ("mig", MIG), ("share", SHARED))
+                                if gpu_mode_fits(st, i, g, code)) for g in range(n.gpus))
+        keys: dict[object, int] = {}
+        classes = tuple(keys.setdefault((takes[g], st.layouts.get((i, g))), len(keys)) for g in range(n.gpus))
+        starts: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...] = ()
+        if model is not None and model.supports_mig:
+            starts = tuple((prof.name, tuple(tuple(mig_starts(st, model, i, g, prof)) if "mig" in takes[g] else ()
+                                             for g in range(n.gpus))) for prof in model.profiles)
+        out[i] = (takes, classes, starts)
     return out
 
 
@@ -231,14 +299,19 @@ def model_inputs(p: Problem, horizon: int) -> tuple[list[NodeCap], list[int], li
             budgets_idx[(dom.level, dom.name)] = len(budgets)
             budgets.append(dom.power_w)
     caps = []
-    per_gpu = partial_nodes(p)
+    presets = gpu_presets(p)
+    per_gpu = partial_nodes(p, presets)
     for i, n in enumerate(cl.nodes):
         model = p.gpu_model(n)
         tdp = model.tdp_w if model is not None and model.tdp_w is not None else 0
         power = tuple(budgets_idx[(lvl, dom)] for lvl, dom in zip(cl.levels[:-1], n.path, strict=True)
                       if (lvl, dom) in budgets_idx)
-        caps.append(NodeCap(gpus=n.gpus, cpu=n.cpu_milli, mem=n.memory_mib, tdp=tdp, power=power,
-                            per_gpu=i in per_gpu and n.gpus > 0,
+        mine = i in per_gpu and n.gpus > 0
+        takes, classes, starts = presets.get(i, ((), (), ()))
+        gpus = n.gpus if mine or not takes else sum(1 for t in takes if "whole" in t)
+        caps.append(NodeCap(gpus=gpus, cpu=n.cpu_milli, mem=n.memory_mib, tdp=tdp, power=power,
+                            per_gpu=mine, takes=takes if mine else (), gpu_class=classes if mine else (),
+                            mig_starts=starts if mine else (),
                             slices=model.memory_slices if model is not None and model.supports_mig else 0,
                             compute=model.compute_slices if model is not None and model.supports_mig else 0,
                             gpu_mem=round(model.memory_gib * 1024) if model is not None and model.memory_gib else 0,

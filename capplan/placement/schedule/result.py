@@ -12,10 +12,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from capplan.model.plan import Status
-from capplan.model.problem import Demand, Problem, Workload
+from capplan.model.problem import Problem, Workload
 from capplan.model.schedule import Schedule, TimedAssignment, Unscheduled, WorkloadTiming
 from capplan.model.timing import ceil_to
 from capplan.model.units import MILLI, UNITS_PER_GPU
+from capplan.placement.core.fleet import kind_demands, node_kinds
 from capplan.placement.schedule.timeline import Item
 
 SECONDS_PER_HOUR = 3600
@@ -39,30 +40,9 @@ def wait_units(items: Iterable[Item]) -> int:
     return sum(it.d.units * max(0, it.start - it.w.release) for it in items if not it.running)
 
 
-def node_kinds(p: Problem) -> list[list[int]]:
-    """The cluster's nodes grouped by what :meth:`Problem.can_host` looks at (GPU model and count, MIG
-    strategy and preset profile): one call per group answers for all its nodes."""
-    groups: dict[tuple[object, ...], list[int]] = {}
-    for i, n in enumerate(p.cluster.nodes):
-        key = (n.gpu_model if n.gpus else None, n.gpus, n.mig_strategy, n.single_profile)
-        groups.setdefault(key, []).append(i)
-    return list(groups.values())
-
-
-def eligible(p: Problem, w: Workload, kinds: list[list[int]] | None = None) -> list[tuple[Demand, list[int]]]:
-    """``w``'s demand on each kind of node that can host it, with those nodes (in cluster order)."""
-    nodes = p.cluster.nodes
-    out = []
-    for group in kinds if kinds is not None else node_kinds(p):
-        d = p.can_host(w, nodes[group[0]])
-        if d is not None:
-            out.append((d, group))
-    return out
-
-
 def max_units(p: Problem, w: Workload, kinds: list[list[int]] | None = None) -> int:
     """The largest per-replica demand ``w`` can have on any node of the cluster (-1 when none can host it)."""
-    return max((d.units for d, _ in eligible(p, w, kinds)), default=-1)
+    return max((d.units for d, _ in kind_demands(p, w, kinds)), default=-1)
 
 
 def work_windows(p: Problem, horizon: int, step: int) -> list[tuple[int, int, int, int]]:
