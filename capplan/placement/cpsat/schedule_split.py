@@ -11,8 +11,8 @@ the scheduling benchmark, docs/benchmarks-schedule.md). Split it in two phases i
    than :data:`BALANCE` times an even share of the jobs while that leaves room: which part each job
    uses, and when;
 2. per part, the full time model over the part's nodes with the jobs phase 1 put there, every one
-   present, each in its own time window (a gang that phase 1 spread over parts keeps phase 1's start
-   and its replicas per part).
+   present, each in its own time window (phase 1 keeps each gang in one part, so the parts need not
+   agree on anything: a gang larger than a part makes the split fail).
 
 Phase 1 ignores node boundaries, so phase 2 may fail where another split would succeed; a failure
 proves nothing. A success is a schedule of the full model (every part's constraints hold, parts share
@@ -81,6 +81,9 @@ def _phase1(sub: list[Job], busy: list[Busy], nodes: list[NodeCap], horizon: int
     loose = [replace(c, cpu=_UNBOUNDED, mem=_UNBOUNDED) for c in nodes]
     relaxed = pooled(sub, busy, loose, horizon, step, part=part, gpus=part_gpus)
     _force(relaxed, range(len(sub)), on_time)
+    for ps in relaxed.pres:  # a gang in one part, so that phase 2 never has to agree on it across parts
+        if len(ps) > 1:
+            relaxed.m.add_at_most_one(ps.values())
     size = max(part, default=-1) + 1
     most = -(-int(BALANCE * len(sub)) // max(1, size))
     for g in range(size) if balance else ():  # the part with most of the jobs is the hard one in phase 2
@@ -90,7 +93,7 @@ def _phase1(sub: list[Job], busy: list[Busy], nodes: list[NodeCap], horizon: int
     return relaxed
 
 
-def _phase2(sub: list[Job], chosen: list[int], p_starts: list[int | None], p_counts: list[dict[int, int]],
+def _phase2(sub: list[Job], chosen: list[int], p_counts: list[dict[int, int]],
             busy: list[Busy], nodes: list[NodeCap], budgets: list[int], horizon: int, step: int, part: list[int],
             on_time: set[int], deadline: float, seed: int, workers: int, out: TimeSolution) -> bool | None:
     """Phase 2 part by part into ``out`` (indexed like the caller's jobs): True when every part has a
@@ -107,16 +110,12 @@ def _phase2(sub: list[Job], chosen: list[int], p_starts: list[int | None], p_cou
             continue
         local: list[Job] = []
         for i in mine:
-            jb, start = sub[i], p_starts[i]
-            assert start is not None
+            jb = sub[i]
             keep = [k for k, n in enumerate(jb.nodes) if part[n] == g]
-            cut = replace(jb, nodes=tuple(jb.nodes[k] for k in keep),
-                          domains=tuple(jb.domains[k] for k in keep) if jb.domains else (),
-                          models=tuple(jb.models[k] for k in keep) if jb.models else (),
-                          mig=tuple(jb.mig[k] for k in keep) if jb.mig else ())
-            if len(p_counts[i]) > 1:  # a gang over several parts: phase 1's start and replicas per part
-                cut = replace(cut, replicas=p_counts[i][g], earliest=start, latest=start)
-            local.append(cut)
+            local.append(replace(jb, nodes=tuple(jb.nodes[k] for k in keep),
+                                 domains=tuple(jb.domains[k] for k in keep) if jb.domains else (),
+                                 models=tuple(jb.models[k] for k in keep) if jb.models else (),
+                                 mig=tuple(jb.mig[k] for k in keep) if jb.mig else ()))
         tm = TimeModel(local, busy, nodes, budgets, horizon, step, with_wait=False)
         _force(tm, range(len(local)), [k for k, i in enumerate(mine) if chosen[i] in on_time])
         weight = len(mine) / sum(len(members[h]) for h in order[done:])
@@ -169,9 +168,9 @@ def split_schedule(jobs: Sequence[Job], busy: list[Busy], nodes: list[NodeCap], 
             continue
         if not ok:
             continue
-        p_starts, p_counts, _ = relaxed._read(full)
+        _, p_counts, _ = relaxed._read(full)
         out = TimeSolution(starts=[None] * len(jobs), counts=[{} for _ in jobs], places=[{} for _ in jobs])
-        if _phase2(sub, chosen, p_starts, p_counts, busy, nodes, budgets, horizon, step, part, set(on_time),
+        if _phase2(sub, chosen, p_counts, busy, nodes, budgets, horizon, step, part, set(on_time),
                    deadline, seed, workers, out):
             return out
     return None
