@@ -23,6 +23,7 @@ from capplan.placement.cpsat.schedule_relax import EnergyItem, EnergyRelaxation,
 from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, compact, diagnose, fill
 from capplan.placement.schedule.jobs import Jobs, job_busy, model_inputs, partial_nodes
 from capplan.placement.schedule.result import energy_bound, lex_key, make_schedule
+from capplan.placement.schedule.split import pooled_runs_all, split_all
 
 __all__ = ["Jobs", "combined_bound", "job_busy", "model_inputs", "partial_nodes", "relaxation", "schedule_cpsat",
            "unsupported"]
@@ -39,6 +40,9 @@ RELAXED_SHARE = 0.15
 LNS_RELAXED_SHARE = 0.05
 #: Share of the time limit (at most 10 s) for the energy relaxation's bound (:func:`relaxation`).
 BOUND_SHARE = 0.05
+#: Share of the time left given to the rack split (one worker: it did better than two on a loaded machine)
+#: when the pooled relaxation runs all the work (:mod:`.split`).
+SPLIT_SHARE = 0.6
 #: Share of the time limit kept, at time-order-sweep scale, for the reasons and the validator after the search.
 POST_SHARE = 0.35
 #: Below that scale, the time kept after the search for its compaction, the reasons and the validator, as a
@@ -235,7 +239,15 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
         # replicas; below that scale, compaction (one list-scheduling pass) and the reasons
         left -= POST_SHARE * time_limit if known is not None else min(POST_SHARE * time_limit,
                                                                        POST_OF_HINT * hint_seconds)
-        items, extra = improve(p, jobs, items, horizon, step, left, seed, workers, (caps, budgets, busy), bound)
+        if known is None and pooled_runs_all(jobs, relaxed):  # the bound is all the work: try to run it all
+            began = time.perf_counter()
+            split = split_all(p, jobs, (caps, budgets, busy), SPLIT_SHARE * left, seed, 1)
+            if split is not None and lex_key(p, split, step) > lex_key(p, items, step):
+                items = split
+            left -= time.perf_counter() - began
+            extra["split"] = split is not None
+        items, more = improve(p, jobs, items, horizon, step, left, seed, workers, (caps, budgets, busy), bound)
+        extra.update(more)
         strategy = "cpsat-lns"
         if known is None:  # the search's windows may leave work that could start earlier
             moved = compact(p, horizon, step, items)
@@ -243,9 +255,9 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
                 items = moved
     proven = sol is not None and sol.proven() and items is not heuristic
     if known is None and not proven:  # a search or an unproven model may leave room a replica fits in
-        more = fill(p, horizon, step, items)
-        if lex_key(p, more, step) > lex_key(p, items, step):
-            items = more
+        filled = fill(p, horizon, step, items)
+        if lex_key(p, filled, step) > lex_key(p, items, step):
+            items = filled
     diag = diagnose(p, horizon, step, items, known)
     exact = sol if sol is not None and sol.exact else None  # a stricter model's stage bounds prove nothing
     if bound is None:
