@@ -23,7 +23,7 @@ from capplan.placement.cpsat.schedule_relax import EnergyItem, EnergyRelaxation,
 from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, compact, diagnose, fill
 from capplan.placement.schedule.jobs import Jobs, job_busy, model_inputs, partial_nodes
 from capplan.placement.schedule.result import energy_bound, lex_key, make_schedule
-from capplan.placement.schedule.split import pooled_runs_all, split_all
+from capplan.placement.schedule.split import pooled_gains, split_all
 
 __all__ = ["Jobs", "combined_bound", "job_busy", "model_inputs", "partial_nodes", "relaxation", "schedule_cpsat",
            "unsupported"]
@@ -239,9 +239,10 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
         # replicas; below that scale, compaction (one list-scheduling pass) and the reasons
         left -= POST_SHARE * time_limit if known is not None else min(POST_SHARE * time_limit,
                                                                        POST_OF_HINT * hint_seconds)
-        if known is None and pooled_runs_all(jobs, relaxed):  # the bound is all the work: try to run it all
+        if known is None and relaxed is not None and pooled_gains(p, jobs, relaxed, items):
+            # the pooled relaxation runs more work than list scheduling: try to run its jobs on the cluster
             began = time.perf_counter()
-            split = split_all(p, jobs, (caps, budgets, busy), SPLIT_SHARE * left, seed, 1)
+            split = split_all(p, jobs, (caps, budgets, busy), SPLIT_SHARE * left, seed, 1, relaxed.starts)
             if split is not None and lex_key(p, split, step) > lex_key(p, items, step):
                 items = split
             left -= time.perf_counter() - began
