@@ -403,6 +403,9 @@ class TimeModel:
             prm.cp_model_presolve = self.intervals <= PRESOLVE_MAX_INTERVALS
             if self.gpu.intervals:
                 _light(prm)
+                # OR-Tools 9.15 crashed (segmentation fault, 2 of 2 runs of small-mig seed 1 with 2 workers, at a
+                # neighbourhood of some 30 s into the search) on these models with several workers; one is safe
+                prm.num_workers = 1
             status = solver.solve(self.m)
             self.solves += 1
             self.deterministic += solver.response_proto.deterministic_time

@@ -149,3 +149,36 @@ def test_same_seed_same_split() -> None:
     a, b = _split(p, seed=3), _split(p, seed=3)
     assert a is not None and b is not None
     assert a.assignments == b.assignments
+
+
+def test_the_split_runs_the_pooled_relaxations_jobs_when_not_all_fit() -> None:
+    """Worked by hand: the first case plus d (2 GPUs, hours 0-4). In hour 1 the gang (4), a, b (1 each), c and
+    d (2 each) would need 10 of the 8 GPUs, so not all the work (28 GPU-h) fits; dropping c (4 GPU-h) is the
+    least loss, so the pooled relaxation's optimum is 24. The split runs exactly its jobs: the gang on one
+    rack, a and b on one node of the other, d on its second node."""
+    from capplan.placement.cpsat.schedule_relax import pooled
+    from capplan.placement.schedule.split import pooled_gains, split_all
+
+    data = {"schedule": {"horizon": "4h", "step": "1h"}, "cluster": _cluster(), "workloads": [
+        {"name": "gang", "kind": "training", "gpus": 2, "replicas": 2, "duration": "2h", "release": "1h",
+         "deadline": "3h", "topology": {"required": "rack"}},
+        {"name": "a", "gpus": 1, "duration": "4h", "deadline": "4h"},
+        {"name": "b", "gpus": 1, "duration": "4h", "deadline": "4h"},
+        {"name": "c", "gpus": 2, "duration": "2h", "deadline": "2h"},
+        {"name": "d", "gpus": 2, "duration": "4h", "deadline": "4h"}]}
+    p = problem_from_data(data)
+    assert p.schedule is not None
+    horizon, step = p.schedule.horizon, p.schedule.step
+    jobs = Jobs(p, horizon, step)
+    caps, budgets, busy = model_inputs(p, horizon)
+    relaxed = pooled(jobs.jobs, busy, caps, horizon, step).solve(None, 5.0, 0, 1)
+    assert relaxed is not None
+    assert pooled_gains(p, jobs, relaxed, [])  # anything beats an empty schedule
+    items = split_all(p, jobs, (caps, budgets, busy), 5.0, 0, 1, relaxed.starts)
+    assert items is not None
+    assert not pooled_gains(p, jobs, relaxed, items)  # the split reached the relaxation's work
+    diag = diagnose(p, horizon, step, items, None)
+    s = assert_valid_schedule(p, make_schedule(p, "rack-split", items, diag.unscheduled, horizon=horizon, step=step,
+                                               reasons=diag.reasons))
+    assert s.objective == (24.0,)
+    assert {u.workload for u in s.unscheduled} == {"c"}
