@@ -55,6 +55,8 @@ def summary(sch: Any) -> str:
     for q, obj, bnd in zip(sch.priorities, sch.objective, sch.bound, strict=True):
         lines.append(f"  priority {q:>6}: {obj:g} GPU-hours of work done (bound {bnd:g})")
     lines.append(f"  demand-weighted wait: {sch.wait_gpu_h:g} GPU-hours")
+    if sch.wait_replica_s is not None:
+        lines.append(f"  unweighted wait: {sch.wait_replica_s / 3600:g} replica-hours (CPU-only pods too)")
     for row in sch.workloads:
         if row.reason:
             lines.append(f"  {row.name}: {row.reason}")

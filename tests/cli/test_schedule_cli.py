@@ -110,3 +110,14 @@ def test_report_and_show_read_a_schedule(tmp_path: Path, capsys: pytest.CaptureF
     assert "job" in html.read_text()
     assert main(["show", str(scenario), str(out)]) == 0
     assert "schedule" in capsys.readouterr().out
+
+
+def test_summary_shows_both_waits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """'job' waits 3 h for the running 'old': 8 GPUs x 3 h = 24 GPU-hours demand-weighted, 3 replica-hours."""
+    out = tmp_path / "schedule.json"
+    code = main(["schedule", str(write(tmp_path, SCENARIO)), "-o", str(out), "--strategy", "heuristic"])
+    text = capsys.readouterr().err  # the summary goes to stderr, the JSON to the file
+    assert code == 0
+    assert "demand-weighted wait: 24 GPU-hours" in text
+    assert "unweighted wait: 3 replica-hours" in text
+    assert json.loads(out.read_text())["wait_replica_s"] == 3 * 3600
