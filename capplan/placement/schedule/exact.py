@@ -239,7 +239,7 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
         # replicas; below that scale, compaction (one list-scheduling pass) and the reasons
         left -= POST_SHARE * time_limit if known is not None else min(POST_SHARE * time_limit,
                                                                        POST_OF_HINT * hint_seconds)
-        if known is None and relaxed is not None and pooled_gains(p, jobs, relaxed, items):
+        if known is None and relaxed is not None and pooled_gains(jobs, relaxed, items):
             # the pooled relaxation runs more work than list scheduling: try to run its jobs on the cluster
             began = time.perf_counter()
             split = split_all(p, jobs, (caps, budgets, busy), SPLIT_SHARE * left, seed, 1, relaxed.starts)

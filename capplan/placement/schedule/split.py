@@ -21,7 +21,7 @@ from capplan.placement.schedule.result import work_units
 from capplan.placement.schedule.timeline import Item
 
 
-def pooled_gains(p: Problem, jobs: Jobs, relaxed: TimeSolution | None, items: list[Item]) -> bool:
+def pooled_gains(jobs: Jobs, relaxed: TimeSolution | None, items: list[Item]) -> bool:
     """Whether the pooled relaxation's solution does more work than the schedule ``items``, comparing the
     priorities highest first (its jobs are then worth running by a split)."""
     if relaxed is None:

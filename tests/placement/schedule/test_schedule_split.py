@@ -173,10 +173,10 @@ def test_the_split_runs_the_pooled_relaxations_jobs_when_not_all_fit() -> None:
     caps, budgets, busy = model_inputs(p, horizon)
     relaxed = pooled(jobs.jobs, busy, caps, horizon, step).solve(None, 5.0, 0, 1)
     assert relaxed is not None
-    assert pooled_gains(p, jobs, relaxed, [])  # anything beats an empty schedule
+    assert pooled_gains(jobs, relaxed, [])  # anything beats an empty schedule
     items = split_all(p, jobs, (caps, budgets, busy), 5.0, 0, 1, relaxed.starts)
     assert items is not None
-    assert not pooled_gains(p, jobs, relaxed, items)  # the split reached the relaxation's work
+    assert not pooled_gains(jobs, relaxed, items)  # the split reached the relaxation's work
     diag = diagnose(p, horizon, step, items, None)
     s = assert_valid_schedule(p, make_schedule(p, "rack-split", items, diag.unscheduled, horizon=horizon, step=step,
                                                reasons=diag.reasons))
