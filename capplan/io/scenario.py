@@ -26,7 +26,7 @@ from capplan.model.timing import RunningEnd, format_seconds
 from capplan.model.units import MIB_PER_GIB, MILLI, cores_to_milli, gib_to_mib
 
 _NODE_KEYS = {"name", "name_prefix", "count", "gpu", "gpus", "cpu", "memory_gib", "gpu_modes", "mig_strategy"}
-_TOP_KEYS = {"cluster", "workloads", "running", "name", "description", "schedule"}
+_TOP_KEYS = {"cluster", "workloads", "running", "name", "description", "schedule", "interruptions"}
 
 
 def plural(level: str) -> str:
@@ -258,7 +258,7 @@ def problem_from_data(data: Any, catalog: Catalog | None = None) -> Problem:
     extra = set(d) - _TOP_KEYS
     for bad in sorted(map(str, extra)):
         errors.add(InputError(bad, f"unknown top-level field{suggest(bad, _TOP_KEYS)}; "
-                                   "expected cluster, workloads, running, schedule"))
+                                   "expected cluster, workloads, running, schedule, interruptions"))
     for key in ("name", "description"):
         if d.get(key) is not None and not isinstance(d[key], str):
             errors.add(InputError(key, f"expected a string, got {d[key]!r}"))
@@ -282,9 +282,14 @@ def problem_from_data(data: Any, catalog: Catalog | None = None) -> Problem:
     spec = d.get("schedule")
     if spec is not None:
         _require_mapping(spec, "schedule")
+    inter = d.get("interruptions")
+    if inter is not None:
+        _require_mapping(inter, "interruptions", "a mapping with gpu_failure_rate, models, node_repair, restart, "
+                                                 "restart_without_spare")
     try:
         return Problem.model_validate({"cluster": cluster, "workloads": workloads, "running": running,
-                                       "catalog": cat, "schedule": spec, "ends_in": ends_in})
+                                       "catalog": cat, "schedule": spec, "ends_in": ends_in,
+                                       "interruptions": inter})
     except ValidationError as exc:
         raise input_error_from(exc, "", Problem) from None
 
@@ -358,6 +363,12 @@ def problem_to_data(p: Problem) -> dict[str, Any]:
                            for a in p.running]
     if p.schedule is not None:
         data["schedule"] = {"horizon": format_seconds(p.schedule.horizon), "step": format_seconds(p.schedule.step)}
+    if p.interruptions is not None:
+        it = p.interruptions
+        data["interruptions"] = {"gpu_failure_rate": it.gpu_failure_rate, **({"models": dict(it.models)}
+                                                                              if it.models else {}),
+                                 **{k: format_seconds(getattr(it, k))
+                                    for k in ("node_repair", "restart", "restart_without_spare")}}
     return data
 
 

@@ -58,6 +58,8 @@ def check_problem(p: Problem) -> None:
         with errors.catch():
             _check_node(p, n, levels, domains, seen_nodes)
     with errors.catch():
+        _check_interruptions(p)
+    with errors.catch():
         _check_workloads(p, set(levels))
     if not errors:  # the running state is checked against a sound cluster and workloads
         with errors.catch():
@@ -128,11 +130,38 @@ def _check_workload(p: Problem, i: int, w: Workload, names: set[str], all_profil
         for j, m in enumerate(models):
             if w.mig not in {pr.name for pr in m.profiles}:
                 raise InputError(f"{path}.gpu_models[{j}]", f"{m.name} does not support profile {w.mig!r}")
+    _check_goodput(p, w, path)
     for field in ("required", "preferred"):
         lvl = getattr(w.topology, field)
         if lvl is not None and lvl not in levels:
             raise InputError(f"{path}.topology.{field}",
                              f"unknown topology level {lvl!r}{suggest(lvl, levels)}; levels: {sorted(levels)}")
+
+
+def _check_goodput(p: Problem, w: Workload, path: str) -> None:
+    """``checkpoint``, ``checkpoint_interval`` and ``spares``: a training gang of whole GPUs with interruptions."""
+    if w.checkpoint is None:
+        for key, unset in (("checkpoint_interval", None), ("spares", 0)):
+            if getattr(w, key) != unset:
+                raise InputError(f"{path}.{key}", "needs checkpoint (the time to write one checkpoint, e.g. 6m), "
+                                                  f"which enables the goodput model; give checkpoint or drop {key}")
+        return
+    if w.kind != "training" or w.gpus is None:
+        raise InputError(f"{path}.checkpoint", "applies to training gangs of whole GPUs; set kind: training and "
+                                               "gpus, or drop checkpoint")
+    if p.interruptions is None:
+        raise InputError(f"{path}.checkpoint", "needs the scenario's top-level `interruptions:` (at least "
+                                               "gpu_failure_rate, interruptions per GPU-hour); see docs/formats.md")
+
+
+def _check_interruptions(p: Problem) -> None:
+    it = p.interruptions
+    if it is None:
+        return
+    for name in it.models:
+        model = p.catalog.get(name, f"interruptions.models.{name}")
+        if model.name != name:
+            raise InputError(f"interruptions.models.{name}", f"use the canonical model name {model.name!r}")
 
 
 def _check_running(p: Problem) -> None:

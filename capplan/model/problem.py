@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 from capplan.model.catalog import Catalog, GpuModel, MigProfile
 from capplan.model.decode import LIMITS
 from capplan.model.errors import InputError, suggest
+from capplan.model.interruptions import Interruptions
 from capplan.model.plan import Assignment, MigSlot
 from capplan.model.timing import RunningEnd, ScheduleSpec, format_seconds, parse_seconds
 from capplan.model.units import MILLI, UNITS_PER_GPU, Bool, Float, Frozen, Int, Name, Str, cores_to_milli, gib_to_mib
@@ -29,6 +30,8 @@ Sla = Literal["guaranteed", "best-effort"]
 #: ``nvidia.com/mig-<profile>``; ``single`` as ``nvidia.com/gpu`` on a node whose MIG GPUs all
 #: carry one profile.
 MigStrategy = Literal["mixed", "single"]
+#: Most spare nodes one gang may hold.
+MAX_SPARES = 64
 
 
 class Domain(Frozen):
@@ -134,6 +137,11 @@ class Workload(Frozen):
 
     ``mig_strategy: single`` marks a MIG demand requested as ``nvidia.com/gpu`` from the
     single-strategy nodes of that profile (the default ``mixed`` asks ``nvidia.com/mig-<profile>``).
+
+    Goodput (training gangs of whole GPUs, with the scenario's ``interruptions:``): ``checkpoint`` is
+    the time to write one checkpoint, ``checkpoint_interval`` the work between two (default: the
+    interval maximising goodput), ``spares`` the hot-spare nodes held idle for the gang (a number or
+    ``auto``; see :mod:`capplan.model.goodput`).
     """
 
     name: Name
@@ -159,11 +167,21 @@ class Workload(Frozen):
     duration: int | None = Field(default=None, gt=0)
     release: int = Field(default=0, ge=0)
     deadline: int | None = Field(default=None, gt=0)
+    checkpoint: int | None = Field(default=None, gt=0)
+    checkpoint_interval: int | None = Field(default=None, gt=0)
+    spares: int | Literal["auto"] = 0
 
-    @field_validator("duration", "release", "deadline", mode="before")
+    @field_validator("duration", "release", "deadline", "checkpoint", "checkpoint_interval", mode="before")
     @classmethod
     def _seconds(cls, v: Any) -> Any:
         return None if v is None else parse_seconds(v)
+
+    @field_validator("spares", mode="before")
+    @classmethod
+    def _spares(cls, v: Any) -> Any:
+        if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_SPARES):
+            return v
+        raise ValueError(f"expected a number of spare nodes 0..{MAX_SPARES} or auto, got {v!r}")
 
     @model_validator(mode="after")
     def _times(self) -> Workload:
@@ -247,6 +265,8 @@ class Problem(Frozen):
         The time grid of ``capplan schedule`` (horizon and step), when the scenario gives one.
     ends_in
         Remaining run time of running replicas that end (the others run to the horizon).
+    interruptions
+        Failure rates and restart times of the goodput model (gangs with ``checkpoint``).
     """
 
     cluster: Cluster
@@ -255,6 +275,7 @@ class Problem(Frozen):
     catalog: Catalog
     schedule: ScheduleSpec | None = None
     ends_in: tuple[RunningEnd, ...] = ()
+    interruptions: Interruptions | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Problem:
@@ -265,7 +286,8 @@ class Problem(Frozen):
 
     def replace(self, **changes: Any) -> Problem:
         """Return a new problem with ``changes`` applied, validated again."""
-        data = {k: getattr(self, k) for k in ("cluster", "workloads", "running", "catalog", "schedule", "ends_in")}
+        data = {k: getattr(self, k) for k in ("cluster", "workloads", "running", "catalog", "schedule", "ends_in",
+                                                 "interruptions")}
         data.update(changes)
         if "ends_in" not in changes:  # keep the remaining run times of replicas still running
             keys = {(a.workload, a.replica) for a in data["running"]}
