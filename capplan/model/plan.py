@@ -69,12 +69,34 @@ class Migration(Frozen):
     reason: Str
 
 
+class GoodputRow(Frozen):
+    """The goodput of one placed gang with ``checkpoint`` under the scenario's interruptions.
+
+    ``nodes`` and ``gpus`` are what the gang runs on; ``spare_nodes`` the idle hot spares held for it
+    (``spares`` of them); ``failure_rate_per_hour`` is λ, ``checkpoint_interval_s`` the work segment τ
+    (given, or the optimum), ``goodput`` u, ``goodput_per_provisioned_gpu`` u·n/(n + s), and
+    ``lost_gpu_hours_per_day`` the gang's GPUs × 24 × (1 − u) (see docs/concepts.md, Goodput).
+    """
+
+    workload: Name
+    nodes: Int = Field(ge=0)
+    gpus: Int = Field(ge=0)
+    spares: Int = Field(ge=0)
+    spare_nodes: tuple[Name, ...] = ()
+    failure_rate_per_hour: Float = Field(ge=0)
+    checkpoint_interval_s: Float = Field(gt=0)
+    goodput: Float = Field(ge=0, le=1)
+    goodput_per_provisioned_gpu: Float = Field(ge=0, le=1)
+    lost_gpu_hours_per_day: Float = Field(ge=0)
+
+
 class Plan(Frozen):
     """The result of planning: assignments, what was left out and why, and solve statistics.
 
     ``objective`` and ``bound`` hold the placed GPU demand (in GPUs) per priority, highest
     priority first, in the order of ``priorities``. ``gap`` is the relative gap at the
     highest priority whose objective is below its bound (0 when every bound is met).
+    ``goodput`` has one row per placed gang with ``checkpoint`` (its spare nodes included).
     """
 
     format_version: Int = PLAN_FORMAT_VERSION
@@ -90,6 +112,7 @@ class Plan(Frozen):
     unplaced: tuple[Unplaced, ...] = ()
     evictions: tuple[Eviction, ...] = ()
     migrations: tuple[Migration, ...] = ()
+    goodput: tuple[GoodputRow, ...] = ()
     metrics: dict[str, Any] = Field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -104,6 +127,8 @@ class Plan(Frozen):
                     parts.append(f' "assignments": [\n{items}\n ]')
                     continue
                 val = []
+            elif key == "goodput" and not self.goodput:
+                continue  # plans without gangs under interruptions keep their old form
             elif key in data:
                 val = data[key]
             else:

@@ -17,6 +17,7 @@ from capplan.model.errors import PlanValidationError
 from capplan.model.plan import Assignment, Plan
 from capplan.model.problem import Problem
 from capplan.model.units import units_to_gpus
+from capplan.model.validate_goodput import check_goodput
 from capplan.model.validate_rules import check_assignments, check_groups, replica_value
 
 # check_assignments and replica_value live in validate_rules; this module is the validator's front.
@@ -77,6 +78,7 @@ def check_plan(p: Problem, plan: Plan) -> list[str]:
     v.extend(_check_running(p, plan, placed))
     v.extend(_check_summary(p, plan, placed))
     v.extend(_check_numbers(plan))
+    v.extend(check_goodput(p, plan, placed))
     return v
 
 

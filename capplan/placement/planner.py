@@ -19,6 +19,7 @@ from capplan.model.problem import Problem
 from capplan.model.validate import assert_valid, check_plan
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.progress import Heartbeat
+from capplan.placement.core.spares import plan_with_spares
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
@@ -73,7 +74,7 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     try:
         with beat or contextlib.nullcontext():
             run = replace(opts, time_limit=max(MIN_SOLVE_SECONDS, left), progress=beat or opts.progress)
-            plan = fn(p, run)
+            plan = plan_with_spares(p, fn, run)  # the strategy, holding spare nodes for gangs (core/spares.py)
         problems = check_plan(p, plan)
     except (InputError, KeyboardInterrupt, MemoryError):
         raise
@@ -95,6 +96,6 @@ def _fallback(p: Problem, name: str, opts: PlanOptions, problems: list[str], t0:
     warning = (f"strategy {name} did not produce a valid plan ({'; '.join(problems[:3])}); "
                "this is the greedy plan instead (please report this as a bug)")
     log.warning(warning)
-    plan = plan_greedy(p, replace(opts, progress=None))
+    plan = plan_with_spares(p, plan_greedy, replace(opts, progress=None))
     metrics = {**plan.metrics, "fallback_from": name, "warning": warning}
     return plan.model_copy(update={"metrics": metrics, "solve_seconds": round(time.perf_counter() - t0, 4)})

@@ -164,6 +164,7 @@ def summary_text(p: Problem, plan: Plan) -> str:
                  f"({m.get('allocation_pct', 0):.2f}%), CPU {m.get('cpu_allocation_pct', 0):.1f}% allocated")
     if plan.metrics.get("warning"):
         lines.append(f"  warning: {plan.metrics['warning']}")
+    lines.extend(goodput_lines(plan))
     for u in plan.unplaced:
         lines.append(f"  unplaced {u.workload} x{len(u.replicas)}: {u.reason}")
     for e in plan.evictions:
@@ -171,6 +172,19 @@ def summary_text(p: Problem, plan: Plan) -> str:
     for mg in plan.migrations:
         lines.append(f"  migrate {mg.workload}[{mg.replica}] {mg.from_node} -> {mg.to_node}: {mg.reason}")
     return "\n".join(lines)
+
+
+def goodput_lines(plan: Plan) -> list[str]:
+    """One line per goodput row: u, u per provisioned GPU, spare nodes, interval, rate, GPU-hours lost."""
+    out = []
+    wanted = plan.metrics.get("spares_wanted") or {}
+    for r in plan.goodput:
+        spares = f" + {r.spares} spare{'s' if r.spares != 1 else ''} [{', '.join(r.spare_nodes)}]" if r.spares else ""
+        short = f" (asked for {wanted[r.workload]}; no more fit)" if r.workload in wanted else ""
+        out.append(f"  goodput {r.workload}: {r.goodput:.2%} ({r.goodput_per_provisioned_gpu:.2%} per provisioned "
+                   f"GPU), {r.nodes} nodes{spares}{short}, checkpoint every {r.checkpoint_interval_s / 3600:.2f} h, "
+                   f"{r.failure_rate_per_hour:.4g} interruptions/h, {r.lost_gpu_hours_per_day:.1f} GPU-h lost/day")
+    return out
 
 
 def describe_demand(p: Problem, w: Workload) -> str:

@@ -1,0 +1,185 @@
+"""Hot-spare nodes for gangs with ``checkpoint``, and the plan's goodput rows: one step for every strategy.
+
+Spares are held right after their gang's priority: the strategy plans the problem; for the highest
+priority with a gang asking for spares, each such gang placed in that plan gets its spare nodes (whole,
+free nodes of its GPU model, inside the domain of its ``topology.required`` level, anywhere without one);
+then the work of that priority and above is pinned where it is (as running, neither movable nor
+evictable), the spare nodes leave the cluster, and the strategy plans again, for the next priority
+with spares and finally for the rest. Higher-priority work is never displaced (it was placed before
+the spares were chosen, and stays); lower priorities never see a spare. A node is a candidate only if
+the stage's plan puts no work of the gang's priority or above on it and nothing runs on it.
+
+The cost is one more solve per distinct priority with spares (the time limit is shared between the
+stages). Without gangs asking for spares the strategy runs once, as before. See docs/concepts.md (Goodput).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import replace
+
+from capplan.model.interruptions import gang_goodput, wanted_spares
+from capplan.model.plan import Assignment, Eviction, GoodputRow, Migration, Plan
+from capplan.model.problem import Cluster, Node, Problem, Workload
+from capplan.placement.core.options import PlanOptions, Strategy
+from capplan.placement.core.summary import metrics
+
+log = logging.getLogger(__name__)
+
+
+def plan_with_spares(p: Problem, fn: Strategy, options: PlanOptions) -> Plan:
+    """Run strategy ``fn`` on ``p`` holding the spare nodes its gangs ask for; add the goodput rows.
+
+    Falls back to the plan without spares (``metrics.spares_warning``) when a stage's evictions cannot
+    be carried into the next stage soundly (an evicted replica placed again elsewhere).
+    """
+    levels = sorted({w.priority for w in p.workloads if w.checkpoint is not None and w.spares != 0}, reverse=True)
+    if not levels:
+        return _with_rows(p, fn(p, options), {}, {})
+    stage = replace(options, time_limit=options.time_limit / (len(levels) + 1))
+    cur = p
+    held: dict[str, list[str]] = {}
+    carried: tuple[list[Eviction], list[Migration]] = ([], [])
+    short: dict[str, int] = {}
+    for prio in levels:
+        plan = fn(cur, stage)
+        for w in cur.workloads:
+            if w.priority == prio and w.checkpoint is not None and w.spares != 0:
+                mine = [a for a in plan.assignments if a.workload == w.name]
+                if len(mine) == w.replicas:
+                    held[w.name], wanted = _choose(cur, plan, w, mine, held)
+                    if len(held[w.name]) < wanted:
+                        short[w.name] = wanted
+        cur = _pinned(cur, plan, prio, {n for names in held.values() for n in names}, carried)
+    final = fn(cur, stage)
+    merged = _merge(p, final, carried)
+    if merged is None:
+        log.warning("spares not held: an evicted replica would be placed again elsewhere")
+        plan = fn(p, options)
+        return _with_rows(p, plan.model_copy(update={"metrics": {**plan.metrics, "spares_warning":
+                          "spares not held: holding them would restart an evicted replica elsewhere"}}), {}, {})
+    return _with_rows(p, merged, held, short)
+
+
+def _choose(cur: Problem, plan: Plan, w: Workload, mine: list[Assignment],
+            held: dict[str, list[str]]) -> tuple[list[str], int]:
+    """The spare nodes of gang ``w`` placed as ``mine`` in ``plan`` and how many it asks for."""
+    cl = cur.cluster
+    nodes = [cl.nodes[cl.node_index[name]] for name in dict.fromkeys(a.node for a in mine)]
+    per_node: dict[str, int] = defaultdict(int)
+    for a in mine:
+        per_node[a.node] += len(a.gpus)
+    gpus = sum(per_node.values())
+    wanted = wanted_spares(cur, w, gpus, len(nodes), _model(cur, nodes))
+    if not wanted:
+        return [], 0
+    prio = {x.name: x.priority for x in cur.workloads}
+    busy = {a.node for a in plan.assignments if prio[a.workload] >= w.priority}
+    busy |= {a.node for a in cur.running} | {n for names in held.values() for n in names}
+    models = {n.gpu_model for n in nodes}
+    need = max(per_node.values())
+    req, pref = w.topology.required, w.topology.preferred
+    dom = cl.domain_of(nodes[0], req) if req else None
+    near = {cl.domain_of(n, pref) for n in nodes} if pref else set()
+    free = [n for n in cl.nodes if n.name not in busy and n.gpu_model in models and n.gpus >= need
+            and (dom is None or cl.domain_of(n, req or "node") == dom)]
+    # close to the gang first (its preferred domains), then the smallest node that serves
+    free.sort(key=lambda n: (pref is not None and cl.domain_of(n, pref) not in near, n.gpus, cl.node_index[n.name]))
+    return [n.name for n in free[:wanted]], wanted
+
+
+def _model(p: Problem, nodes: list[Node]) -> str | None:
+    """The gang's GPU model for its failure rate: the highest rate among its nodes' models."""
+    it = p.interruptions
+    models = sorted({n.gpu_model for n in nodes if n.gpu_model})
+    if it is None or not models:
+        return None
+    return max(models, key=lambda m: (it.rate(m), m))
+
+
+def _pinned(cur: Problem, plan: Plan, prio: int, held: set[str],
+            carried: tuple[list[Eviction], list[Migration]]) -> Problem:
+    """``cur`` with the work of priority ``prio`` and above fixed where ``plan`` put it, without ``held``.
+
+    Replicas the stage evicted stay out; replicas it moved run where it moved them (the move is kept).
+    """
+    pin = {w.name for w in cur.workloads if w.priority >= prio}
+    evicted = {(e.workload, e.replica) for e in plan.evictions}
+    moved = {(m.workload, m.replica) for m in plan.migrations}
+    carried[0].extend(plan.evictions)
+    carried[1].extend(plan.migrations)
+    placed = {a.key: a for a in plan.assignments}
+    running = [placed[a.key] if a.key in moved else a for a in cur.running
+               if a.workload not in pin and a.key not in evicted]
+    running += [a for a in plan.assignments if a.workload in pin]
+    workloads = tuple(w.model_copy(update={"migratable": False, "preemptible": False}) if w.name in pin else w
+                      for w in cur.workloads)
+    cl = cur.cluster
+    cluster = Cluster(name=cl.name, levels=cl.levels, domains=cl.domains,
+                      nodes=tuple(n for n in cl.nodes if n.name not in held))
+    return cur.replace(cluster=cluster, workloads=workloads, running=tuple(running))
+
+
+def _merge(p: Problem, final: Plan, carried: tuple[list[Eviction], list[Migration]]) -> Plan | None:
+    """The final stage's plan with the evictions and migrations of the earlier stages, against ``p``.
+
+    None when the stages cannot be told as one plan: an evicted replica placed again elsewhere, or a
+    replica both moved and evicted.
+    """
+    placed = {a.key: a for a in final.assignments}
+    running = {a.key: a for a in p.running}
+    evictions: dict[tuple[str, int], Eviction] = {}
+    for e in [*carried[0], *final.evictions]:
+        key = (e.workload, e.replica)
+        if key in placed:
+            if placed[key] != running[key]:
+                return None
+            continue  # placed again exactly where it ran: not evicted after all
+        evictions[key] = e
+    migrations: dict[tuple[str, int], Migration] = {}
+    for m in [*carried[1], *final.migrations]:
+        key = (m.workload, m.replica)
+        if key in evictions or key not in placed:
+            return None
+        if placed[key] != running[key]:
+            migrations[key] = m.model_copy(update={"from_node": running[key].node, "to_node": placed[key].node})
+        else:
+            migrations.pop(key, None)
+    prios = {w.name: w.priority for w in p.workloads}
+    if any(not p.workload(m.workload).migratable for m in migrations.values()):
+        return None
+    order = lambda x: (-prios[x.workload], x.workload, x.replica)  # noqa: E731
+    return final.model_copy(update={"evictions": tuple(sorted(evictions.values(), key=order)),
+                                    "migrations": tuple(sorted(migrations.values(), key=order))})
+
+
+def _with_rows(p: Problem, plan: Plan, held: dict[str, list[str]], short: dict[str, int]) -> Plan:
+    """``plan`` with one goodput row per placed gang with ``checkpoint`` (``held``: its spare nodes)."""
+    if p.interruptions is None:
+        return plan
+    cl = p.cluster
+    by_workload: dict[str, list[Assignment]] = defaultdict(list)
+    for a in plan.assignments:
+        by_workload[a.workload].append(a)
+    rows = []
+    for w in p.workloads:
+        mine = by_workload.get(w.name, [])
+        if w.checkpoint is None or len(mine) != w.replicas:
+            continue
+        nodes = [cl.nodes[cl.node_index[name]] for name in dict.fromkeys(a.node for a in mine)]
+        gpus = sum(len(a.gpus) for a in mine)
+        spare = held.get(w.name, [])
+        res = gang_goodput(p, w, gpus, len(nodes), _model(p, nodes), len(spare))
+        rows.append(GoodputRow(workload=w.name, nodes=len(nodes), gpus=gpus, spares=len(spare),
+                               spare_nodes=tuple(spare), failure_rate_per_hour=res.failures_per_hour,
+                               checkpoint_interval_s=res.interval_s, goodput=res.goodput,
+                               goodput_per_provisioned_gpu=res.per_provisioned_gpu,
+                               lost_gpu_hours_per_day=res.lost_gpu_hours_per_day))
+    m = dict(plan.metrics)
+    if held:  # the stages planned a cluster without the spare nodes: count over the whole cluster
+        m.update(metrics(p, list(plan.assignments)))
+        m["spare_nodes"] = sum(len(v) for v in held.values())
+    if short:
+        m["spares_wanted"] = short
+    return plan.model_copy(update={"goodput": tuple(rows), "metrics": m})
