@@ -129,6 +129,10 @@ def build_report(p: Problem, plan: Plan, prices: Prices | None = None, timeline:
     data["unplaced"] = _unplaced(p, plan, state)
     data["cost"] = _cost(p, views, prices, assignments, tenants)
     data["totals"] = _totals(views)
+    data["goodput"] = [r.model_dump(mode="json") for r in plan.goodput]
+    for r in plan.goodput:  # spare nodes are marked on the map and in the text view
+        for name in r.spare_nodes:
+            data["nodes"][cl.node_index[name]]["spare_for"] = r.workload
     if timeline is not None:
         data["schedule"] = {"horizon_s": timeline.horizon_s, "workloads": list(timeline.workloads)}
     return data

@@ -29,7 +29,7 @@ _PAGE = """<!DOCTYPE html>
 <header id="head"><h1>{title}</h1></header>
 <nav>
 <a href="#cluster">Cluster</a><a href="#priorities">Priorities</a><a href="#utilisation">Utilisation</a>
-<a href="#power-sec">Power</a><a href="#unplaced-sec">Unplaced</a><a href="#cost-sec">Cost</a>
+<a href="#power-sec">Power</a><a href="#unplaced-sec">Unplaced</a><a href="#goodput-sec">Goodput</a><a href="#cost-sec">Cost</a>
 <a href="#timeline-sec" id="timeline-link"{timeline_hidden}>Timeline</a>
 <span class="sp"></span>
 <label>colour by <select id="colour"><option value="w">workload</option>
@@ -55,6 +55,9 @@ bound on what any plan could place there.</p></section>
 <section id="cost-sec"><h2>Cost</h2><div id="cost"></div></section>
 </div>
 <section id="unplaced-sec"><h2>Unplaced workloads</h2><div id="unplaced"></div></section>
+<section id="goodput-sec"><h2>Goodput under interruptions</h2><div id="goodput"></div>
+<p class="note">Per gang with checkpoint: the share of wall time that is useful work (Daly 2006), per GPU
+provisioned including the hot spares held idle for it (marked "spare" on the map).</p></section>
 <section id="timeline-sec"{timeline_hidden}><h2>Timeline</h2>
 <p class="note">One row per node and one thin lane per GPU in it: a bar is a replica from its start to its end
 (MIG instances at their memory slices, shares stacked within the GPU; CPU-only replicas below the GPUs).</p>

@@ -68,7 +68,8 @@ def render_text(data: dict[str, Any], width: int = 100) -> str:
         head = f"{indent}{n['name']:<{name_w}}  {model:<{model_w}}  "
         room = max(8, width - len(head) - 12)
         chunks = [row[k:k + room] for k in range(0, len(row), room)] or ["(no GPUs)"]
-        lines.append(f"{head}{chunks[0]}  {used}/{n['gpus']} in use" if n["gpus"] else f"{head}(no GPUs)")
+        spare = f"  spare for {n['spare_for']}" if n.get("spare_for") else ""
+        lines.append(f"{head}{chunks[0]}  {used}/{n['gpus']} in use{spare}" if n["gpus"] else f"{head}(no GPUs)")
         lines.extend(" " * len(head) + c for c in chunks[1:])
 
     def walk(d: dict[str, Any], depth: int) -> None:
@@ -92,6 +93,11 @@ def render_text(data: dict[str, Any], width: int = 100) -> str:
     names = [f"{s} {data['workloads'][w]['name']}" for w, s in sym.items()]
     lines.append("legend: " + ", ".join(names) if names else "legend: no GPU is in use")
     lines.append("        lower case: part of the GPU is free; . idle; x stranded (no workload can use it)")
+    for r in data.get("goodput", []):
+        spares = f" + {r['spares']} spare{'s' if r['spares'] != 1 else ''}" if r["spares"] else ""
+        lines.append(f"goodput {r['workload']}: {r['goodput']:.2%} ({r['goodput_per_provisioned_gpu']:.2%} per "
+                     f"provisioned GPU), {r['nodes']} nodes{spares}, checkpoint every "
+                     f"{r['checkpoint_interval_s'] / 3600:.2f} h, {r['lost_gpu_hours_per_day']:.1f} GPU-h lost/day")
     for u in data["unplaced"]:
         w = data["workloads"][u["workload"]]
         near = ", ".join(nodes[i]["name"] for i, _ in u["closest"])

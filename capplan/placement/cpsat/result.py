@@ -148,7 +148,7 @@ def repaired(p: Problem, plan: Plan, options: PlanOptions, t0: float, deadline: 
     bound, optimal = bound_of(got)
     better = make_plan(p, "cpsat", got, unplaced_of(p, got, []), bound=bound, seconds=time.perf_counter() - t0,
                        seed=options.seed, proven_optimal=optimal, extra_metrics={"cpsat": stats})
-    violations = check_plan(p, better)
+    violations = check_plan(p, better, goodput=False)  # goodput rows come later (core/spares.py)
     if violations:
         log.warning("cpsat: rack repair gave an invalid plan %s; keeping the plan before it", violations[:3])
         return plan
@@ -204,7 +204,7 @@ def from_solution(
         proven_optimal=optimal,
         extra_metrics={"cpsat": stats},
     )
-    violations = check_plan(p, plan)
+    violations = check_plan(p, plan, goodput=False)
     if violations:
         log.warning("cpsat: decoded plan violates %s; using the greedy plan", violations[:3])
         stats["violations"] = violations[:5]

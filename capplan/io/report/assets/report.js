@@ -103,7 +103,9 @@
   function nodeHtml(i, lazy) {
     var n = N[i], m = n.model >= 0 ? M[n.model] : null, cells = D.cells[i], s, cols = Math.min(n.gpus, 8);
     s = '<div class="node" id="n-' + i + '" data-node="' + esc(n.name) + '"><div class="nn"><b>' + esc(n.name) +
-      "</b><span>" + (m ? esc(m.name.split("-")[0]) + " ×" + n.gpus : "") + "</span></div>";
+      "</b>" + (n.spare_for ? '<span class="spare" title="hot spare held idle for ' + esc(n.spare_for) + '">spare · ' +
+      esc(n.spare_for) + "</span>" : "") + "<span>" + (m ? esc(m.name.split("-")[0]) + " ×" + n.gpus : "") +
+      "</span></div>";
     if (!n.gpus) { return s + '<div class="cpuonly">no GPUs · ' + fmt(n.cpu) + " cores</div></div>"; }
     if (lazy) {  /* a shell of the right size; its cells are drawn when it scrolls near the viewport */
       return s + '<div class="gs" style="--cols:' + cols + ";--rows:" + Math.ceil(n.gpus / 8) + '"></div></div>';
@@ -307,6 +309,15 @@
   });
   document.getElementById("unplaced").innerHTML = up.length ? table(["workload", "#replicas", "reason",
     "closest nodes (what they lack)"], up) : '<p class="note">Every replica is ' + (isSched ? "scheduled" : "placed") + ".</p>";
+  var gp = (D.goodput || []).map(function (r) {
+    return [esc(r.workload), fmt(r.nodes, 0), fmt(r.gpus, 0), fmt(r.spares, 0) + (r.spares ? '<br><span class="note">' +
+      r.spare_nodes.map(esc).join(", ") + "</span>" : ""), fmt(r.failure_rate_per_hour, 5),
+      fmt(r.checkpoint_interval_s / 3600, 2), pct(r.goodput, 1), pct(r.goodput_per_provisioned_gpu, 1),
+      fmt(r.lost_gpu_hours_per_day, 1)];
+  });
+  document.getElementById("goodput").innerHTML = gp.length ? table(["gang", "#nodes", "#GPUs", "#spares",
+    "#interruptions/h", "#checkpoint every h", "#goodput", "#per provisioned GPU", "#GPU-h lost/day"], gp)
+    : '<p class="note">No gang with checkpoint (see docs/concepts.md, Goodput).</p>';
   var c = D.cost;
   var kinds = [["allocated", "al"], ["idle", "id"], ["stranded", "st"], ["total", ""]];
   document.getElementById("cost").innerHTML = table(["capacity", "#per hour", "#per month", "#share"],
