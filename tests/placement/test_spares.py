@@ -131,7 +131,7 @@ def test_validator_rejects_a_spare_of_another_model_and_wrong_numbers() -> None:
 
 
 def test_plan_json_round_trip_and_old_plans_unchanged() -> None:
-    p, plan = _valid()
+    _, plan = _valid()
     text = plan.to_json()
     assert '"goodput": [' in text and Plan.from_json(text) == plan
     plain = problem_from_data({"cluster": {"levels": ["node"], "nodes": [

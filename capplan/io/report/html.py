@@ -29,7 +29,8 @@ _PAGE = """<!DOCTYPE html>
 <header id="head"><h1>{title}</h1></header>
 <nav>
 <a href="#cluster">Cluster</a><a href="#priorities">Priorities</a><a href="#utilisation">Utilisation</a>
-<a href="#power-sec">Power</a><a href="#unplaced-sec">Unplaced</a><a href="#goodput-sec">Goodput</a><a href="#cost-sec">Cost</a>
+<a href="#power-sec">Power</a><a href="#unplaced-sec">Unplaced</a><a href="#goodput-sec">Goodput</a>
+<a href="#cost-sec">Cost</a>
 <a href="#timeline-sec" id="timeline-link"{timeline_hidden}>Timeline</a>
 <span class="sp"></span>
 <label>colour by <select id="colour"><option value="w">workload</option>
