@@ -7,6 +7,7 @@ rate of a GPU model, a gang's size in nodes and its spare count (``spares: auto`
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 DEFAULT_NODE_REPAIR_S = 72 * 3600
 DEFAULT_RESTART_S = 15 * 60
 DEFAULT_RESTART_WITHOUT_SPARE_S = 4 * 3600
+#: Longest expected wall time of a gang (a goodput near 0 would give an unbounded one): about 34,000 years.
+MAX_WALL_S = 2**40
 
 
 class Interruptions(Frozen):
@@ -98,12 +101,40 @@ def worst_rate_model(p: Problem, w: Workload) -> str | None:
 def expected_duration(p: Problem, w: Workload) -> int | None:
     """The expected wall time of ``w`` (``duration / u``, whole seconds rounded up) with no spare held.
 
+    The goodput is that of the gang's GPUs on the allowed model of the cluster that fails most often.
+
     ``capplan schedule`` holds no spare nodes, so a restart takes ``restart_without_spare``. The
     workload's own ``duration`` for work without ``checkpoint``.
     """
     if w.duration is None or w.checkpoint is None or p.interruptions is None or w.gpus is None:
         return w.duration
     res = gang_goodput(p, w, w.gpus * w.replicas, 1, worst_rate_model(p, w), 0)
-    if res.goodput <= 0:
+    return min(MAX_WALL_S, math.ceil(w.duration / max(res.goodput, 1e-12) - 1e-9))
+
+
+def expected_goodput(p: Problem, w: Workload) -> float | None:
+    """The goodput ``capplan schedule`` assumes for ``w`` (no spare held), None without checkpoint."""
+    if w.checkpoint is None or p.interruptions is None or w.gpus is None:
         return None
-    return math.ceil(w.duration / res.goodput - 1e-9)
+    return gang_goodput(p, w, w.gpus * w.replicas, 1, worst_rate_model(p, w), 0).goodput
+
+
+def with_expected_durations(p: Problem) -> Problem:
+    """The problem the time engine schedules: each gang with ``checkpoint`` runs for its expected wall time.
+
+    Those gangs become plain gangs (``checkpoint``, ``checkpoint_interval`` and ``spares`` cleared) whose
+    ``duration`` is :func:`expected_duration`, so the function is idempotent. The deadline stays: a gang
+    whose expected run cannot end by it is left unscheduled. ``p`` itself when nothing changes.
+    """
+    if p.interruptions is None or all(w.checkpoint is None or w.duration is None for w in p.workloads):
+        return p
+    plain = {"checkpoint": None, "checkpoint_interval": None, "spares": 0}
+    workloads = tuple(w.model_copy(update={**plain, "duration": expected_duration(p, w)})
+                      if w.checkpoint is not None and w.duration is not None else w for w in p.workloads)
+    # Not validated again: an expected run may end after the deadline (that gang stays unscheduled), which a
+    # scenario may not say. Everything else is the validated problem's; its memos are dropped.
+    timed = p.model_copy(update={"workloads": workloads})
+    for name, attr in vars(type(p)).items():
+        if isinstance(attr, cached_property):
+            timed.__dict__.pop(name, None)
+    return timed

@@ -29,7 +29,9 @@ class WorkloadTiming(Frozen):
 
     ``deadline_met`` is true when every replica runs and ends by the deadline (by the horizon
     when there is no deadline). ``reason`` says why a workload waits past its release (for
-    guaranteed workloads) or misses its deadline.
+    guaranteed workloads) or misses its deadline. ``expected_end_s``, for a gang with ``checkpoint``:
+    its expected completion, the start plus ``duration / u`` (the gang holds its GPUs that long, so it
+    equals ``end_s``; the deadline is met or missed on it).
     """
 
     name: str
@@ -38,6 +40,7 @@ class WorkloadTiming(Frozen):
     wait_s: int | None = None
     deadline_met: bool = False
     reason: str | None = None
+    expected_end_s: int | None = None
 
 
 class Unscheduled(Frozen):

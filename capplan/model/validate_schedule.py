@@ -5,7 +5,8 @@ the resource use only grows when something starts, so the rules are checked at e
 time, on the replicas running at that instant (start <= t < end), with the plan validator's
 own bookkeeping (:func:`capplan.model.validate.check_assignments`). On top come the time rules:
 the step grid, releases, durations, deadlines, the horizon, gangs starting together and the
-running state. Like the plan validator it uses no planner code.
+running state. Like the plan validator it uses no planner code. A gang with ``checkpoint`` runs for its
+expected wall time, ``duration / u`` (the contract's formula, :mod:`capplan.model.goodput`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from capplan.model.errors import PlanValidationError
+from capplan.model.interruptions import with_expected_durations
 from capplan.model.plan import Assignment
 from capplan.model.problem import Node, Problem, Workload
 from capplan.model.schedule import Schedule, TimedAssignment
@@ -185,6 +187,7 @@ def check_schedule(p: Problem, s: Schedule) -> list[str]:
     list of str
         One readable line per violated rule.
     """
+    orig, p = p, with_expected_durations(p)  # gangs with checkpoint run for their expected wall time
     v: list[str] = []
     placed = check_coverage(p, s.assignments, [(u.workload, u.replicas) for u in s.unscheduled],
                             ("scheduled", "unscheduled"), v)
@@ -192,6 +195,22 @@ def check_schedule(p: Problem, s: Schedule) -> list[str]:
     v.extend(check_groups(p, {k: _space(a) for k, a in placed.items()}))
     v.extend(_check_instants(p, placed))
     v.extend(_check_summary(p, s, placed))
+    v.extend(_check_expected(orig, s))
+    return v
+
+
+def _check_expected(p: Problem, s: Schedule) -> list[str]:
+    """``expected_end_s``: the end of a scheduled gang with checkpoint (its expected wall time), else absent."""
+    rows = {r.name: r for r in s.workloads}
+    v = []
+    for w in p.workloads:
+        row = rows.get(w.name)
+        if row is None:
+            continue
+        timed = w.checkpoint is not None and w.duration is not None and p.interruptions is not None
+        want = row.end_s if timed else None
+        if row.expected_end_s != want:
+            v.append(f"workloads row {w.name}: expected_end_s {row.expected_end_s}, expected {want}")
     return v
 
 

@@ -15,9 +15,10 @@ import math
 from typing import Literal
 
 from capplan.model.errors import InputError
+from capplan.model.interruptions import expected_duration, expected_goodput, with_expected_durations
 from capplan.model.problem import Problem
 from capplan.model.schedule import Schedule
-from capplan.model.timing import DEFAULT_HORIZON_S, DEFAULT_STEP_S, ScheduleSpec, parse_seconds
+from capplan.model.timing import DEFAULT_HORIZON_S, DEFAULT_STEP_S, ScheduleSpec, describe_seconds, parse_seconds
 from capplan.model.validate_schedule import assert_valid_schedule
 
 ScheduleStrategy = Literal["auto", "cpsat", "heuristic"]
@@ -88,18 +89,37 @@ def schedule(problem: Problem, strategy: str = "auto", *, horizon: int | str | N
     if workers < 1:
         raise InputError("workers", f"must be at least 1, got {workers}")
     spec = _spec(problem, horizon, step)
-    chosen = choose_schedule_strategy(problem) if strategy == "auto" else strategy
+    timed = with_expected_durations(problem)  # gangs with checkpoint run for duration / goodput
+    chosen = choose_schedule_strategy(timed) if strategy == "auto" else strategy
     if chosen == "cpsat":
         from capplan.placement.schedule.exact import schedule_cpsat, unsupported
 
-        why = unsupported(problem)
+        why = unsupported(timed)
         if why is None:
-            result = schedule_cpsat(problem, spec.horizon, spec.step, time_limit, seed, workers)
-            return assert_valid_schedule(problem, result)
-        result = _heuristic(problem, spec.horizon, spec.step, seed, time_limit)
+            result = schedule_cpsat(timed, spec.horizon, spec.step, time_limit, seed, workers)
+            return assert_valid_schedule(problem, expected_ends(problem, result))
+        result = _heuristic(timed, spec.horizon, spec.step, seed, time_limit)
         metrics = dict(result.metrics, cpsat_declined=why)
-        return assert_valid_schedule(problem, result.model_copy(update={"metrics": metrics}))
-    return assert_valid_schedule(problem, _heuristic(problem, spec.horizon, spec.step, seed, time_limit))
+        return assert_valid_schedule(problem, expected_ends(problem, result.model_copy(update={"metrics": metrics})))
+    return assert_valid_schedule(problem, expected_ends(problem, _heuristic(timed, spec.horizon, spec.step, seed,
+                                                                            time_limit)))
+
+
+def expected_ends(p: Problem, s: Schedule) -> Schedule:
+    """``s`` with ``expected_end_s`` on the rows of gangs with ``checkpoint`` and a reason on a missed deadline."""
+    rows = []
+    for w, row in zip(p.workloads, s.workloads, strict=True):
+        u = expected_goodput(p, w) if w.duration is not None else None
+        if u is None:
+            rows.append(row)
+            continue
+        wall = expected_duration(p, w)
+        why = row.reason
+        if not row.deadline_met and w.deadline is not None:
+            why = (f"expected run time {describe_seconds(wall or 0)} (duration {describe_seconds(w.duration or 0)} "
+                   f"/ goodput {u:.2%} under interruptions)" + (f"; {why}" if why else ""))
+        rows.append(row.model_copy(update={"expected_end_s": row.end_s, "reason": why}))
+    return s.model_copy(update={"workloads": tuple(rows)})
 
 
 def _heuristic(p: Problem, horizon: int, step: int, seed: int, time_limit: float) -> Schedule:
