@@ -110,6 +110,14 @@ def expected_restart(spares: int, mean_in_repair: float, restart: float, restart
     return p * restart + (1.0 - p) * restart_without_spare
 
 
+def best_goodput(failures_per_hour: float, checkpoint: float, restart: float) -> float:
+    """The goodput at the best checkpoint interval τ* (1 without interruptions), seconds throughout."""
+    mtbf = mtbf_seconds(failures_per_hour)
+    if math.isinf(mtbf):
+        return 1.0
+    return goodput(optimal_interval(checkpoint, mtbf), checkpoint, restart, mtbf)
+
+
 @dataclass(frozen=True)
 class Interruptible:
     """What the goodput of one gang depends on (seconds; rates per hour).

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from capplan.reserve.problem import ClassData, Problem
+from capplan.reserve.problem import ClassData, Problem, useful_share
 from capplan.reserve.result import Plan
 
 TOL = 1e-5
@@ -189,7 +189,7 @@ class _Checker:
                 continue
             if ro.kind == "spot" and not spot_ok:
                 v.append(f"{where}: tier {self.pr.tiers[cl.tier].name} may not use spot capacity")
-            served += n * cl.ratios[ro.model] * (1 - ro.interruption_rate)
+            served += n * cl.ratios[ro.model] * useful_share(cl, ro)
             self.rpool[row["scenario"], name, row["period"]] += n
         return served
 

@@ -17,7 +17,7 @@ import pulp
 
 from capplan.lp.highs import quiet_stdout
 from capplan.lp.program import LinearProgram
-from capplan.reserve.problem import Problem
+from capplan.reserve.problem import Problem, useful_share
 from capplan.reserve.readback import program, read_solution
 from capplan.reserve.solver import TOL, RawSolution, SolverSettings
 
@@ -315,7 +315,7 @@ class ReservationModel:
             ro = pr.recourse[o]
             v = self._var(_n(ro.kind, cl.name, ro.name, pr.labels[p], sn), 0)
             self.r[w, c, o, p] = v
-            served.append((v, cl.ratios[ro.model] * (1 - ro.interruption_rate)))
+            served.append((v, cl.ratios[ro.model] * useful_share(cl, ro)))
             rpool.setdefault(o, []).append(v)
             self.cost_terms.append((v, prob * ro.price_per_gpu_hour * pr.hours))
         return served

@@ -10,11 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from capplan.io.files import load_yaml_or_json
 from capplan.model.errors import InputError, describe
 from capplan.model.plan import input_error_from
+from capplan.model.timing import parse_seconds
 from capplan.model.units import Bool, Float, Frozen, Int, Name, Str
 
 #: A period reference: a label such as ``2027-03`` (``2027-03-01`` for weekly horizons)
@@ -79,13 +80,23 @@ class Tier(Frozen):
 
 
 class WorkloadClass(Frozen):
-    """A workload class: acceptable GPU models with relative throughput, tier and gang shape."""
+    """A workload class: acceptable GPU models with relative throughput, tier and gang shape.
+
+    ``checkpoint`` (seconds; ``6m`` accepted) enables the goodput model on spot options that give
+    ``interruptions_per_node_hour`` (docs/reservations.md, Spot and goodput).
+    """
 
     name: Name
     tier: Str
     models: dict[Name, Float] = Field(min_length=1)
     gang_size: Int = Field(default=1, ge=1)
     topology: Literal["node", "site"] = "node"
+    checkpoint: int | None = Field(default=None, gt=0)
+
+    @field_validator("checkpoint", mode="before")
+    @classmethod
+    def _seconds(cls, v: Any) -> Any:
+        return None if v is None else parse_seconds(v)
 
 
 class Purchase(Frozen):
@@ -137,13 +148,24 @@ class OnDemand(Frozen):
 
 
 class Spot(Frozen):
-    """Spot GPUs: cheap, interrupted at ``interruption_rate``; only for tiers that allow spot."""
+    """Spot GPUs: cheap, interrupted at ``interruption_rate``; only for tiers that allow spot.
+
+    With ``interruptions_per_node_hour`` (and a class's ``checkpoint``) a spot GPU delivers the goodput
+    of the class's gang instead of ``1 - interruption_rate``; ``restart`` is the re-provision time.
+    """
 
     name: Str | None = None
     model: Str
     price_per_gpu_hour: Float = Field(ge=0)
     interruption_rate: Float = Field(default=0.0, ge=0, lt=1)
     max_gpus: Float | None = Field(default=None, ge=0)
+    interruptions_per_node_hour: Float | None = Field(default=None, ge=0, le=1000)
+    restart: int = Field(default=0, ge=0)
+
+    @field_validator("restart", mode="before")
+    @classmethod
+    def _seconds(cls, v: Any) -> Any:
+        return parse_seconds(v)
 
 
 class Options(Frozen):

@@ -17,7 +17,7 @@ from capplan.model.errors import CapplanError
 from capplan.reserve.diagnose import explain
 from capplan.reserve.lshaped import solve_decomposition
 from capplan.reserve.milp import ReservationModel
-from capplan.reserve.problem import Problem
+from capplan.reserve.problem import Problem, useful_share
 from capplan.reserve.result import Commitment, Order, Plan, TierOutcome
 from capplan.reserve.solver import TOL, RawSolution, SolverSettings
 
@@ -123,7 +123,28 @@ def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None
         _costs(pr, raw, orders, commitments),
         tiers,
         unmet,
+        effective_prices=effective_prices(pr),
     )
+
+
+def effective_prices(pr: Problem) -> tuple[dict[str, Any], ...]:
+    """Per class and each on-demand or spot option it may use: price, useful share, price per useful GPU-hour.
+
+    ``per_useful_gpu_hour`` is the price over the useful share; ``per_useful_reference_gpu_hour`` divides
+    by the class's throughput ratio on the option's model too (what the planner compares).
+    """
+    rows = []
+    for cl in pr.classes:
+        for ro in pr.recourse:
+            if ro.model not in cl.ratios or (ro.kind == "spot" and not pr.tiers[cl.tier].spot):
+                continue
+            share = useful_share(cl, ro)
+            per = ro.price_per_gpu_hour / share if share > 0 else None
+            rows.append({"class": cl.name, "option": ro.name, "kind": ro.kind, "model": ro.model,
+                         "price_per_gpu_hour": ro.price_per_gpu_hour, "useful_share": _r(share),
+                         "per_useful_gpu_hour": None if per is None else _r(per),
+                         "per_useful_reference_gpu_hour": None if per is None else _r(per / cl.ratios[ro.model])})
+    return tuple(rows)
 
 
 def _decisions(

@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from capplan.model.catalog import Catalog, builtin_catalog
 from capplan.model.errors import InputError, suggest
+from capplan.model.goodput import best_goodput
 from capplan.reserve.model import PlanningFile
 from capplan.reserve.resolve import Resolver, scenarios, unique, window
 
@@ -90,6 +91,26 @@ class RecourseData:
     price_per_gpu_hour: float
     max_gpus: float | None
     interruption_rate: float = 0.0
+    interruptions_per_node_hour: float | None = None
+    restart_s: float = 0.0
+
+
+#: GPUs per node when a class's gang is counted in nodes for spot interruptions (the contract's 8-GPU nodes)
+SPOT_NODE_GPUS = 8
+
+
+def useful_share(cl: ClassData, ro: RecourseData) -> float:
+    """The share of an on-demand or spot GPU's throughput that class ``cl`` gets: the one rule.
+
+    With the option's ``interruptions_per_node_hour`` and the class's ``checkpoint``: the goodput ``u`` of
+    the class's gang (λ = ⌈gang_size / 8⌉ nodes × interruptions_per_node_hour, restart = the option's
+    ``restart``, the best checkpoint interval; :mod:`capplan.model.goodput`). Otherwise the old rule,
+    ``1 - interruption_rate``.
+    """
+    if ro.interruptions_per_node_hour is None or cl.checkpoint_s is None:
+        return 1.0 - ro.interruption_rate
+    nodes = -(-cl.gang_size // SPOT_NODE_GPUS)
+    return best_goodput(nodes * ro.interruptions_per_node_hour, cl.checkpoint_s, ro.restart_s)
 
 
 @dataclass(frozen=True)
@@ -115,6 +136,7 @@ class ClassData:
     gang_size: int
     topology: str
     factor: float
+    checkpoint_s: float | None = None
 
     @property
     def site_gangs(self) -> bool:
@@ -313,7 +335,8 @@ def _classes(r: Resolver) -> tuple[ClassData, ...]:
                 )
             usable = (pf.gpus_per_node // c.gang_size) * c.gang_size
             factor = pf.gpus_per_node / usable
-        out.append(ClassData(c.name, tier_names.index(c.tier), ratios, c.gang_size, c.topology, factor))
+        out.append(ClassData(c.name, tier_names.index(c.tier), ratios, c.gang_size, c.topology, factor,
+                             None if c.checkpoint is None else float(c.checkpoint)))
     return tuple(out)
 
 
@@ -396,5 +419,6 @@ class _Options:
             path = f"options.spot[{i}]"
             m = r.model(sp.model, f"{path}.model")
             name = self.name(sp.name, f"spot-{m}", path)
-            out.append(RecourseData("spot", name, m, sp.price_per_gpu_hour, sp.max_gpus, sp.interruption_rate))
+            out.append(RecourseData("spot", name, m, sp.price_per_gpu_hour, sp.max_gpus, sp.interruption_rate,
+                                    sp.interruptions_per_node_hour, float(sp.restart)))
         return tuple(out)

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from capplan.lp.highs import HighsSolver
 from capplan.lp.program import ProgramBuilder
-from capplan.reserve.problem import Problem
+from capplan.reserve.problem import Problem, useful_share
 
 Arr = npt.NDArray[np.float64]
 Idx = npt.NDArray[np.int32]
@@ -114,7 +114,7 @@ class _Template:
         for o in self.usable[c]:
             ro = self.pr.recourse[o]
             j = self.r_col[c, o, p] = self.col(ro.price_per_gpu_hour * self.pr.hours)
-            served.append((j, cl.ratios[ro.model] * (1 - ro.interruption_rate)))
+            served.append((j, cl.ratios[ro.model] * useful_share(cl, ro)))
             rpool.setdefault(o, []).append((j, 1.0))
         return served
 

@@ -35,7 +35,7 @@ def markdown_report(plan: Plan, source: str = "") -> str:
         out += ["## Guaranteed demand that cannot be met", ""]
         out += [f"- {u.line()}" for u in plan.unmet]
         out.append("")
-    out += _schedule(plan) + _costs_and_tiers(plan) + _coverage(plan) + _what_ifs(plan)
+    out += _schedule(plan) + _costs_and_tiers(plan) + _effective(plan) + _coverage(plan) + _what_ifs(plan)
     out += [
         "",
         "Plots: `demand_vs_capacity.png`, `cost_breakdown.png`. All fields: `plan.json` "
@@ -154,6 +154,23 @@ def _coverage(plan: Plan) -> list[str]:
         for (p, c), a in coverage_table(plan).items()
     ]
     return out
+
+
+def _effective(plan: Plan) -> list[str]:
+    """The price per useful GPU-hour of each on-demand and spot option, per class."""
+    if not plan.effective_prices:
+        return []
+    out = ["## Price per useful GPU-hour (on-demand and spot)", "",
+           "Useful share: the goodput of the class's gang under the option's interruptions (with `checkpoint` "
+           "and `interruptions_per_node_hour`), else 1 - interruption_rate.", "",
+           "| class | option | price / GPU-h | useful share | per useful GPU-h | per useful reference GPU-h |",
+           "|---|---|---:|---:|---:|---:|"]
+    for r in plan.effective_prices:
+        per = "-" if r["per_useful_gpu_hour"] is None else f"{r['per_useful_gpu_hour']:.3f}"
+        ref = "-" if r["per_useful_reference_gpu_hour"] is None else f"{r['per_useful_reference_gpu_hour']:.3f}"
+        out.append(f"| {r['class']} | {r['option']} | {r['price_per_gpu_hour']:.3f} | {r['useful_share']:.4f} "
+                   f"| {per} | {ref} |")
+    return [*out, ""]
 
 
 def _what_ifs(plan: Plan) -> list[str]:

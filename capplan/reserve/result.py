@@ -112,6 +112,9 @@ class Plan:
         Explanations when a guaranteed tier cannot be met.
     what_if
         What-if deltas against this plan (filled by :mod:`capplan.reserve.whatif`).
+    effective_prices
+        Per class and on-demand or spot option it may use: the price, the useful share of a GPU
+        (goodput under interruptions, or ``1 - interruption_rate``) and the price per useful GPU-hour.
     """
 
     name: str
@@ -129,6 +132,7 @@ class Plan:
     tiers: tuple[TierOutcome, ...]
     unmet: tuple[Unmet, ...] = ()
     what_if: tuple[dict[str, Any], ...] = field(default=())
+    effective_prices: tuple[dict[str, Any], ...] = field(default=())
 
     @property
     def guaranteed_met(self) -> bool:
@@ -177,6 +181,7 @@ class Plan:
                 Unmet(**{**u, "sites": tuple(u["sites"]), "binding": tuple(u["binding"])}) for u in d["unmet"]
             ),
             what_if=tuple(d.get("what_if", ())),
+            effective_prices=tuple(d.get("effective_prices", ())),
         )
 
     @classmethod
