@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from capplan.io.scenario import problem_from_data
 from capplan.model.goodput import Interruptible, auto_spares, evaluate
@@ -16,6 +18,7 @@ from capplan.model.plan import Plan
 from capplan.model.problem import Problem
 from capplan.model.validate import check_plan
 from capplan.placement import STRATEGIES, PlanOptions, solve
+from tests.strategies_gen import scenario_data
 
 NAMES = sorted(STRATEGIES)
 OPTS = PlanOptions(time_limit=10, seed=0, workers=1)
@@ -138,3 +141,37 @@ def test_plan_json_round_trip_and_old_plans_unchanged() -> None:
         {"name": "n1", "gpu": "H100-SXM5-80GB", "gpus": 8, "cpu": 8, "memory_gib": 64}]},
         "workloads": [{"name": "w", "gpus": 1}]})
     assert "goodput" not in solve(plain, "greedy", OPTS).to_json()
+
+
+@st.composite
+def _with_spares_data(draw: st.DrawFn) -> dict[str, Any]:
+    """A random scenario (tests/strategies_gen.py) whose whole-GPU gangs checkpoint and ask for spares; each rack
+    gains copies of its first node, so spares often fit."""
+    data = draw(scenario_data())
+    for r, rack in enumerate(data["cluster"]["racks"]):
+        first = rack["nodes"][0]
+        rack["nodes"] += [{**first, "name": f"{first['name']}-copy{k}"} for k in range(draw(st.integers(1, 3)))]
+        rack["nodes"] = [{**n, "name": f"{n['name']}-r{r}"} if "copy" in n["name"] else n for n in rack["nodes"]]
+    for w in data["workloads"]:
+        if "gpus" in w and draw(st.integers(0, 2)):
+            w.update(kind="training", checkpoint="6m", spares=draw(st.sampled_from([0, 1, 2, "auto"])))
+    data["interruptions"] = {"gpu_failure_rate": draw(st.sampled_from([2e-5, 1e-3])), "node_repair": "4h"}
+    return data
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_with_spares_data())
+def test_random_spares_are_valid_and_displace_no_higher_priority(data: dict[str, Any]) -> None:
+    """Plans with spares pass the validator (spares empty, of the model, in the domain), and every priority at or
+    above the highest one holding spares places exactly what the plan without spares places there."""
+    p = problem_from_data(data)
+    plan = solve(p, "greedy", OPTS)
+    assert check_plan(p, plan) == []
+    top = max((w.priority for w in p.workloads if w.checkpoint is not None and w.spares != 0), default=None)
+    if top is None:
+        return
+    plain = p.replace(workloads=tuple(w.model_copy(update={"spares": 0}) for w in p.workloads))
+    base = solve(plain, "greedy", OPTS)
+    for q, got, want in zip(p.priorities, plan.objective, base.objective, strict=True):
+        if q >= top:
+            assert got == want

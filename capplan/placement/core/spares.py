@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from capplan.model.interruptions import gang_goodput, wanted_spares
-from capplan.model.plan import Assignment, Eviction, GoodputRow, Migration, Plan
+from capplan.model.plan import Assignment, Eviction, GoodputRow, Migration, Plan, Unplaced
 from capplan.model.problem import Cluster, Node, Problem, Workload
 from capplan.placement.core.options import PlanOptions, Strategy
 from capplan.placement.core.summary import metrics
@@ -177,9 +177,24 @@ def _with_rows(p: Problem, plan: Plan, held: dict[str, list[str]], short: dict[s
                                goodput_per_provisioned_gpu=res.per_provisioned_gpu,
                                lost_gpu_hours_per_day=res.lost_gpu_hours_per_day))
     m = dict(plan.metrics)
+    unplaced = plan.unplaced
     if held:  # the stages planned a cluster without the spare nodes: count over the whole cluster
         m.update(metrics(p, list(plan.assignments)))
         m["spare_nodes"] = sum(len(v) for v in held.values())
+        unplaced = tuple(_spare_note(p, u, held) for u in plan.unplaced)
     if short:
         m["spares_wanted"] = short
-    return plan.model_copy(update={"goodput": tuple(rows), "metrics": m})
+    return plan.model_copy(update={"goodput": tuple(rows), "metrics": m, "unplaced": unplaced})
+
+
+def _spare_note(p: Problem, u: Unplaced, held: dict[str, list[str]]) -> Unplaced:
+    """``u`` noting the hot-spare nodes that could host it (its reason saw the cluster without them)."""
+    w = p.workload(u.workload)
+    cl = p.cluster
+    could = [(n, g) for g, names in held.items() for n in names
+             if p.can_host(w, cl.nodes[cl.node_index[n]]) is not None]
+    if not could:
+        return u
+    names = ", ".join(f"{n} for {g}" for n, g in could)
+    return u.model_copy(update={"reason": f"{u.reason}; {len(could)} node(s) that could host it are held as hot "
+                                          f"spares ({names})"})
