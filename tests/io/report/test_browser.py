@@ -150,3 +150,15 @@ def test_large_cluster_lists_every_node_and_draws_far_racks_on_demand(browser: B
     browser.evaluate("window.capplanReport.drawAll()")
     assert browser.evaluate("document.querySelectorAll('#map .a').length") == 300 * 8 + 80
     assert browser.log.errors == []
+
+
+def test_spare_nodes_are_marked_and_the_goodput_table_drawn(browser: Browser, tmp_path: Path) -> None:
+    """goodput-spares: the hot-spare node carries its tag on the map, and the goodput table has a row per gang."""
+    _, data, path = _report(tmp_path, "goodput-spares")
+    _open(browser, path)
+    assert browser.log.errors == []
+    spares = browser.evaluate("Array.from(document.querySelectorAll('.node .spare'))"
+                              ".map(e => e.closest('[data-node]').dataset.node)")
+    assert spares == [n for r in data["goodput"] for n in r["spare_nodes"]] and len(spares) == 1
+    rows = browser.evaluate("document.querySelectorAll('#goodput tr').length")
+    assert rows == 1 + len(data["goodput"]) == 3
