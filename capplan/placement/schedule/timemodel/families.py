@@ -182,3 +182,18 @@ FAMILIES: dict[str, Callable[[TimeModel, Inputs], None]] = {
     "isolation": add_isolation,
     "gpu": add_gpu_level,
 }
+
+#: The constraint families (:data:`capplan.model.families.FAMILIES`) each step keeps. ``data`` is the jobs
+#: themselves (:mod:`~capplan.placement.schedule.timemodel.data`): a job's candidate nodes are its eligible
+#: ones, and a gang is one job (all replicas start together or none runs).
+FAMILY_OF: dict[str, tuple[str, ...]] = {
+    "data": ("model", "gang"),
+    "topology": ("topology",),
+    "one_model": ("one_model",),
+    "symmetry": (),
+    "running": (),
+    "capacity": ("gpu", "cpu", "memory"),
+    "power": ("power",),
+    "isolation": ("isolation",),
+    "gpu": ("gpu", "mig", "fraction", "isolation"),
+}
