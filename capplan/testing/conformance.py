@@ -89,6 +89,16 @@ def timed_problem() -> Problem:
                                             {"name": "B", "gpus": 8, "duration": "2h", "deadline": "3h"}]})
 
 
+def spares_problem() -> Problem:
+    """A one-node gang that checkpoints and asks for one hot spare in its rack, and 24 one-GPU replicas below it:
+    the spare (the other node of the gang's rack) stays empty, so 16 of the 24 fit (docs/concepts.md, Goodput)."""
+    return problem_from_data({"cluster": cluster(4), "interruptions": {"gpu_failure_rate": 2e-5},
+                              "workloads": [
+                                  {"name": "gang", "kind": "training", "replicas": 1, "gpus": 8, "priority": 10,
+                                   "topology": {"required": "rack"}, "checkpoint": "6m", "spares": 1},
+                                  {"name": "fill", "replicas": 24, "gpus": 1, "priority": 1}]})
+
+
 def _load(x: Path | str | Problem) -> Problem:
     return x if isinstance(x, Problem) else load_scenario(x)
 
@@ -113,7 +123,7 @@ def strategy_checks(name: str, extra: Iterable[Path | str | Problem] = (), *, ti
     -------
     list of Check
         Valid plans, determinism for a seed, empty and infeasible problems, the time limit, the JSON
-        round trip and the objective's definition.
+        round trip, the objective's definition and hot-spare nodes held for a gang.
     """
     opts = PlanOptions(time_limit=time_limit, seed=seed, workers=1)
     scenarios = list(extra)
@@ -165,8 +175,18 @@ def strategy_checks(name: str, extra: Iterable[Path | str | Problem] = (), *, ti
         assert per["gang"] in (0, 2), f"{name}: a gang placed in part"
         assert per["cpu"] == 3, f"{name}: CPU-only pods left out of an empty cluster"
 
+    def spares() -> None:
+        p = spares_problem()
+        plan = solve(p, name, opts)
+        assert check_plan(p, plan) == [], f"{name}: invalid plan with a hot spare"
+        rows = {r.workload: r for r in plan.goodput}
+        assert "gang" in rows and len(rows["gang"].spare_nodes) == 1, f"{name}: the gang's spare is not held"
+        rack = {a.node[:2] for a in plan.assignments if a.workload == "gang"}
+        assert {n[:2] for n in rows["gang"].spare_nodes} == rack, f"{name}: the spare is outside the gang's rack"
+        assert sum(a.workload == "fill" for a in plan.assignments) == 16, f"{name}: lower priority took the spare"
+
     return [Check(f"{name}:{fn.__name__}", fn)
-            for fn in (valid, deterministic, empty, infeasible, limit, round_trip, objective)]
+            for fn in (valid, deterministic, empty, infeasible, limit, round_trip, objective, spares)]
 
 
 def check_strategy(name: str, extra: Iterable[Path | str | Problem] = (), **settings: Any) -> None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from capplan.io.scenario import problem_from_data
 from capplan.model.goodput import Interruptible, auto_spares, evaluate
-from capplan.model.plan import Plan
+from capplan.model.plan import Assignment, Plan
 from capplan.model.problem import Problem
 from capplan.model.validate import check_plan
 from capplan.placement import STRATEGIES, PlanOptions, solve
@@ -175,3 +175,26 @@ def test_random_spares_are_valid_and_displace_no_higher_priority(data: dict[str,
     for q, got, want in zip(p.priorities, plan.objective, base.objective, strict=True):
         if q >= top:
             assert got == want
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_spares_with_preemption_keep_evicted_replicas_out(name: str) -> None:
+    """A priority-9 A100 job evicts the two preemptible batch replicas running on rack r2's A100s; the H100 gang
+    (priority 5) takes two r1 nodes and its spare a third. The evicted replicas are not started again on r1's
+    last node in the same plan (the stage after the spares sees them as unplaced): they stay evicted."""
+    racks = [_rack("r1", "a", 4), _rack("r2", "b", 2, "A100-SXM4-80GB")]
+    hog = {"name": "hog", "replicas": 2, "gpus": 8, "cpu": 8, "memory_gib": 8, "priority": 9,
+           "gpu_models": ["A100-SXM4-80GB"]}
+    batch = {"name": "batch", "replicas": 2, "gpus": 8, "cpu": 8, "memory_gib": 8, "priority": 1, "preemptible": True}
+    p = _problem(racks, [hog, {**TRAIN, "replicas": 2, "spares": 1}, batch])
+    running = tuple(Assignment(workload="batch", replica=r, node=f"b{r + 1}", gpus=tuple(range(8))) for r in range(2))
+    p = p.replace(running=running)
+    plan = solve(p, name, PlanOptions(time_limit=10, seed=0, workers=1, allow_preemption=True))
+    assert check_plan(p, plan) == [], name
+    evicted = {(e.workload, e.replica) for e in plan.evictions}
+    assert not evicted & {a.key for a in plan.assignments}
+    if name == "cpsat":
+        assert evicted == {("batch", 0), ("batch", 1)} and plan.objective[0] == 16.0
+        (row,) = plan.goodput
+        assert row.spares == 1 and row.spare_nodes[0].startswith("a")
+        assert "spares_warning" not in plan.metrics

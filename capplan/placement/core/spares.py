@@ -19,11 +19,13 @@ import logging
 from collections import defaultdict
 from dataclasses import replace
 
+from capplan.model.errors import InputError
 from capplan.model.interruptions import gang_goodput, wanted_spares
 from capplan.model.plan import Assignment, Eviction, GoodputRow, Migration, Plan, Unplaced
 from capplan.model.problem import Cluster, Node, Problem, Workload
+from capplan.model.units import UNITS_PER_GPU, units_to_gpus
 from capplan.placement.core.options import PlanOptions, Strategy
-from capplan.placement.core.summary import metrics
+from capplan.placement.core.summary import lexicographic_gap, metrics, placed_units
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +33,8 @@ log = logging.getLogger(__name__)
 def plan_with_spares(p: Problem, fn: Strategy, options: PlanOptions) -> Plan:
     """Run strategy ``fn`` on ``p`` holding the spare nodes its gangs ask for; add the goodput rows.
 
-    Falls back to the plan without spares (``metrics.spares_warning``) when a stage's evictions cannot
-    be carried into the next stage soundly (an evicted replica placed again elsewhere).
+    Falls back to the plan without spares (``metrics.spares_warning``) when the stages cannot be told as one
+    plan (a replica both moved and evicted; part of a gang evicted).
     """
     levels = sorted({w.priority for w in p.workloads if w.checkpoint is not None and w.spares != 0}, reverse=True)
     if not levels:
@@ -51,14 +53,18 @@ def plan_with_spares(p: Problem, fn: Strategy, options: PlanOptions) -> Plan:
                     held[w.name], wanted = _choose(cur, plan, w, mine, held)
                     if len(held[w.name]) < wanted:
                         short[w.name] = wanted
-        cur = _pinned(cur, plan, prio, {n for names in held.values() for n in names}, carried)
+        try:
+            cur = _pinned(cur, plan, prio, {n for names in held.values() for n in names}, carried)
+        except InputError as exc:  # the stage's plan breaks a rule: a strategy bug, not the user's input
+            raise RuntimeError(f"the plan of the stage at priority {prio} cannot be pinned: {exc}") from exc
     final = fn(cur, stage)
     merged = _merge(p, final, carried)
     if merged is None:
-        log.warning("spares not held: an evicted replica would be placed again elsewhere")
+        log.warning("spares not held: the stages' evictions and migrations do not add up to one plan")
         plan = fn(p, options)
         return _with_rows(p, plan.model_copy(update={"metrics": {**plan.metrics, "spares_warning":
-                          "spares not held: holding them would restart an evicted replica elsewhere"}}), {}, {})
+                          "spares not held: the stages' evictions and migrations do not add up to one plan"}}),
+                          {}, {})
     return _with_rows(p, merged, held, short)
 
 
@@ -124,34 +130,70 @@ def _pinned(cur: Problem, plan: Plan, prio: int, held: set[str],
 def _merge(p: Problem, final: Plan, carried: tuple[list[Eviction], list[Migration]]) -> Plan | None:
     """The final stage's plan with the evictions and migrations of the earlier stages, against ``p``.
 
-    None when the stages cannot be told as one plan: an evicted replica placed again elsewhere, or a
-    replica both moved and evicted.
+    A replica an earlier stage evicted stays evicted: if a later stage placed it again elsewhere (it was just an
+    unplaced replica there), that placement is dropped (its whole gang's, for a gang). None when the stages
+    cannot be told as one plan (a replica both moved and evicted).
     """
     placed = {a.key: a for a in final.assignments}
     running = {a.key: a for a in p.running}
     evictions: dict[tuple[str, int], Eviction] = {}
+    again: set[str] = set()
     for e in [*carried[0], *final.evictions]:
         key = (e.workload, e.replica)
-        if key in placed:
-            if placed[key] != running[key]:
-                return None
+        if key in placed and placed[key] == running.get(key):
             continue  # placed again exactly where it ran: not evicted after all
+        if key in placed:
+            again.add(e.workload)
         evictions[key] = e
     migrations: dict[tuple[str, int], Migration] = {}
     for m in [*carried[1], *final.migrations]:
         key = (m.workload, m.replica)
-        if key in evictions or key not in placed:
+        before = running.get(key)
+        if key in evictions or key not in placed or before is None:
             return None
-        if placed[key] != running[key]:
-            migrations[key] = m.model_copy(update={"from_node": running[key].node, "to_node": placed[key].node})
+        if placed[key] != before:
+            migrations[key] = m.model_copy(update={"from_node": before.node, "to_node": placed[key].node})
         else:
             migrations.pop(key, None)
     prios = {w.name: w.priority for w in p.workloads}
     if any(not p.workload(m.workload).migratable for m in migrations.values()):
         return None
     order = lambda x: (-prios[x.workload], x.workload, x.replica)  # noqa: E731
-    return final.model_copy(update={"evictions": tuple(sorted(evictions.values(), key=order)),
+    plan = final.model_copy(update={"evictions": tuple(sorted(evictions.values(), key=order)),
                                     "migrations": tuple(sorted(migrations.values(), key=order))})
+    drop = {k for k in placed if k in evictions or (k[0] in again and p.workload(k[0]).is_gang)}
+    if any(placed[k] == running.get(k) for k in drop):
+        return None  # part of a gang still runs where it ran: the gang cannot lose its other replicas
+    return _unplace(p, plan, drop) if drop else plan
+
+
+def _unplace(p: Problem, plan: Plan, drop: set[tuple[str, int]]) -> Plan:
+    """``plan`` without the replicas ``drop`` (evicted earlier): listed unplaced, objective and status recomputed."""
+    kept = [a for a in plan.assignments if a.key not in drop]
+    left = {u.workload: (set(u.replicas), u.reason) for u in plan.unplaced}
+    dropped: dict[str, list[int]] = defaultdict(list)
+    for name, r in sorted(drop):
+        dropped[name].append(r)
+    for name, rs in dropped.items():
+        why = f"replicas {rs} are evicted for higher-priority work and not started again in this plan"
+        before, old = left.get(name, (set(), ""))
+        left[name] = (before | set(rs), f"{why}; the others: {old}" if before - set(rs) else why)
+    unplaced = tuple(Unplaced(workload=n, replicas=tuple(sorted(rs)), reason=why)
+                     for n, (rs, why) in sorted(left.items(), key=lambda x: p.workload_index[x[0]]))
+    got = placed_units(p, kept)
+    obj = [got[q] for q in p.priorities]
+    bound = [round(b * UNITS_PER_GPU) for b in plan.bound]
+    placed = {a.key for a in kept}
+    status = plan.status
+    if any(w.sla == "guaranteed" and any((w.name, r) not in placed for r in range(w.replicas))
+           for w in p.workloads):
+        status = "infeasible"
+    elif status == "optimal" and obj != bound:
+        status = "feasible"
+    return plan.model_copy(update={"assignments": tuple(kept), "unplaced": unplaced, "status": status,
+                                   "objective": tuple(units_to_gpus(x) for x in obj),
+                                   "gap": lexicographic_gap(obj, bound) if bound else plan.gap,
+                                   "metrics": {**plan.metrics, **metrics(p, kept, got)}})
 
 
 def _with_rows(p: Problem, plan: Plan, held: dict[str, list[str]], short: dict[str, int]) -> Plan:
