@@ -48,7 +48,7 @@ def add_parser(sub: Any) -> None:
 
 def summary(sch: Any) -> str:
     """A readable summary of a schedule (per-priority work, waits, what does not run)."""
-    from capplan.model.timing import format_seconds
+    from capplan.model.timing import describe_seconds, format_seconds
 
     lines = [f"capplan schedule ({sch.strategy}): status {sch.status}, {sch.solve_seconds:.2f}s, "
              f"gap {sch.gap:.2%}, horizon {format_seconds(sch.horizon_s)}"]
@@ -60,6 +60,9 @@ def summary(sch: Any) -> str:
     for row in sch.workloads:
         if row.reason:
             lines.append(f"  {row.name}: {row.reason}")
+        elif row.expected_end_s is not None:
+            lines.append(f"  {row.name}: expected end {describe_seconds(row.expected_end_s)} (duration / goodput under "
+                         "interruptions)")
     shown = {row.name for row in sch.workloads if row.reason}
     for u in sch.unscheduled:
         if u.workload not in shown:
