@@ -109,9 +109,13 @@ def test_512_gpu_gang_and_auto_spares() -> None:
     assert res.lost_gpu_hours_per_day == pytest.approx(512 * 24 * (1 - res.goodput))
 
 
-def test_auto_spares_fewest_on_a_tie_and_none_for_small_gangs() -> None:
+def test_auto_spares_none_for_one_node_and_a_given_interval() -> None:
     """One 8-GPU node: a spare costs half the fleet, so none; with an interval given, it is used as is."""
     assert auto_spares(_gang(8, 1)) == 0
+    # when a spare cannot shorten the restart, every spare only costs: none is chosen (the fewest)
+    same = Interruptible(gpus=512, nodes=64, rate_per_gpu_hour=1e-4, checkpoint=360.0, node_repair=72 * H,
+                         restart=900.0, restart_without_spare=900.0)
+    assert len({round(evaluate(same, s).goodput, 12) for s in range(9)}) == 1 and auto_spares(same) == 0
     fixed = evaluate(_gang(512, 64, interval=3600.0), 0)
     assert fixed.interval_s == 3600.0
     assert fixed.goodput == pytest.approx(_direct(512, 64, 0, 3600.0)[0], abs=1e-9)
