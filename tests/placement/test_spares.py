@@ -198,3 +198,14 @@ def test_spares_with_preemption_keep_evicted_replicas_out(name: str) -> None:
         (row,) = plan.goodput
         assert row.spares == 1 and row.spare_nodes[0].startswith("a")
         assert "spares_warning" not in plan.metrics
+
+
+def test_spares_anywhere_without_a_required_level() -> None:
+    """Without topology.required a spare may sit in any rack: the gang fills r1's three nodes, its spares are in r2."""
+    gang = {k: v for k, v in TRAIN.items() if k != "topology"} | {"replicas": 3}
+    p = _problem([_rack("r1", "a", 3), _rack("r2", "b", 2)], [gang])
+    plan = solve(p, "greedy", OPTS)
+    assert check_plan(p, plan) == []
+    (row,) = plan.goodput
+    gang_nodes = {a.node for a in plan.assignments}
+    assert row.spares == 2 and not gang_nodes & set(row.spare_nodes) and len(gang_nodes) == 3
