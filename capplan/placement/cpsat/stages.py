@@ -29,7 +29,9 @@ log.addHandler(logging.NullHandler())
 PRESOLVE_MAX_VARS = 15_000
 # Model build time per candidate (workload, node) pair, a conservative figure from this machine
 # (512 nodes x 240 workloads = 123k pairs: about 37 s to build, constrain, stage and hint).
-_TIE_BREAK_SECONDS = 0.5  # a tie-breaking stage after every priority is proven: this + 2% of the limit
+_TIE_BREAK_SECONDS = 0.5  # a tie-breaking stage after every priority is proven: this + TIE_BREAK_PROVEN_SHARE
+TIE_BREAK_SHARE = 0.25  # the most of the run's limit one tie-breaking stage gets
+TIE_BREAK_PROVEN_SHARE = 0.02  # ... once every priority is proven (plus _TIE_BREAK_SECONDS)
 _TIE_BREAK_GRACE = 1.0  # the replica search after a priority's units are proven gets at least this (or 20%)
 _WEIGHT = {"guaranteed": 1.0, "moves": 0.5, "held": 0.5, "shape": 0.5}  # share of the remaining time; priorities 2.0
 
@@ -291,11 +293,11 @@ def _stage_budget(stages: list[Stage], k: int, run: Run, options: PlanOptions, l
     weights = [_WEIGHT.get(s.name, 2.0) for s in stages[k:]]
     budget = max(0.05, left * weights[0] / sum(weights))
     if st.priority is None and st.name != "guaranteed":
-        budget = min(budget, 0.25 * options.time_limit)  # tie-breakers never take most of the time
+        budget = min(budget, TIE_BREAK_SHARE * options.time_limit)  # tie-breakers never take most of the time
         if all(r.units_proven for r, s in zip(run.results, stages, strict=False) if s.priority is not None):
             # Every priority is proven: the plan is optimal whatever a tie-breaker finds, so a
             # tie-breaker (topology, fragmentation) gets a short look, not a proof at any cost.
-            budget = min(budget, _TIE_BREAK_SECONDS + 0.02 * options.time_limit)
+            budget = min(budget, _TIE_BREAK_SECONDS + TIE_BREAK_PROVEN_SHARE * options.time_limit)
     return budget
 
 
