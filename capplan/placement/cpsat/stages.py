@@ -21,6 +21,7 @@ from capplan.placement.cpsat.constraints import placed_count
 from capplan.placement.cpsat.model import PlacementModel
 from capplan.placement.cpsat.objective import Stage, fix_at_ceiling
 from capplan.placement.cpsat.result import Run, StageResult
+from capplan.placement.cpsat.solver import make_solver
 from capplan.placement.cpsat.tiebreak import ReplicaTable, replica_table
 
 log = logging.getLogger(__name__)
@@ -122,13 +123,7 @@ def complete_hint(
     pm: PlacementModel, stages: list[Stage], options: PlanOptions, budget: float
 ) -> tuple[list[int], list[int]] | None:
     """Complete the (partial) greedy hint to a full solution; its values per stage. None if infeasible."""
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    prm.max_time_in_seconds = max(0.05, budget)
-    prm.num_workers = 1
-    prm.random_seed = options.seed
-    prm.fix_variables_to_their_hinted_value = True
-    prm.catch_sigint_signal = False  # Ctrl-C stays with Python: the CLI ends through "interrupted"
+    solver = make_solver(max(0.05, budget), options.seed, 1, fix_to_hint=True)
     pm.m.clear_objective()  # type: ignore[no-untyped-call]
     status = solver.solve(pm.m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -320,15 +315,8 @@ def _search_stage(
 
 
 def _solver(pm: PlacementModel, options: PlanOptions, budget: float) -> cp_model.CpSolver:
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    prm.max_time_in_seconds = budget
-    prm.num_workers = max(1, options.workers)
-    prm.random_seed = options.seed
-    prm.catch_sigint_signal = False  # Ctrl-C stays with Python: the CLI ends through "interrupted"
     # On large models presolve takes many seconds and may drop the hint; search directly.
-    prm.cp_model_presolve = len(pm.m.proto.variables) <= PRESOLVE_MAX_VARS
-    return solver
+    return make_solver(budget, options.seed, options.workers, presolve=len(pm.m.proto.variables) <= PRESOLVE_MAX_VARS)
 
 
 def _record_stage(

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model, cp_model_helper
 
+from capplan.placement.cpsat.solver import make_solver
 from capplan.placement.schedule.timemodel.data import Busy, Job, NodeCap, Place, TimeSolution
 from capplan.placement.schedule.timemodel.gpu import GpuLevel
 
@@ -41,15 +42,10 @@ STAGE_WEIGHT = 2.0
 PRESOLVE_MAX_INTERVALS = 1000
 
 
-def _one_worker(budget: float, seed: int) -> cp_model.CpSolver:
+def _one_worker(budget: float, seed: int, per_gpu: bool = False, fix_to_hint: bool = False) -> cp_model.CpSolver:
     """A one-worker solver stopping at ``budget`` s of wall time or its deterministic-clock share, seeded."""
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    prm.max_time_in_seconds = max(0.05, budget)
-    prm.max_deterministic_time = max(0.05, budget) * DETERMINISTIC_SHARE
-    prm.num_workers = 1
-    prm.random_seed = seed
-    return solver
+    return make_solver(max(0.05, budget), seed, 1, deterministic=max(0.05, budget) * DETERMINISTIC_SHARE,
+                       per_gpu=per_gpu, fix_to_hint=fix_to_hint)
 
 
 @dataclass(frozen=True)
@@ -326,10 +322,7 @@ class TimeModel:
     def _complete(self, budget: float, seed: int) -> list[int] | None:
         """Complete the current (partial) hint to a full assignment of every variable, or None."""
         self.m.clear_objective()  # type: ignore[no-untyped-call]
-        solver = _one_worker(budget, seed)
-        solver.parameters.fix_variables_to_their_hinted_value = True
-        if self.gpu.intervals:
-            _light(solver.parameters)
+        solver = _one_worker(budget, seed, per_gpu=bool(self.gpu.intervals), fix_to_hint=True)
         status = solver.solve(self.m)
         self.solves += 1
         self.deterministic += solver.response_proto.deterministic_time
@@ -386,26 +379,17 @@ class TimeModel:
                 self.m.maximize(expr)
             else:
                 self.m.minimize(expr)
-            solver = cp_model.CpSolver()
-            prm = solver.parameters
             share = weights[i] / sum(weights[i:]) if weights[i] else 1.0
             budget = left * min(1.0, share * (1.5 if i < len(stages) - 1 else 1.0))
-            prm.max_time_in_seconds = budget
             # Stop on CP-SAT's deterministic clock first, so that the same seed gives the same schedule
             # unless the machine is so loaded that the wall-clock limit comes first; that clock's budget
             # derives from the time limit alone, not from the wall time the earlier stages took.
             # A stage skipped at its a-priori most leaves its share to the later ones.
-            prm.max_deterministic_time = max(0.01, clock * share)
-            prm.num_workers = max(1, workers)
-            prm.random_seed = seed
             # Presolve spends seconds on cumulative constraints over thousands of optional intervals
             # (measured: 13 s of a 15 s stage with 10,000 intervals) and then finds nothing; search directly.
-            prm.cp_model_presolve = self.intervals <= PRESOLVE_MAX_INTERVALS
-            if self.gpu.intervals:
-                _light(prm)
-                # OR-Tools 9.15 crashed (segmentation fault, 2 of 2 runs of small-mig seed 1 with 2 workers, at a
-                # neighbourhood of some 30 s into the search) on these models with several workers; one is safe
-                prm.num_workers = 1
+            # Per-GPU variables: the factory's per-GPU rule (one worker, light presolve).
+            solver = make_solver(budget, seed, workers, deterministic=max(0.01, clock * share),
+                                 presolve=self.intervals <= PRESOLVE_MAX_INTERVALS, per_gpu=bool(self.gpu.intervals))
             status = solver.solve(self.m)
             self.solves += 1
             self.deterministic += solver.response_proto.deterministic_time
@@ -450,17 +434,6 @@ class TimeModel:
                 counts.append({})
                 places.append({})
         return starts, counts, places
-
-
-def _light(prm: object) -> None:
-    """Solver settings for a model with per-GPU variables: no symmetry detection (it took the whole budget,
-    5 s of 5 s, on a 30-job neighbourhood of 16 nodes; the model breaks GPU symmetry itself) and a light
-    presolve rather than none (without presolve OR-Tools 9.15 crashed, segmentation fault, on such
-    neighbourhoods; a full presolve took 7 s where the light one and the search took 2 s)."""
-    prm.symmetry_level = 0  # type: ignore[attr-defined]
-    prm.cp_model_presolve = True  # type: ignore[attr-defined]
-    prm.cp_model_probing_level = 0  # type: ignore[attr-defined]
-    prm.max_presolve_iterations = 1  # type: ignore[attr-defined]
 
 
 def _stage_weight(name: str) -> float:
