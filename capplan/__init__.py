@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from capplan.io.scenario import dump_scenario, load_scenario, problem_from_data
     from capplan.model.catalog import Catalog, GpuModel, MigProfile, load_catalog
+    from capplan.model.deadline import Deadline
     from capplan.model.errors import CapplanError, InputError, PlanValidationError
     from capplan.model.plan import Assignment, Eviction, Migration, MigSlot, Plan, Unplaced
     from capplan.model.problem import Cluster, Node, Problem, Workload
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "capplan.io.scenario": ("dump_scenario", "load_scenario", "problem_from_data"),
     "capplan.model.catalog": ("Catalog", "GpuModel", "MigProfile", "load_catalog"),
+    "capplan.model.deadline": ("Deadline",),
     "capplan.model.errors": ("CapplanError", "InputError", "PlanValidationError"),
     "capplan.model.plan": ("Assignment", "Eviction", "Migration", "MigSlot", "Plan", "Unplaced"),
     "capplan.model.problem": ("Cluster", "Node", "Problem", "Workload"),
@@ -42,7 +44,7 @@ _HOME = {name: module for module, names in _HOMES.items() for name in names}
 __version__ = "0.1.0"
 
 __all__ = [
-    "STRATEGIES", "Assignment", "CapplanError", "Catalog", "Cluster", "Eviction", "GpuModel", "InputError",
+    "STRATEGIES", "Assignment", "CapplanError", "Catalog", "Cluster", "Deadline", "Eviction", "GpuModel", "InputError",
     "MigProfile", "MigSlot", "Migration", "Node", "Plan", "PlanOptions", "PlanValidationError", "Problem",
     "Schedule", "Unplaced", "Workload", "assert_valid", "check_plan", "dump_scenario", "load_catalog",
     "load_scenario", "problem_from_data", "register", "schedule", "solve",

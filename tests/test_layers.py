@@ -181,6 +181,20 @@ def test_solver_library_behind_its_adapter(lib: str) -> None:
     assert all(SOLVERS[lib].match(m) for m in users), users
 
 
+def test_one_cp_sat_solver_factory() -> None:
+    """``CpSolver`` is built in one place (placement/cpsat/solver.py, once), so the SIGINT, time and worker
+    rules hold for every CP-SAT solve; ``catch_sigint_signal`` is set nowhere else."""
+    built, sigint = [], []
+    for mod, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "CpSolver":
+                built.append(mod)
+            if isinstance(node, ast.Attribute) and node.attr == "catch_sigint_signal":
+                sigint.append(mod)
+    assert built == ["capplan.placement.cpsat.solver"], built
+    assert sigint == ["capplan.placement.cpsat.solver"], sigint
+
+
 def test_every_declared_dependency_is_imported() -> None:
     """A dependency in pyproject.toml that nothing imports is dead weight (and a supply-chain risk)."""
     deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]

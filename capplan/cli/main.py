@@ -14,7 +14,6 @@ import logging
 import signal
 import sys
 import threading
-import time
 import traceback
 from collections.abc import Sequence
 from types import FrameType
@@ -37,16 +36,15 @@ log = logging.getLogger("capplan")
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    """``capplan plan``: ``--time-limit`` bounds the whole command (parse, solve, validate, write); the
-    solve gets what is left after loading, less the expected cost of writing."""
-    started = time.perf_counter()
+    """``capplan plan``: ``--time-limit`` bounds the whole command (parse, solve, validate, write): its one
+    deadline starts here and is handed to ``solve``, which keeps the expected cost of validating and writing."""
+    from capplan.model.deadline import Deadline
+
+    deadline = Deadline.start(args.time_limit)
     from capplan.io.files import write_text_atomic
     from capplan.io.scenario import load_scenario
-    from capplan.placement import solve
-    from capplan.placement.core.budget import WRITE_COST, reserve
-    from capplan.placement.core.options import PlanOptions
+    from capplan.placement import PlanOptions, solve
     from capplan.placement.core.summary import summary_text
-    from capplan.placement.planner import MIN_SOLVE_SECONDS
 
     problem = load_scenario(args.scenario, args.catalog)
     prices = None
@@ -58,15 +56,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         raise InputError("--prices", "only used with --report FILE")
     from capplan.cli.progress import stderr_progress
 
-    left = args.time_limit - (time.perf_counter() - started) - reserve(problem, args.time_limit, WRITE_COST)
-    opts = PlanOptions(time_limit=max(MIN_SOLVE_SECONDS, left), seed=args.seed,
+    opts = PlanOptions(time_limit=args.time_limit, deadline=deadline, seed=args.seed,
                        allow_preemption=args.allow_preemption,
                        allow_migration=args.allow_migration, workers=args.workers,
                        progress=stderr_progress(quiet=args.quiet))
-    log.info("scenario loaded at %.2f s; the solve gets %.2f s of the %g s limit",
-             time.perf_counter() - started, opts.time_limit, args.time_limit)
+    log.info("scenario loaded; %.2f s of the %g s limit left", deadline.remaining(), args.time_limit)
     plan = solve(problem, args.strategy, opts)
-    log.info("plan validated at %.2f s", time.perf_counter() - started)
+    log.info("plan validated; %.2f s left", deadline.remaining())
     text = plan.to_json()
     if args.output:
         write_text_atomic(args.output, text)
@@ -76,7 +72,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         report.write_report(problem, plan, args.report, prices)
     if not args.quiet:
         print(summary_text(problem, plan), file=sys.stderr)
-    log.info("plan written at %.2f s", time.perf_counter() - started)
+    log.info("plan written; %.2f s left", deadline.remaining())
     return EXIT_GUARANTEE if plan.status == "infeasible" else EXIT_OK
 
 

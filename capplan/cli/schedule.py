@@ -71,14 +71,19 @@ def summary(sch: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``capplan schedule``; exit code (see the module docstring)."""
+    """Run ``capplan schedule``; exit code (see the module docstring). ``--time-limit`` bounds the whole
+    command: its deadline starts here (loading and writing count) and is handed to ``schedule``."""
+    from capplan.model.deadline import Deadline
+
+    deadline = Deadline.start(args.time_limit)
     from capplan.io.files import write_text_atomic
     from capplan.io.scenario import load_scenario
+    from capplan.placement import PlanOptions
     from capplan.placement.schedule import schedule
 
     problem = load_scenario(args.scenario, args.catalog)
-    sch = schedule(problem, args.strategy, horizon=args.horizon, step=args.step, time_limit=args.time_limit,
-                   seed=args.seed, workers=args.workers)
+    opts = PlanOptions(time_limit=args.time_limit, deadline=deadline, seed=args.seed, workers=args.workers)
+    sch = schedule(problem, args.strategy, opts, horizon=args.horizon, step=args.step)
     text = sch.to_json()
     if args.output:
         write_text_atomic(args.output, text)

@@ -30,6 +30,11 @@ from capplan.placement.core.options import PlanOptions, Strategy
 from capplan.placement.core.subproblem import power_by_gpu_share, restrict
 from capplan.placement.core.summary import make_plan
 
+# Shares of the run's deadline: the parts (in parallel, or one after another within the same end), then the
+# LP bound of the merged plan (of what is left).
+PARTS_SHARE = 0.6
+BOUND_SHARE = 0.2
+
 How = Literal["domain", "model", "random"]
 Key = tuple[str, int]
 
@@ -168,14 +173,17 @@ def plan_decompose(p: Problem, options: PlanOptions, how: How = "domain", parts:
     k = parts or max(2, options.workers)
     pieces = split(p, how, k, options.seed)
     ex = executor or (make_executor("local", options.workers) if options.workers > 1 else SerialExecutor())
-    sub_opts = replace(options, progress=None, workers=1, time_limit=max(0.2, options.time_limit * 0.6))
+    clock = options.clock()
+    sub_opts = replace(options.within(clock.share(PARTS_SHARE).at_least(0.2)), progress=None, workers=1)
+    if not isinstance(ex, SerialExecutor):  # a deadline is a point on this process's clock: elsewhere each part
+        sub_opts = replace(sub_opts, deadline=None)  # starts its own from time_limit (another machine, with Ray)
     merged: list[Assignment] = []
     for (_, back), got in zip(pieces, ex.map(_solve_part, [(sub, part, sub_opts) for sub, _ in pieces]),
                               strict=True):
         merged += [a.model_copy(update={"replica": back[a.key][1]}) for a in got]
     before = len(merged)
     merged, unplaced = repair(p, merged)
-    bound = upper_bound(p, time_limit=max(0.2, options.time_limit * 0.2))
+    bound = upper_bound(p, time_limit=max(0.2, clock.share(BOUND_SHARE).remaining()))
     plan = make_plan(p, "decompose", merged, unplaced, bound=bound.per_priority, seconds=time.perf_counter() - t0,
                      seed=options.seed, extra_metrics={"parts": len(pieces), "split": how,
                                                        "repaired_replicas": len(merged) - before})

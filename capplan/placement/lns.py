@@ -27,6 +27,11 @@ from capplan.placement.core.summary import lexicographic_gap, make_plan, placed_
 
 _NODES = 8  # nodes per neighbourhood
 _OFFER = 40  # unplaced workloads offered per neighbourhood
+# Shares of the run's deadline (the one home of each budget): the heuristic start plan, the LP bound
+# after it (of what is left), and the search, which ends there so the reasons and summary fit after it.
+START_SHARE = 0.3
+BOUND_SHARE = 0.1
+SEARCH_SHARE = 0.85
 
 
 def _neighbourhood(p: Problem, assignments: list[Assignment], unplaced: list[tuple[Workload, list[int]]],
@@ -101,9 +106,10 @@ def plan_lns(p: Problem, options: PlanOptions) -> Plan:
     from capplan.placement.heuristics.run import plan_heuristic
 
     t0 = time.perf_counter()
-    deadline = t0 + options.time_limit * 0.85
-    start = plan_heuristic(p, replace(options, progress=None, time_limit=options.time_limit * 0.3))
-    bound = upper_bound(p, time_limit=max(0.5, options.time_limit * 0.1)).per_priority
+    clock = options.clock()
+    deadline = clock.share(SEARCH_SHARE).end
+    start = plan_heuristic(p, replace(options.within(clock.share(START_SHARE)), progress=None))
+    bound = upper_bound(p, time_limit=max(0.5, clock.share(BOUND_SHARE).remaining())).per_priority
 
     def units(ass: list[Assignment]) -> list[int]:
         got = placed_units(p, ass)
@@ -125,7 +131,7 @@ def plan_lns(p: Problem, options: PlanOptions) -> Plan:
     def solve_sub(sub: Problem, left: float) -> SubResult:
         # Replicas running in the sub-problem (running ones, and gang members pinned by the rest of the plan)
         # stay where they are: an eviction or move there could not be recorded against the whole plan.
-        plan = plan_cpsat(sub, replace(options, time_limit=left, progress=None, workers=1,
+        plan = plan_cpsat(sub, replace(options.within(clock.within(left)), progress=None, workers=1,
                                        allow_preemption=False, allow_migration=False), repair_racks=False)
         return SubResult(plan.assignments, proven=_proven(plan))
 

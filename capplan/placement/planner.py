@@ -40,8 +40,10 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
         ``decompose``, ``patterns``, or one added with :func:`~capplan.placement.strategies.register`).
     options
         Solver settings; keyword arguments override its fields. ``time_limit`` covers the strategy
-        and the validation of its plan: the strategy gets the limit less the validator's expected
-        share (:mod:`capplan.placement.core.budget`) and less the time its module takes to import.
+        and the validation of its plan: ``solve`` starts the one deadline of the run (unless
+        ``options.deadline`` hands one in, e.g. a command's, which then also covers writing the plan),
+        and the strategy gets what is left after its import, less the validator's expected share
+        (:mod:`capplan.placement.core.budget`; and less writing's, for a deadline handed in).
 
     Raises
     ------
@@ -55,25 +57,27 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     A strategy that raises or returns a plan the validator rejects is a bug; rather than failing, the
     greedy plan is returned with ``metrics.fallback_from`` (the failed strategy) and ``metrics.warning``.
     """
-    start = time.perf_counter()
-    from capplan.placement.core.budget import VALIDATE_COST, reserve
+    from capplan.placement.core.budget import VALIDATE_COST, WRITE_COST, reserve
     from capplan.placement.strategies import STRATEGIES, choose_strategy, loaded
 
     opts = replace(options or PlanOptions(), **kw)
+    handed = opts.deadline is not None
+    deadline = opts.clock()  # the one deadline of this solve; every budget below is cut from it
     name = choose_strategy(p) if strategy == "auto" else strategy
     if name not in STRATEGIES:
         raise InputError("strategy", f"unknown strategy {name!r}{suggest(name, STRATEGIES)}; "
                                      f"choose from {', '.join(sorted(STRATEGIES))} or auto")
     fn = loaded(STRATEGIES[name])  # the import counts against the limit, outside the strategy's clock
-    keep = reserve(p, opts.time_limit, VALIDATE_COST)
-    left = opts.time_limit - (time.perf_counter() - start) - keep
-    log.info("strategy %s ready at %.2f s; it gets %.2f s (%.2f s kept for the validator)", name,
-             time.perf_counter() - start, max(MIN_SOLVE_SECONDS, left), keep)
+    # a deadline handed in also covers writing the plan out (the caller's next step)
+    keep = reserve(p, deadline.budget, VALIDATE_COST) + (reserve(p, deadline.budget, WRITE_COST) if handed else 0.0)
+    mine = deadline.less(keep).at_least(MIN_SOLVE_SECONDS)
+    log.info("strategy %s ready with %.2f s left; it gets %.2f s (%.2f s kept for the validator%s)", name,
+             deadline.remaining(), mine.remaining(), keep, " and writing" if handed else "")
     t0 = time.perf_counter()
     beat = Heartbeat(opts.progress, name) if opts.progress else None
     try:
         with beat or contextlib.nullcontext():
-            run = replace(opts, time_limit=max(MIN_SOLVE_SECONDS, left), progress=beat or opts.progress)
+            run = replace(opts.within(mine), progress=beat or opts.progress)
             plan = plan_with_spares(p, fn, run)  # the strategy, holding spare nodes for gangs (core/spares.py)
         problems = check_plan(p, plan)
     except (InputError, KeyboardInterrupt, MemoryError):
@@ -81,9 +85,10 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     except Exception as exc:  # a strategy bug must not cost the user the plan: fall back below
         problems = [f"{type(exc).__name__}: {exc}"]
         log.exception("strategy %s failed", name)
-    log.info("strategy %s returned at %.2f s", name, time.perf_counter() - start)
+    log.info("strategy %s returned with %.2f s left", name, deadline.remaining())
     if problems:
-        plan = assert_valid(p, _fallback(p, name, opts, problems, t0))  # checked once more: never emit a bad plan
+        rest = opts.within(deadline.at_least(MIN_SOLVE_SECONDS))
+        plan = assert_valid(p, _fallback(p, name, rest, problems, t0))  # checked once more: never emit a bad plan
     if not plan.solve_seconds:
         plan = plan.model_copy(update={"solve_seconds": round(time.perf_counter() - t0, 4)})
     return plan

@@ -36,3 +36,30 @@ def test_new_output_readable_under_umask_022(tmp_path: Path) -> None:
                     "--strategy", "greedy", "-q", "-o", str(out)], check=True, capture_output=True,
                    env=dict(os.environ, PYTHONPATH=str(ROOT)), preexec_fn=lambda: os.umask(0o022) and None)
     assert out.stat().st_mode & 0o777 == 0o644
+
+
+def test_sigint_during_schedule_ends_as_interrupted(tmp_path: Path) -> None:
+    """SIGINT during the time model's CP-SAT search (`capplan schedule`): as for `plan`, exit 1, `interrupted`,
+    the old output kept (the solver factory leaves SIGINT with Python for every CP-SAT solve)."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from schedule_bench import generate
+
+    scenario = tmp_path / "small.json"
+    scenario.write_text(json.dumps(generate("small", 1)))
+    out = tmp_path / "schedule.json"
+    out.write_text("previous\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "capplan", "schedule", str(scenario), "--strategy", "cpsat", "--time-limit", "60",
+         "-q", "-o", str(out)],
+        stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(6)
+    assert proc.poll() is None, "the schedule ended before the signal: the test needs a longer solve"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert err.strip().splitlines()[-1] == "interrupted", err
+    assert out.read_text() == "previous\n" and sorted(p.name for p in tmp_path.iterdir()) == ["schedule.json",
+                                                                                             "small.json"]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from capplan.model.deadline import Deadline
 from capplan.model.errors import InputError
 
 if TYPE_CHECKING:
@@ -33,6 +34,10 @@ class PlanOptions:
         Parallel search workers (CP-SAT) or processes (at least 1).
     progress
         Optional callback receiving progress dicts (elapsed, objective, bound, gap).
+    deadline
+        The run's :class:`~capplan.model.deadline.Deadline` when a caller started one (a command,
+        :func:`~capplan.placement.solve` for its strategy); None: :meth:`clock` starts one of
+        ``time_limit`` seconds. Strategies cut their budgets from :meth:`clock`, never from ``time_limit``.
 
     Raises
     ------
@@ -46,6 +51,15 @@ class PlanOptions:
     allow_migration: bool = False
     workers: int = 1
     progress: Callable[[dict[str, Any]], None] | None = None
+    deadline: Deadline | None = None
+
+    def clock(self) -> Deadline:
+        """The run's deadline: :attr:`deadline`, or one of ``time_limit`` seconds from now."""
+        return self.deadline if self.deadline is not None else Deadline.start(self.time_limit)
+
+    def within(self, deadline: Deadline) -> PlanOptions:
+        """These options for a sub-run ending at ``deadline`` (``time_limit`` follows its wall time)."""
+        return replace(self, deadline=deadline, time_limit=max(1e-3, deadline.remaining()))
 
     def __post_init__(self) -> None:
         if isinstance(self.time_limit, bool) or not isinstance(self.time_limit, (int, float)) \

@@ -9,15 +9,15 @@ with spares and finally for the rest. Higher-priority work is never displaced (i
 the spares were chosen, and stays); lower priorities never see a spare. A node is a candidate only if
 the stage's plan puts no work of the gang's priority or above on it and nothing runs on it.
 
-The cost is one more solve per distinct priority with spares (the time limit is shared between the
-stages). Without gangs asking for spares the strategy runs once, as before. See docs/concepts.md (Goodput).
+The cost is one more solve per distinct priority with spares (each stage gets an even share of the
+time left of the run's deadline). Without gangs asking for spares the strategy runs once, as before.
+See docs/concepts.md (Goodput).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from dataclasses import replace
 
 from capplan.model.errors import InputError
 from capplan.model.interruptions import gang_goodput, wanted_spares
@@ -28,6 +28,8 @@ from capplan.placement.core.options import PlanOptions, Strategy
 from capplan.placement.core.summary import lexicographic_gap, metrics, placed_units
 
 log = logging.getLogger(__name__)
+#: The least time a stage is given, however little is left (it then returns its fastest plan).
+MIN_STAGE_SECONDS = 0.05
 
 
 def plan_with_spares(p: Problem, fn: Strategy, options: PlanOptions) -> Plan:
@@ -39,13 +41,13 @@ def plan_with_spares(p: Problem, fn: Strategy, options: PlanOptions) -> Plan:
     levels = sorted({w.priority for w in p.workloads if w.checkpoint is not None and w.spares != 0}, reverse=True)
     if not levels:
         return _with_rows(p, fn(p, options), {}, {})
-    stage = replace(options, time_limit=options.time_limit / (len(levels) + 1))
+    clock, stages = options.clock(), len(levels) + 1
     cur = p
     held: dict[str, list[str]] = {}
     carried: tuple[list[Eviction], list[Migration]] = ([], [])
     short: dict[str, int] = {}
-    for prio in levels:
-        plan = fn(cur, stage)
+    for k, prio in enumerate(levels):  # each stage gets an even share of what is left
+        plan = fn(cur, options.within(clock.share(1.0 / (stages - k)).at_least(MIN_STAGE_SECONDS)))
         for w in cur.workloads:
             if w.priority == prio and w.checkpoint is not None and w.spares != 0:
                 mine = [a for a in plan.assignments if a.workload == w.name]
@@ -57,11 +59,11 @@ def plan_with_spares(p: Problem, fn: Strategy, options: PlanOptions) -> Plan:
             cur = _pinned(cur, plan, prio, {n for names in held.values() for n in names}, carried)
         except InputError as exc:  # the stage's plan breaks a rule: a strategy bug, not the user's input
             raise RuntimeError(f"the plan of the stage at priority {prio} cannot be pinned: {exc}") from exc
-    final = fn(cur, stage)
+    final = fn(cur, options.within(clock.at_least(MIN_STAGE_SECONDS)))
     merged = _merge(p, final, carried)
     if merged is None:
         log.warning("spares not held: the stages' evictions and migrations do not add up to one plan")
-        plan = fn(p, options)
+        plan = fn(p, options.within(clock.at_least(MIN_STAGE_SECONDS)))
         return _with_rows(p, plan.model_copy(update={"metrics": {**plan.metrics, "spares_warning":
                           "spares not held: the stages' evictions and migrations do not add up to one plan"}}),
                           {}, {})

@@ -29,6 +29,7 @@ from capplan.placement.cpsat.constraints import FAMILIES as COMPONENTS
 from capplan.placement.cpsat.constraints import FAMILY_OF, add_all, placed_count
 from capplan.placement.cpsat.index import build_index
 from capplan.placement.cpsat.model import PlacementModel
+from capplan.placement.cpsat.solver import make_solver
 
 _RELAXABLE = ("models", "topology", "isolation", "power", "node", "mig", "fraction", "gpu")
 # The relaxable components of the placement model, labelled by the constraint family each keeps
@@ -51,12 +52,7 @@ class Explanation:
 
 
 def _solver(options: PlanOptions, limit: float) -> cp_model.CpSolver:
-    s = cp_model.CpSolver()
-    s.parameters.max_time_in_seconds = max(0.1, limit)
-    s.parameters.num_workers = max(1, options.workers)
-    s.parameters.random_seed = options.seed
-    s.parameters.catch_sigint_signal = False  # Ctrl-C stays with Python (the CLI's "interrupted" path)
-    return s
+    return make_solver(max(0.1, limit), options.seed, options.workers)
 
 
 def _alone(

@@ -120,7 +120,7 @@ def repair(
 
     def solve(sub: Problem, left: float) -> SubResult:
         ts = time.perf_counter()
-        got = solve_sub(sub, replace(options, time_limit=min(left, 4.0), progress=None))
+        got = solve_sub(sub, replace(options.within(options.clock().within(min(left, 4.0))), progress=None))
         log.debug("repair: %d nodes solved in %.1fs", len(sub.cluster.nodes), time.perf_counter() - ts)
         return SubResult(got)
 

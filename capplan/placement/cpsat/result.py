@@ -190,7 +190,7 @@ def from_solution(
         stats["decode_error"] = str(exc)
         return None
     unplaced = unplaced_of(p, dec.assignments, dec.evictions)
-    bound, optimal = bounds(pm, stages, run, list(dec.assignments), lp_bounds, deadline=t0 + options.time_limit)
+    bound, optimal = bounds(pm, stages, run, list(dec.assignments), lp_bounds, deadline=options.clock().end)
     plan = make_plan(
         p,
         "cpsat",

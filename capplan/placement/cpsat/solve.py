@@ -26,8 +26,13 @@ from capplan.placement.cpsat.result import bounds, from_solution, greedy_as_cpsa
 from capplan.placement.cpsat.stages import PRESOLVE_MAX_VARS, complete_hint, solve_stages
 from capplan.placement.greedy import plan_greedy
 
-_REPAIR_UNTIL = 0.95  # region repair after the model's stages ends here (share of the limit)
-_SMALL_STAGE_SHARE = 0.6  # share of the limit for the stages of a model this small (else 30% before repair)
+# Shares of the run's deadline (the one home of each budget), all cut when the solve starts:
+FINAL_SHARE = 0.9  # the model's stages end here without region repair (the bound, reasons and summary follow)
+REPAIRABLE_STAGES_SHARE = 0.3  # the stages' end when region repair follows them
+SMALL_STAGES_SHARE = 0.6  # the stages' end on a model small enough for CP-SAT to prove itself
+REPAIR_SHARE = 0.95  # region repair after the model's stages ends here
+MODEL_MIN_SHARE = 0.1  # less than this left after greedy (and under 0.3 s): greedy's plan, no model
+LP_CHECK_SHARE = 0.02  # one short LP bound after a repair improvement, on small models
 _BUILD_SECONDS_PER_PAIR = 2e-4
 
 
@@ -55,13 +60,17 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
         priority; ``metrics.cpsat`` holds per-stage statistics.
     """
     t0 = time.perf_counter()
-    final = t0 + options.time_limit * 0.9
+    clock = options.clock()
+    options = options.within(clock)
+    tl = clock.remaining()
+    final = clock.share(FINAL_SHARE).end
     repairable = repair_racks and not problem.running and len(regions(problem)) >= 2
-    deadline = t0 + options.time_limit * (0.3 if repairable else 0.9)
+    deadline = clock.share(REPAIRABLE_STAGES_SHARE if repairable else FINAL_SHARE).end
+    small_end, repair_end = clock.share(SMALL_STAGES_SHARE).end, clock.share(REPAIR_SHARE).end
     greedy = plan_greedy(problem, options)
     if options.progress:
         options.progress(plan_event("greedy", t0, greedy))
-    if deadline - time.perf_counter() < max(0.3, 0.1 * options.time_limit):
+    if deadline - time.perf_counter() < max(0.3, MODEL_MIN_SHARE * tl):
         return greedy_as_cpsat(greedy, t0, {"fallback": "greedy", "reason": "no time left after greedy"})
     ix = build_index(problem, options)
     pairs = sum(len(c) for c in ix.cands.values())
@@ -80,7 +89,7 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
     if repairable and len(pm.m.proto.variables) <= PRESOLVE_MAX_VARS:
         # A small model: CP-SAT proves its stages itself in a few seconds (small-2's last priority needs
         # 1-4 s on a busy machine, more than 30% of a 10 s limit leaves it); repair gets the rest.
-        deadline = max(deadline, t0 + _SMALL_STAGE_SHARE * options.time_limit)
+        deadline = max(deadline, small_end)
     completed = complete_hint(pm, stages, options, (deadline - time.perf_counter()) / 4)
     run = solve_stages(pm, stages, options, t0, deadline, completed)
     stats: dict[str, object] = {
@@ -99,11 +108,10 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
         # plan optimal; on large ones the bound's LPs would take repair's time (and the final bound's).
         small = len(pm.m.proto.variables) <= PRESOLVE_MAX_VARS
         # The LP bounds were computed for the plan before repair and are reused after it (Run.lp_bounds):
-        # what follows repair (bound, reasons, validation) is quick, so repair runs until 95% of the limit.
-        plan = repaired(problem, plan, options, t0, t0 + _REPAIR_UNTIL * options.time_limit, _solve_sub,
-                        lambda got: bounds(pm, stages, run, got, deadline=t0 + options.time_limit),
-                        (lambda got: bounds(pm, stages, run, got,
-                                            deadline=time.perf_counter() + 0.02 * options.time_limit))
+        # what follows repair (bound, reasons, validation) is quick, so repair runs until REPAIR_SHARE.
+        plan = repaired(problem, plan, options, t0, repair_end, _solve_sub,
+                        lambda got: bounds(pm, stages, run, got, deadline=clock.end),
+                        (lambda got: bounds(pm, stages, run, got, deadline=clock.within(LP_CHECK_SHARE * tl).end))
                         if small else None)
     return plan
 

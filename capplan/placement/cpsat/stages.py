@@ -21,6 +21,7 @@ from capplan.placement.cpsat.constraints import placed_count
 from capplan.placement.cpsat.model import PlacementModel
 from capplan.placement.cpsat.objective import Stage, fix_at_ceiling
 from capplan.placement.cpsat.result import Run, StageResult
+from capplan.placement.cpsat.solver import make_solver
 from capplan.placement.cpsat.tiebreak import ReplicaTable, replica_table
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,9 @@ log.addHandler(logging.NullHandler())
 PRESOLVE_MAX_VARS = 15_000
 # Model build time per candidate (workload, node) pair, a conservative figure from this machine
 # (512 nodes x 240 workloads = 123k pairs: about 37 s to build, constrain, stage and hint).
-_TIE_BREAK_SECONDS = 0.5  # a tie-breaking stage after every priority is proven: this + 2% of the limit
+_TIE_BREAK_SECONDS = 0.5  # a tie-breaking stage after every priority is proven: this + TIE_BREAK_PROVEN_SHARE
+TIE_BREAK_SHARE = 0.25  # the most of the run's limit one tie-breaking stage gets
+TIE_BREAK_PROVEN_SHARE = 0.02  # ... once every priority is proven (plus _TIE_BREAK_SECONDS)
 _TIE_BREAK_GRACE = 1.0  # the replica search after a priority's units are proven gets at least this (or 20%)
 _WEIGHT = {"guaranteed": 1.0, "moves": 0.5, "held": 0.5, "shape": 0.5}  # share of the remaining time; priorities 2.0
 
@@ -120,13 +123,7 @@ def complete_hint(
     pm: PlacementModel, stages: list[Stage], options: PlanOptions, budget: float
 ) -> tuple[list[int], list[int]] | None:
     """Complete the (partial) greedy hint to a full solution; its values per stage. None if infeasible."""
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    prm.max_time_in_seconds = max(0.05, budget)
-    prm.num_workers = 1
-    prm.random_seed = options.seed
-    prm.fix_variables_to_their_hinted_value = True
-    prm.catch_sigint_signal = False  # Ctrl-C stays with Python: the CLI ends through "interrupted"
+    solver = make_solver(max(0.05, budget), options.seed, 1, fix_to_hint=True)
     pm.m.clear_objective()  # type: ignore[no-untyped-call]
     status = solver.solve(pm.m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -291,11 +288,11 @@ def _stage_budget(stages: list[Stage], k: int, run: Run, options: PlanOptions, l
     weights = [_WEIGHT.get(s.name, 2.0) for s in stages[k:]]
     budget = max(0.05, left * weights[0] / sum(weights))
     if st.priority is None and st.name != "guaranteed":
-        budget = min(budget, 0.25 * options.time_limit)  # tie-breakers never take most of the time
+        budget = min(budget, TIE_BREAK_SHARE * options.time_limit)  # tie-breakers never take most of the time
         if all(r.units_proven for r, s in zip(run.results, stages, strict=False) if s.priority is not None):
             # Every priority is proven: the plan is optimal whatever a tie-breaker finds, so a
             # tie-breaker (topology, fragmentation) gets a short look, not a proof at any cost.
-            budget = min(budget, _TIE_BREAK_SECONDS + 0.02 * options.time_limit)
+            budget = min(budget, _TIE_BREAK_SECONDS + TIE_BREAK_PROVEN_SHARE * options.time_limit)
     return budget
 
 
@@ -318,15 +315,8 @@ def _search_stage(
 
 
 def _solver(pm: PlacementModel, options: PlanOptions, budget: float) -> cp_model.CpSolver:
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    prm.max_time_in_seconds = budget
-    prm.num_workers = max(1, options.workers)
-    prm.random_seed = options.seed
-    prm.catch_sigint_signal = False  # Ctrl-C stays with Python: the CLI ends through "interrupted"
     # On large models presolve takes many seconds and may drop the hint; search directly.
-    prm.cp_model_presolve = len(pm.m.proto.variables) <= PRESOLVE_MAX_VARS
-    return solver
+    return make_solver(budget, options.seed, options.workers, presolve=len(pm.m.proto.variables) <= PRESOLVE_MAX_VARS)
 
 
 def _record_stage(

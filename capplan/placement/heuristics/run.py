@@ -16,6 +16,10 @@ from capplan.placement.heuristics.placer import FleetPlacer, batch_order
 from capplan.placement.heuristics.score import BestFit, Fgd, Scorer, ShapeMix
 
 ScoreName = Literal["fgd", "bestfit"]
+#: Share of the limit for the LP bound after the constructive pass, and where (share of the pass's time) it
+#: switches from fragmentation-aware scoring to best fit.
+BOUND_SHARE = 0.15
+BESTFIT_FROM = 0.5
 LATE = "not tried: the time limit ran out before the planner reached this workload (a longer limit places more)"
 
 
@@ -123,19 +127,20 @@ def plan_heuristic(p: Problem, options: PlanOptions, score: ScoreName = "fgd") -
     from capplan.placement.core.summary import make_plan, placed_units
 
     t0 = time.perf_counter()
-    tl = options.time_limit
-    end = t0 + tl
-    # The plan's assembly gets its expected cost and the bound up to 15% of the limit; the
-    # constructive pass stops before them (workloads not reached are reported as such) and
-    # switches to best fit half-way.
-    post = reserve(p, tl, SUMMARY_COST)
-    stop = end - post - 0.15 * tl
-    assignments, unplaced, placer = place(p, score, seed=options.seed, deadline=t0 + 0.5 * (stop - t0), stop=stop)
+    clock = options.clock()
+    # The plan's assembly keeps its expected cost and the bound gets up to BOUND_SHARE of the limit; the
+    # constructive pass stops before them (workloads not reached are reported as such) and switches to
+    # best fit BESTFIT_FROM of its way.
+    body = clock.less(reserve(p, clock.remaining(), SUMMARY_COST))
+    bound_seconds = BOUND_SHARE * clock.remaining()
+    construct = body.less(bound_seconds)
+    assignments, unplaced, placer = place(p, score, seed=options.seed, deadline=construct.share(BESTFIT_FROM).end,
+                                          stop=construct.end)
     achieved = placed_units(p, assignments)
     placed = {a.key for a in assignments}
     met = all((w.name, r) in placed for w in p.workloads if w.sla == "guaranteed" for r in range(w.replicas))
     bound = lexicographic_bound(p, {q: achieved[q] for q in p.priorities},
-                                time_limit=max(0.05, min(0.15 * tl, end - post - time.perf_counter())),
+                                time_limit=max(0.05, min(bound_seconds, body.remaining())),
                                 guaranteed_met=met)
     extra: dict[str, object] = {"bound_seconds": round(bound.seconds, 3), "bound_exact": bound.converged}
     if placer.switched_at is not None:

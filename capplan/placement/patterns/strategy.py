@@ -26,6 +26,13 @@ from capplan.placement.patterns.master import MasterResult, solve_master
 from capplan.placement.patterns.pricing import Pricer, grids
 from capplan.placement.patterns.shapes import Shape, covered, node_types, shapes
 
+#: Shares of the run's deadline: the constructive pass of the highest priority's complex workloads, the LP
+#: bound (of what is left), then column generation (of what is left before the plan's assembly); the integer
+#: pattern counts and the best-fit fill take the rest.
+FIRST_SHARE = 0.3
+BOUND_SHARE = 0.2
+COLUMNS_SHARE = 0.5
+
 
 def _uses_pattern_unsafe_rules(p: Problem) -> bool:
     """Isolation or power budgets couple replicas the pattern model treats as independent."""
@@ -68,14 +75,14 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
         plan = plan_heuristic(p, options)
         return plan.model_copy(update={"strategy": "patterns",
                                        "metrics": {**plan.metrics, "patterns_fallback": "heuristic"}})
-    tl = options.time_limit
-    end = t0 + tl
+    clock = options.clock()
+    tl = clock.remaining()
     # Patterns maximise placed GPUs of the highest priority; lower priorities are filled in after.
     top = p.priorities[0] if p.priorities else 0
     complex_ws = [w for w in p.workloads if not covered(w) and not _cpu_only(w) and w.priority == top]
     if complex_ws:
         first, _, _ = place(p, "fgd", order=batch_order(p, complex_ws, seed=options.seed), seed=options.seed,
-                            deadline=t0 + 0.3 * tl)
+                            deadline=clock.share(FIRST_SHARE).end)
     else:
         first = list(p.running)
     done = {a.key for a in first}
@@ -83,10 +90,9 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
                                         for r in range(w.replicas) if (w.name, r) not in done]
     # However little time is left, the pattern model runs (its first LP rounded down is a plan, and it is
     # the fast part: the best-fit fill after it costs far more per replica and is what a hard stop cuts).
-    post = reserve(p, tl, SUMMARY_COST)
-    # The bound first (it does not depend on the plan), with at most a fifth of the time left.
-    now = time.perf_counter()
-    bound = upper_bound(p, time_limit=max(0.05, min(0.2 * (end - now), end - post - now)))
+    body = clock.less(reserve(p, tl, SUMMARY_COST))
+    # The bound first (it does not depend on the plan), with at most BOUND_SHARE of the time left.
+    bound = upper_bound(p, time_limit=max(0.05, min(clock.share(BOUND_SHARE).remaining(), body.remaining())))
     types = node_types(p, first)
     shp = shapes(p, todo, types) if types else []
     stats: dict[str, object] = {}
@@ -94,12 +100,10 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
     if shp:
         step, unit = grids(types, shp)
         pricer = Pricer(types, shp, step, unit)
-        # Of the time left, column generation gets up to half (it stops when it converges) and the
+        # Of the time left, column generation gets up to COLUMNS_SHARE (it stops when it converges) and the
         # integer pattern counts 60% of what is left after it; the rest is for the final fill and the
         # plan's summary, which must end by the limit.
-        now = time.perf_counter()
-        cg_end = now + 0.5 * max(0.0, end - post - now)
-        res = solve_master(types, shp, pricer, deadline=cg_end, end=end - post, seed=options.seed)
+        res = solve_master(types, shp, pricer, deadline=body.share(COLUMNS_SHARE).end, end=body.end, seed=options.seed)
         assignments += realise(p, shp, res, [t.nodes for t in types], [t.gpu_index for t in types])
         stats = {"pattern_lp_gpus": round(res.lp_value, 3), "pattern_mip_gpus": round(res.mip_value, 3),
                  "pattern_columns": res.columns, "pattern_iterations": res.iterations,
@@ -113,9 +117,9 @@ def plan_patterns(p: Problem, options: PlanOptions) -> Plan:
     left_ws = [w for w in p.workloads if any((w.name, r) not in placed for r in range(w.replicas))]
     # The fill may use the time left but the plan assembly's expected cost; workloads it does not
     # reach are reported as such.
-    if time.perf_counter() < end - post:
+    if not body.expired():
         final, unplaced, _ = place(rest, "bestfit", order=batch_order(rest, left_ws, seed=options.seed),
-                                   seed=options.seed, stop=end - post)
+                                   seed=options.seed, stop=body.end)
     else:  # what the fill would say without trying any workload (and without building its fleet state)
         final = assignments
         unplaced = [Unplaced(workload=w.name, replicas=tuple(r for r in range(w.replicas) if (w.name, r) not in placed),

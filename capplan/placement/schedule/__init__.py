@@ -4,27 +4,35 @@
 earliest feasible start, backfill) on the placement core's occupancy state; ``cpsat`` solves the
 time model hinted by it and keeps the better schedule (past the full model's reach, a neighbourhood
 search over time windows and domains improves list scheduling's schedule); ``auto`` picks ``cpsat``
-whenever the model covers the problem (all but preset GPU modes, see ``exact.unsupported``). Every schedule
+whenever the model covers the problem (the strategy table, :mod:`capplan.placement.schedule.strategies`:
+every entry answers ``supports(problem)``, and ``auto`` runs the first that does). Every schedule
 passes the independent validator
 (:func:`capplan.model.validate_schedule.assert_valid_schedule`) before it is returned.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Literal
+from dataclasses import replace
+from typing import Any, Literal
 
-from capplan.model.errors import InputError
+from capplan.model.errors import InputError, suggest
 from capplan.model.interruptions import expected_duration, expected_goodput, with_expected_durations
 from capplan.model.problem import Problem
 from capplan.model.schedule import Schedule
 from capplan.model.timing import DEFAULT_HORIZON_S, DEFAULT_STEP_S, ScheduleSpec, describe_seconds, parse_seconds
 from capplan.model.validate_schedule import assert_valid_schedule
+from capplan.placement.core.options import PlanOptions
+from capplan.placement.schedule.strategies import (
+    SCHEDULE_TABLE,
+    SWEEP_FROM_REPLICAS,
+    choose_schedule_strategy,
+)
 
 ScheduleStrategy = Literal["auto", "cpsat", "heuristic"]
-SCHEDULE_STRATEGIES = ("auto", "cpsat", "heuristic")
-#: From this many replicas ``heuristic`` uses the linear time-order sweep instead of earliest-start search.
-SWEEP_FROM_REPLICAS = 2000
+SCHEDULE_STRATEGIES = ("auto", *SCHEDULE_TABLE)
+__all__ = ["SCHEDULE_STRATEGIES", "SWEEP_FROM_REPLICAS", "choose_schedule_strategy", "schedule"]
+#: The least time a strategy is given, however little of the limit is left (it then returns its fastest schedule).
+MIN_SCHEDULE_SECONDS = 0.05
 
 
 def _spec(p: Problem, horizon: int | str | None, step: int | str | None) -> ScheduleSpec:
@@ -42,17 +50,8 @@ def _spec(p: Problem, horizon: int | str | None, step: int | str | None) -> Sche
         raise InputError("schedule", str(exc).splitlines()[-1]) from None
 
 
-def choose_schedule_strategy(p: Problem) -> str:
-    """What ``auto`` runs: ``cpsat`` when the time model covers ``p`` (the full model when small, a
-    neighbourhood search over time windows and domains from list scheduling's schedule when large),
-    else ``heuristic``."""
-    from capplan.placement.schedule.exact import unsupported
-
-    return "cpsat" if unsupported(p) is None else "heuristic"
-
-
-def schedule(problem: Problem, strategy: str = "auto", *, horizon: int | str | None = None,
-             step: int | str | None = None, time_limit: float = 60.0, seed: int = 0, workers: int = 1) -> Schedule:
+def schedule(problem: Problem, strategy: str = "auto", options: PlanOptions | None = None, *,
+             horizon: int | str | None = None, step: int | str | None = None, **kw: Any) -> Schedule:
     """Schedule ``problem`` over a horizon and return a validated :class:`Schedule`.
 
     Parameters
@@ -61,16 +60,15 @@ def schedule(problem: Problem, strategy: str = "auto", *, horizon: int | str | N
         The problem; workloads may carry ``duration``, ``release`` and ``deadline``, running
         replicas ``ends_in``.
     strategy
-        ``auto``, ``cpsat`` or ``heuristic``.
+        ``auto`` (the first table entry that supports the problem), ``cpsat`` or ``heuristic``.
+    options
+        The run's settings, the same validated object as :func:`~capplan.placement.solve`'s
+        (``time_limit``, ``seed``, ``workers``, ``deadline``); keyword arguments override its fields
+        (``schedule(p, time_limit=30, seed=1)``). ``time_limit`` covers the strategy and the validation
+        of its schedule; a ``deadline`` handed in (a command's) also covers writing it.
     horizon, step
         Override the scenario's ``schedule: {horizon, step}`` (seconds or ``90s``/``15m``/``2h``/``3d``).
         Without either, 7 days and 1 minute.
-    time_limit
-        Wall-clock seconds for the solve (the exact model stops at this limit with its best).
-    seed
-        Random seed of the solver; the same seed gives the same schedule.
-    workers
-        CP-SAT search workers.
 
     Returns
     -------
@@ -80,29 +78,23 @@ def schedule(problem: Problem, strategy: str = "auto", *, horizon: int | str | N
     Raises
     ------
     InputError
-        An unknown strategy, a bad horizon or step, or a non-positive time limit.
+        An unknown strategy, a bad horizon or step, or a setting out of range.
     """
-    if strategy not in SCHEDULE_STRATEGIES:
-        raise InputError("strategy", f"unknown schedule strategy {strategy!r}; use one of {list(SCHEDULE_STRATEGIES)}")
-    if not math.isfinite(time_limit) or time_limit <= 0:
-        raise InputError("time_limit", f"must be a finite positive number of seconds, got {time_limit}")
-    if workers < 1:
-        raise InputError("workers", f"must be at least 1, got {workers}")
+    from capplan.placement.core.budget import VALIDATE_COST, WRITE_COST, reserve
+
+    opts = replace(options or PlanOptions(), **kw)
+    handed = opts.deadline is not None
+    deadline = opts.clock()  # the one deadline of this run
+    if strategy != "auto" and strategy not in SCHEDULE_TABLE:
+        raise InputError("strategy", f"unknown schedule strategy {strategy!r}{suggest(strategy, SCHEDULE_TABLE)}; "
+                                     f"use one of {list(SCHEDULE_STRATEGIES)}")
     spec = _spec(problem, horizon, step)
     timed = with_expected_durations(problem)  # gangs with checkpoint run for duration / goodput
     chosen = choose_schedule_strategy(timed) if strategy == "auto" else strategy
-    if chosen == "cpsat":
-        from capplan.placement.schedule.exact import schedule_cpsat, unsupported
-
-        why = unsupported(timed)
-        if why is None:
-            result = schedule_cpsat(timed, spec.horizon, spec.step, time_limit, seed, workers)
-            return assert_valid_schedule(problem, expected_ends(problem, result))
-        result = _heuristic(timed, spec.horizon, spec.step, seed, time_limit)
-        metrics = dict(result.metrics, cpsat_declined=why)
-        return assert_valid_schedule(problem, expected_ends(problem, result.model_copy(update={"metrics": metrics})))
-    return assert_valid_schedule(problem, expected_ends(problem, _heuristic(timed, spec.horizon, spec.step, seed,
-                                                                            time_limit)))
+    keep = reserve(problem, deadline.budget, VALIDATE_COST) + (
+        reserve(problem, deadline.budget, WRITE_COST) if handed else 0.0)
+    run = opts.within(deadline.less(keep).at_least(MIN_SCHEDULE_SECONDS))
+    return assert_valid_schedule(problem, expected_ends(problem, SCHEDULE_TABLE[chosen].run(timed, spec, run)))
 
 
 def expected_ends(p: Problem, s: Schedule) -> Schedule:
@@ -120,14 +112,3 @@ def expected_ends(p: Problem, s: Schedule) -> Schedule:
                    f"/ goodput {u:.2%} under interruptions)" + (f"; {why}" if why else ""))
         rows.append(row.model_copy(update={"expected_end_s": row.end_s, "reason": why}))
     return s.model_copy(update={"workloads": tuple(rows)})
-
-
-def _heuristic(p: Problem, horizon: int, step: int, seed: int, time_limit: float) -> Schedule:
-    """Earliest-start list scheduling up to :data:`SWEEP_FROM_REPLICAS` replicas, the time-order sweep above."""
-    if sum(w.replicas for w in p.workloads) < SWEEP_FROM_REPLICAS:
-        from capplan.placement.schedule.heuristic import schedule_heuristic
-
-        return schedule_heuristic(p, horizon, step, seed, time_limit)
-    from capplan.placement.schedule.sweep import schedule_sweep
-
-    return schedule_sweep(p, horizon, step, seed)

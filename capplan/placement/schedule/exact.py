@@ -12,6 +12,7 @@ import math
 import time
 from collections import defaultdict
 
+from capplan.model.deadline import Deadline
 from capplan.model.problem import Problem
 from capplan.model.schedule import Schedule
 from capplan.model.timing import ceil_to
@@ -34,6 +35,9 @@ __all__ = ["Jobs", "combined_bound", "job_busy", "model_inputs", "partial_nodes"
 HINT_SHARE = 0.25
 #: The same before a neighbourhood search, which gains more from the time than further orders do.
 LNS_HINT_SHARE = 0.1
+#: At time-order-sweep scale, the most of the time limit the sweep (the hint) may take: it runs to the horizon
+#: unless the limit is short for the problem's size; what follows keeps :data:`POST_SHARE`.
+SWEEP_HINT_SHARE = 0.65
 #: Share of the time limit for the pooled relaxation (its stage bounds tighten the bound).
 RELAXED_SHARE = 0.15
 #: The same before a neighbourhood search: on the benchmark's 200-workload fleets (seeds 1-6, and ``small-mig``
@@ -186,7 +190,7 @@ def _running_work(p: Problem, horizon: int) -> dict[int, int]:
     return out
 
 
-def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed: int = 0,
+def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: Deadline | float, seed: int = 0,
                    workers: int = 1, lns: bool | None = None) -> Schedule:
     """CP-SAT over the jobs of ``p``, hinted by list scheduling; the better schedule of the two.
 
@@ -195,16 +199,18 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
     (:func:`capplan.placement.schedule.window.improve`) re-solves parts of list scheduling's schedule
     (``lns``: force one or the other).
     """
-    from capplan.placement.schedule import SWEEP_FROM_REPLICAS
+    from capplan.placement.schedule.strategies import SWEEP_FROM_REPLICAS
 
     t0 = time.perf_counter()
+    deadline = Deadline.coerce(time_limit)
+    time_limit = deadline.remaining()  # the named shares below (HINT_SHARE, BOUND_SHARE, ...) are of this
     jobs = Jobs(p, horizon, step)
     caps, budgets, busy = model_inputs(p, horizon)
     if lns is None:
         lns = jobs.size(caps) > FULL_MODEL_INTERVALS
     known: Outcome | None = None
     if sum(w.replicas for w in p.workloads) >= SWEEP_FROM_REPLICAS:
-        known = sweep_schedule(p, horizon, step)
+        known = sweep_schedule(p, horizon, step, deadline.share(SWEEP_HINT_SHARE))
         heuristic, order = known.items, "time-order sweep"
     else:
         heuristic, order = best_list_schedule(p, horizon, step, (LNS_HINT_SHARE if lns else HINT_SHARE) * time_limit)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from capplan.model.deadline import Deadline
 from capplan.model.plan import Assignment
 from capplan.model.problem import Problem, Workload
 from capplan.model.schedule import Schedule, Unscheduled
@@ -396,10 +397,11 @@ def best_list_schedule(p: Problem, horizon: int, step: int, time_limit: float) -
     return best[1], best[2]
 
 
-def schedule_heuristic(p: Problem, horizon: int, step: int, seed: int = 0, time_limit: float = 60.0) -> Schedule:
+def schedule_heuristic(p: Problem, horizon: int, step: int, seed: int = 0,
+                       time_limit: Deadline | float = 60.0) -> Schedule:
     """The best list-scheduling schedule of ``p`` over :data:`ORDERS`, with its energy bound (not yet validated)."""
     t0 = time.perf_counter()
-    items, order = best_list_schedule(p, horizon, step, time_limit)
+    items, order = best_list_schedule(p, horizon, step, Deadline.coerce(time_limit).remaining())
     out = diagnose(p, horizon, step, items)
     return make_schedule(p, "heuristic", out.items, out.unscheduled, horizon=horizon, step=step,
                          reasons=out.reasons, seconds=time.perf_counter() - t0, seed=seed,

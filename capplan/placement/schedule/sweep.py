@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from capplan.model.deadline import Deadline
 from capplan.model.plan import Assignment
 from capplan.model.problem import Problem, Workload
 from capplan.model.schedule import Schedule, Unscheduled
@@ -30,6 +31,10 @@ from capplan.placement.greedy import GreedyPlacer, place_workload, shape_key
 from capplan.placement.schedule.heuristic import Outcome, schedule_order
 from capplan.placement.schedule.result import make_schedule
 from capplan.placement.schedule.timeline import Item
+
+#: Share of the run's deadline kept after the sweep for the energy bound, the reasons and the schedule.
+SWEEP_POST_SHARE = 0.3
+LATE = "not tried: the time limit ran out"
 
 
 @dataclass
@@ -131,10 +136,15 @@ class _Sweep:
                 reasons[w.name] += f"; it starts at {describe_seconds(t)}"
         self.ready = still
 
-    def run(self) -> Outcome:
-        """Sweep to the horizon; the scheduled replicas, what does not run, and reasons."""
+    def run(self, deadline: Deadline | None = None) -> Outcome:
+        """Sweep to the horizon, or until ``deadline`` (what has not started by then is reported as not
+        tried); the scheduled replicas, what does not run, and reasons."""
         seen = -1
+        cut: int | None = None
         while self.events and (self.ready or self.pending):
+            if deadline is not None and deadline.expired():
+                cut = seen
+                break
             t = heapq.heappop(self.events)
             if t == seen or t >= self.horizon:
                 continue
@@ -143,7 +153,10 @@ class _Sweep:
             self.start_what_fits(t)
         out = self.out
         for wt in [*self.ready, *(x[2] for x in self.pending)]:
-            if wt.w.name not in out.reasons or wt.w.sla != "guaranteed":
+            if cut is not None:
+                out.reasons[wt.w.name] = (f"{LATE}: the sweep stopped at {describe_seconds(max(0, cut))} "
+                                          "of the horizon (a longer limit schedules more)")
+            elif wt.w.name not in out.reasons or wt.w.sla != "guaranteed":
                 out.reasons[wt.w.name] = _too_late(self.p, wt.w, wt, self.horizon, self.step)
         for w in self.p.workloads:
             missing = [r for r in range(w.replicas) if r not in self.done.get(w.name, set())]
@@ -153,9 +166,10 @@ class _Sweep:
         return out
 
 
-def sweep_schedule(p: Problem, horizon: int, step: int) -> Outcome:
-    """Schedule ``p`` by one forward pass over time: every replica (running ones first), and reasons."""
-    return _Sweep(p, horizon, step).run()
+def sweep_schedule(p: Problem, horizon: int, step: int, deadline: Deadline | None = None) -> Outcome:
+    """Schedule ``p`` by one forward pass over time: every replica (running ones first), and reasons;
+    stopped at ``deadline`` (what has not started then is not tried)."""
+    return _Sweep(p, horizon, step).run(deadline)
 
 
 def _too_late(p: Problem, w: Workload, wt: _Waiting, t: int, step: int) -> str:
@@ -226,12 +240,13 @@ def _place(placer: GreedyPlacer, w: Workload, n: int, fixed: str | None, placed:
     return place_workload(placer, w, n, placed)
 
 
-def schedule_sweep(p: Problem, horizon: int, step: int, seed: int = 0) -> Schedule:
-    """The forward-pass schedule of ``p`` with its energy bound and reasons (not yet validated)."""
+def schedule_sweep(p: Problem, horizon: int, step: int, seed: int = 0, deadline: Deadline | None = None) -> Schedule:
+    """The forward-pass schedule of ``p`` with its energy bound and reasons (not yet validated); the sweep
+    stops at ``deadline`` less :data:`SWEEP_POST_SHARE` of it (the bound, reasons and schedule follow)."""
     t0 = time.perf_counter()
-    out = sweep_schedule(p, horizon, step)
-    late = {w.name for w in p.workloads if w.sla == "guaranteed"}
-    reasons = {k: v for k, v in out.reasons.items() if k in late or any(u.workload == k for u in out.unscheduled)}
+    out = sweep_schedule(p, horizon, step, None if deadline is None else deadline.share(1 - SWEEP_POST_SHARE))
+    late = {w.name for w in p.workloads if w.sla == "guaranteed"} | {u.workload for u in out.unscheduled}
+    reasons = {k: v for k, v in out.reasons.items() if k in late}
     return make_schedule(p, "heuristic", out.items, out.unscheduled, horizon=horizon, step=step,
                          reasons=reasons, seconds=time.perf_counter() - t0, seed=seed,
                          extra_metrics={"method": "time-order sweep"})

@@ -24,7 +24,8 @@ Symmetry: the GPUs of one preset class on a node without fixed use are interchan
 ``i``-th job (in model order) that may use a node takes GPUs of a class below the GPUs its
 predecessors could take there plus its own; a hint is relabelled the same way.
 
-Power (:mod:`~capplan.placement.schedule.timemodel.power`): :meth:`GpuLevel.power_uses` gives the intervals that draw a TDP for the slices and shares,
+Power (:mod:`~capplan.placement.schedule.timemodel.power`): :meth:`GpuLevel.power_uses` gives the intervals
+that draw a TDP for the slices and shares,
 exact (each GPU's busy time cut into pieces) on the nodes under a budget that could bind.
 """
 

@@ -29,6 +29,7 @@ from dataclasses import replace
 from ortools.sat.python import cp_model
 
 from capplan.model.problem import Problem
+from capplan.placement.cpsat.solver import make_solver
 from capplan.placement.schedule.jobs import Jobs
 from capplan.placement.schedule.result import work_units
 from capplan.placement.schedule.timeline import Item
@@ -56,12 +57,8 @@ def _feasible(m: cp_model.CpModel, budget: float, seed: int, workers: int,
     """Solve ``m`` (no objective) within ``budget`` wall seconds and ``deterministic`` seconds of CP-SAT's
     deterministic clock (default: its usual share of the budget): (True, solution), (False, []) when
     proven infeasible, (None, []) when nothing was found in time."""
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    prm.max_time_in_seconds = max(0.05, budget)
-    prm.max_deterministic_time = max(0.01, budget * DETERMINISTIC_SHARE if deterministic is None else deterministic)
-    prm.num_workers = max(1, workers)
-    prm.random_seed = seed
+    det = budget * DETERMINISTIC_SHARE if deterministic is None else deterministic
+    solver = make_solver(max(0.05, budget), seed, workers, deterministic=max(0.01, det))
     status = solver.solve(m)
     log.info("split: %s, wall %.2f s, deterministic %.2f", solver.status_name(status), solver.wall_time,
              solver.response_proto.deterministic_time)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ortools.sat.python import cp_model, cp_model_helper
 
+from capplan.placement.cpsat.solver import make_solver
 from capplan.placement.schedule.timemodel.data import Place, TimeSolution
 
 if TYPE_CHECKING:
@@ -36,26 +37,10 @@ Stage = tuple[str, cp_model.LinearExprT, int, bool]
 Hint = tuple[list[int | None], list[dict[int, int]], list[dict[int, list[Place]]]]
 
 
-def one_worker(budget: float, seed: int) -> cp_model.CpSolver:
+def one_worker(budget: float, seed: int, per_gpu: bool = False, fix_to_hint: bool = False) -> cp_model.CpSolver:
     """A one-worker solver stopping at ``budget`` s of wall time or its deterministic-clock share, seeded."""
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    prm.max_time_in_seconds = max(0.05, budget)
-    prm.max_deterministic_time = max(0.05, budget) * DETERMINISTIC_SHARE
-    prm.num_workers = 1
-    prm.random_seed = seed
-    return solver
-
-
-def light(prm: object) -> None:
-    """Solver settings for a model with per-GPU variables: no symmetry detection (it took the whole budget,
-    5 s of 5 s, on a 30-job neighbourhood of 16 nodes; the model breaks GPU symmetry itself) and a light
-    presolve rather than none (without presolve OR-Tools 9.15 crashed, segmentation fault, on such
-    neighbourhoods; a full presolve took 7 s where the light one and the search took 2 s)."""
-    prm.symmetry_level = 0  # type: ignore[attr-defined]
-    prm.cp_model_presolve = True  # type: ignore[attr-defined]
-    prm.cp_model_probing_level = 0  # type: ignore[attr-defined]
-    prm.max_presolve_iterations = 1  # type: ignore[attr-defined]
+    return make_solver(max(0.05, budget), seed, 1, deterministic=max(0.05, budget) * DETERMINISTIC_SHARE,
+                       per_gpu=per_gpu, fix_to_hint=fix_to_hint)
 
 
 def _guaranteed_stage(tm: TimeModel) -> list[Stage]:
@@ -139,10 +124,7 @@ def stage_exprs(tm: TimeModel) -> list[Stage]:
 def complete(tm: TimeModel, budget: float, seed: int) -> list[int] | None:
     """Complete the model's current (partial) hint to a full assignment of every variable, or None."""
     tm.m.clear_objective()  # type: ignore[no-untyped-call]
-    solver = one_worker(budget, seed)
-    solver.parameters.fix_variables_to_their_hinted_value = True
-    if tm.gpu.intervals:
-        light(solver.parameters)
+    solver = one_worker(budget, seed, per_gpu=bool(tm.gpu.intervals), fix_to_hint=True)
     status = solver.solve(tm.m)
     tm.solves += 1
     tm.deterministic += solver.response_proto.deterministic_time
@@ -175,25 +157,15 @@ def _at_best(tm: TimeModel, stage: Stage, full: list[int], done: frozenset[str])
 
 
 def _stage_solver(tm: TimeModel, budget: float, clock: float, seed: int, workers: int) -> cp_model.CpSolver:
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    prm.max_time_in_seconds = budget
     # Stop on CP-SAT's deterministic clock first, so that the same seed gives the same schedule
     # unless the machine is so loaded that the wall-clock limit comes first; that clock's budget
     # derives from the time limit alone, not from the wall time the earlier stages took.
     # A stage skipped at its a-priori most leaves its share to the later ones.
-    prm.max_deterministic_time = max(0.01, clock)
-    prm.num_workers = max(1, workers)
-    prm.random_seed = seed
     # Presolve spends seconds on cumulative constraints over thousands of optional intervals
     # (measured: 13 s of a 15 s stage with 10,000 intervals) and then finds nothing; search directly.
-    prm.cp_model_presolve = tm.intervals <= PRESOLVE_MAX_INTERVALS
-    if tm.gpu.intervals:
-        light(prm)
-        # OR-Tools 9.15 crashed (segmentation fault, 2 of 2 runs of small-mig seed 1 with 2 workers, at a
-        # neighbourhood of some 30 s into the search) on these models with several workers; one is safe
-        prm.num_workers = 1
-    return solver
+    # Per-GPU variables: the factory's per-GPU rule (one worker, light presolve).
+    return make_solver(budget, seed, workers, deterministic=max(0.01, clock),
+                       presolve=tm.intervals <= PRESOLVE_MAX_INTERVALS, per_gpu=bool(tm.gpu.intervals))
 
 
 def solve_stages(tm: TimeModel, hint: Hint | None, time_limit: float, seed: int, workers: int,

@@ -1,0 +1,87 @@
+"""The schedule strategy table: every built-in schedule strategy by name, what it supports, and ``auto``.
+
+As for placement (:mod:`capplan.placement.strategies`), this is the one module that imports every
+schedule strategy (each on first use, so the table loads no OR-Tools). A strategy runs on a problem,
+its time grid and the run's :class:`~capplan.placement.core.options.PlanOptions` (whose deadline it
+keeps) and returns a schedule not yet validated; :func:`capplan.placement.schedule.schedule`
+validates it. ``auto`` runs the first strategy of :data:`AUTO_ORDER` that supports the problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from capplan.model.problem import Problem
+from capplan.model.schedule import Schedule
+from capplan.model.timing import ScheduleSpec
+from capplan.placement.core.options import PlanOptions
+
+#: From this many replicas ``heuristic`` uses the linear time-order sweep instead of earliest-start search.
+SWEEP_FROM_REPLICAS = 2000
+
+
+def _cpsat_declines(p: Problem) -> str | None:
+    from capplan.placement.schedule.exact import unsupported
+
+    return unsupported(p)
+
+
+def _run_cpsat(p: Problem, spec: ScheduleSpec, options: PlanOptions) -> Schedule:
+    from capplan.placement.schedule.exact import schedule_cpsat
+
+    why = _cpsat_declines(p)
+    if why is not None:  # asked for by name on a problem it does not take: list scheduling, saying why
+        result = _run_heuristic(p, spec, options)
+        return result.model_copy(update={"metrics": dict(result.metrics, cpsat_declined=why)})
+    return schedule_cpsat(p, spec.horizon, spec.step, options.clock(), options.seed, options.workers)
+
+
+def _run_heuristic(p: Problem, spec: ScheduleSpec, options: PlanOptions) -> Schedule:
+    """Earliest-start list scheduling up to :data:`SWEEP_FROM_REPLICAS` replicas, the time-order sweep above."""
+    if sum(w.replicas for w in p.workloads) < SWEEP_FROM_REPLICAS:
+        from capplan.placement.schedule.heuristic import schedule_heuristic
+
+        return schedule_heuristic(p, spec.horizon, spec.step, options.seed, options.clock())
+    from capplan.placement.schedule.sweep import schedule_sweep
+
+    return schedule_sweep(p, spec.horizon, spec.step, options.seed, options.clock())
+
+
+def _always(p: Problem) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class ScheduleStrategy:
+    """One entry of the table: how to run the strategy and which problems it takes.
+
+    Attributes
+    ----------
+    run
+        ``run(problem, spec, options) -> Schedule`` (not yet validated), within ``options.clock()``.
+    declines
+        Why the strategy cannot take a problem exactly, or None (:meth:`supports`).
+    """
+
+    run: Callable[[Problem, ScheduleSpec, PlanOptions], Schedule]
+    declines: Callable[[Problem], str | None] = _always
+
+    def supports(self, p: Problem) -> bool:
+        """Whether the strategy takes ``p`` (``auto`` runs the first of :data:`AUTO_ORDER` that does)."""
+        return self.declines(p) is None
+
+
+SCHEDULE_TABLE: dict[str, ScheduleStrategy] = {
+    # the time model when it covers the problem (the full model when small, a neighbourhood search over time
+    # windows and domains from list scheduling's schedule when large)
+    "cpsat": ScheduleStrategy(_run_cpsat, _cpsat_declines),
+    "heuristic": ScheduleStrategy(_run_heuristic),
+}
+#: The order in which ``auto`` asks the table's entries.
+AUTO_ORDER = ("cpsat", "heuristic")
+
+
+def choose_schedule_strategy(p: Problem) -> str:
+    """What ``auto`` runs on ``p``: the first entry of :data:`AUTO_ORDER` in the table that supports it."""
+    return next(name for name in AUTO_ORDER if name in SCHEDULE_TABLE and SCHEDULE_TABLE[name].supports(p))
