@@ -66,7 +66,7 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     fn = loaded(STRATEGIES[name])  # the import counts against the limit, outside the strategy's clock
     keep = reserve(p, opts.time_limit, VALIDATE_COST)
     left = opts.time_limit - (time.perf_counter() - start) - keep
-    log.info("strategy %s ready at %.2f s; it gets %.2f s (%.2f s kept for the validator)", name,
+    log.info("strategy %s ready after %.2f s of setup; it gets %.2f s (%.2f s kept for the validator)", name,
              time.perf_counter() - start, max(MIN_SOLVE_SECONDS, left), keep)
     t0 = time.perf_counter()
     beat = Heartbeat(opts.progress, name) if opts.progress else None
@@ -80,7 +80,7 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     except Exception as exc:  # a strategy bug must not cost the user the plan: fall back below
         problems = [f"{type(exc).__name__}: {exc}"]
         log.exception("strategy %s failed", name)
-    log.info("strategy %s returned at %.2f s", name, time.perf_counter() - start)
+    log.info("strategy %s returned after %.2f s", name, time.perf_counter() - t0)
     if problems:
         plan = assert_valid(p, _fallback(p, name, opts, problems, t0))  # checked once more: never emit a bad plan
     if not plan.solve_seconds:
