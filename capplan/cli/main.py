@@ -157,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="place workloads on a cluster; JSON plan to stdout or -o")
     p.add_argument("scenario", help="scenario file (YAML or JSON)")
     p.add_argument("-o", "--output", help="write the JSON plan here (atomically) instead of stdout")
-    p.add_argument("--strategy", default="auto", help="planner: auto (by size), greedy, ... (default auto)")
+    p.add_argument("--strategy", default="auto", help=common.strategy_help())
     p.add_argument("--time-limit", type=common.seconds, default=60.0, metavar="S", help="seconds (default 60)")
     p.add_argument("--seed", type=common.seed, default=0, help="random seed (default 0)")
     p.add_argument("--workers", type=common.workers, default=1, help="parallel solver workers (default 1)")

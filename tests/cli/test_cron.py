@@ -143,3 +143,48 @@ def test_plan_warns_once_about_time_fields(tmp_path: Path, capsys: pytest.Captur
     r = subprocess.run([sys.executable, "-m", "capplan", "plan", MIXED, "-q", "-o", str(tmp_path / "p.json")],
                        capture_output=True, text=True, env=ENV, check=True)
     assert "WARNING" not in r.stderr
+
+
+NIGHTLY = ROOT / "contrib" / "nightly.sh"
+
+
+def _cron_lines(text: str) -> list[str]:
+    return [line.strip().lstrip("#").strip() for line in text.splitlines()
+            if re.match(r"^\s*#?\s*\d+ \d+ \* \* \* ", line)]
+
+
+def test_nightly_wrapper_is_shipped_and_the_docs_agree() -> None:
+    """contrib/nightly.sh is the script docs/cron.md shows; README, the doc and the script give one crontab line."""
+    script = NIGHTLY.read_text()
+    doc = (ROOT / "docs" / "cron.md").read_text()
+    block = re.search(r"```sh\n(#!/bin/sh\n.*?)```", doc, re.S)
+    assert block is not None and block.group(1) == script
+    lines = {*_cron_lines((ROOT / "README.md").read_text()), *_cron_lines(doc), *_cron_lines(script)}
+    assert len(lines) == 1 and "flock -n" in next(iter(lines)), lines
+    subprocess.run(["sh", "-n", str(NIGHTLY)], check=True)
+
+
+def test_nightly_wrapper_end_to_end(tmp_path: Path) -> None:
+    """The wrapper with a cluster API answering from the stored kubectl exports: imports, plans the live
+    cluster and an overlay on it, logs the sweep's closing line and exits 0."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    data = ROOT / "tests" / "data" / "k8s"
+    kubectl = bin_dir / "kubectl"  # answers `kubectl get RESOURCE -o json` from the stored exports
+    kubectl.write_text(f"#!/bin/sh\ncase \"$2\" in\n  nodes) cat {data / 'nodes.json'} ;;\n"
+                       f"  pods,priorityclasses) cat {data / 'pods.json'} ;;\n  *) exit 1 ;;\nesac\n")
+    (bin_dir / "capplan").write_text(f"#!/bin/sh\nexec {sys.executable} -m capplan \"$@\"\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    whatif = tmp_path / "what-if"
+    whatif.mkdir()
+    (whatif / "half.yaml").write_text(f"base: {tmp_path / 'state' / 'live.yaml'}\nworkloads: []\n")
+    env = dict(ENV, PATH=f"{bin_dir}:{os.environ['PATH']}", CAPPLAN_STATE=str(tmp_path / "state"),
+               CAPPLAN_LOGS=str(tmp_path / "logs"), CAPPLAN_WHATIF=str(whatif))
+    r = subprocess.run(["sh", str(NIGHTLY)], env=env, capture_output=True, text=True, timeout=600)
+    (log,) = (tmp_path / "logs").iterdir()
+    text = log.read_text()
+    assert r.returncode == 0, text
+    assert "2 scenario(s): 2 planned, 0 unchanged, 0 failed" in text and "capplan sweep exit code 0" in text
+    plans = next((tmp_path / "state").glob("*/plans"))
+    assert {p.name for p in plans.glob("*.plan.json")} == {"live.plan.json", "half.plan.json"}
