@@ -120,9 +120,9 @@ def task_hash(task: Task) -> str | None:
 
     h = hashlib.sha256()
     try:
-        files = load_scenario_data(task.scenario)[1]
-        for path in (*files, *task.catalogs):
-            h.update(Path(path).read_bytes())
+        files: list[Path] = [*load_scenario_data(task.scenario)[1], *map(Path, task.catalogs)]
+        for path in files:
+            h.update(path.read_bytes())
     except (InputError, OSError):
         return None
     h.update(json.dumps([task.strategy, task.time_limit, task.seed]).encode())

@@ -12,7 +12,7 @@ overlay names its base and holds only the edits, so it follows every nightly imp
       racks:
         - name: r1
           nodes:
-            - {name: spare-1, gpu_model: H100-SXM5-80GB, gpus: 8, count: 4}
+            - {name: spare-1, gpu: H100-SXM5-80GB, gpus: 8, cpu: 224, memory_gib: 2048}
 
 The edits are merged into the base (docs/formats.md, "What-if overlays"): mappings key by key,
 ``null`` removes a key, lists of named mappings (workloads, racks, nodes, node groups by

@@ -193,4 +193,5 @@ def test_signal_during_a_sweep(tmp_path: Path, sig: int, code: int, last: str) -
     assert err.strip().splitlines()[-1] == last, err
     assert time.perf_counter() - started < 15
     assert "Traceback" not in err
-    assert sorted(p.name for p in out.iterdir()) == ["summary.csv"] and (out / "summary.csv").read_text() == "previous\n"
+    assert sorted(p.name for p in out.iterdir()) == ["summary.csv"]
+    assert (out / "summary.csv").read_text() == "previous\n"
