@@ -29,10 +29,10 @@ def run_one(size: str, seed: int, exact: bool, limit: float, workers: int) -> di
     from schedule_bench import generate
 
     from capplan.io.scenario import problem_from_data
-    from capplan.placement.cpsat import schedule as model
     from capplan.placement.schedule import exact as full
     from capplan.placement.schedule import schedule
     from capplan.placement.schedule import window as lns
+    from capplan.placement.schedule.timemodel import model
 
     sizes: list[tuple[int, int]] = []
     failed = [0]

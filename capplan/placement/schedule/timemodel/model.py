@@ -8,15 +8,15 @@ in use at every instant; per power domain, the GPUs' TDP. A required topology le
 domain per workload. Identical jobs of one workload are ordered (symmetry breaking). GPU indices
 are chosen afterwards: whole GPUs of one node are interchangeable, and intervals taken in order
 of start can always be given free GPUs when the count fits at every instant. Nodes that may host
-MIG slices or GPU shares are modelled GPU by GPU instead (:mod:`capplan.placement.cpsat.schedule_gpu`):
+MIG slices or GPU shares are modelled GPU by GPU instead (:mod:`capplan.placement.schedule.timemodel.gpu`):
 MIG geometry on the memory-slice axis over time, shares per GPU, whole GPUs by index there.
 
 The objective is solved in stages, each fixing the previous one's value: guaranteed jobs that
 start at their release, the work (demand x time) of each priority, the demand-weighted wait, then
 the tie-breaks: more replicas run, and the unweighted wait (replica-seconds; CPU-only pods count
 only there). A minimising stage whose incumbent already has its a-priori least value is not solved.
-The jobs and solution types are in :mod:`capplan.placement.cpsat.schedule_jobs`; the relaxations
-that bound the stages (pooled, energy) in :mod:`capplan.placement.cpsat.schedule_relax`.
+The jobs and solution types are in :mod:`capplan.placement.schedule.timemodel.data`; the relaxations
+that bound the stages (pooled, energy) in :mod:`capplan.placement.schedule.timemodel.relax`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model, cp_model_helper
 
-from capplan.placement.cpsat.schedule_gpu import GpuLevel
-from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, Place, TimeSolution
+from capplan.placement.schedule.timemodel.data import Busy, Job, NodeCap, Place, TimeSolution
+from capplan.placement.schedule.timemodel.gpu import GpuLevel
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ class TimeModel:
                     power[d].extend((u.iv, u.cnt * (u.per[0] * cap.tdp), u.most * u.per[0] * cap.tdp)
                                     for u in both if u.per[0])
         # A MIG slice or share makes its GPU draw its TDP; several on one GPU draw it once: exactly (pieces of
-        # each GPU's busy time, schedule_gpu.GpuLevel.power_uses) on the nodes under a budget that could bind
+        # each GPU's busy time, gpu.GpuLevel.power_uses) on the nodes under a budget that could bind
         # if each slice drew a TDP, else each free one a full TDP (stricter: the model is then inexact).
         load = [sum(e[2] for e in entries) for entries in power]
         uses = self.gpu.partial_uses()

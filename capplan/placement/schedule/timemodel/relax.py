@@ -1,4 +1,4 @@
-"""Relaxations of the CP-SAT time model (:mod:`capplan.placement.cpsat.schedule`) whose optima bound
+"""Relaxations of the CP-SAT time model (:mod:`capplan.placement.schedule.timemodel.model`) whose optima bound
 the schedule's work per priority: the pooled model (parts of the cluster as single nodes) and the
 energy relaxation (which jobs run, subject to energetic reasoning over time windows)."""
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from capplan.placement.cpsat.schedule import TimeModel, _one_worker, _reduced
-from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap
+from capplan.placement.schedule.timemodel.data import Busy, Job, NodeCap
+from capplan.placement.schedule.timemodel.model import TimeModel, _one_worker, _reduced
 
 
 def pooled(jobs: list[Job], busy: list[Busy], nodes: list[NodeCap], horizon: int, step: int,

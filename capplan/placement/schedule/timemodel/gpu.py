@@ -16,7 +16,7 @@ MIG, a start on the memory-slice axis among its profile's allowed starts; a whol
 * at most ``max_count`` instances of a profile and ``compute`` compute slices (cumulatives, where
   they could bind).
 
-Preset GPU modes (:class:`~capplan.placement.cpsat.schedule_jobs.NodeCap` ``takes``/``mig_starts``): a
+Preset GPU modes (:class:`~capplan.placement.schedule.timemodel.data.NodeCap` ``takes``/``mig_starts``): a
 job uses only the GPUs that take its kind, and a MIG slice on a GPU with a preset layout only that
 layout's starts.
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model, cp_model_helper
 
-from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, Place
+from capplan.placement.schedule.timemodel.data import Busy, Job, NodeCap, Place
 
 #: A share's demand on a GPU's cumulative is in milli-GPU; a whole GPU takes all of it.
 FULL = 1000
