@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from capplan import __version__
-from capplan.cli import alibaba, bench, common, console, explain, k8s, outcome, report, reserve, schedule, sweep
+from capplan.cli import alibaba, bench, check, common, console, explain, k8s, outcome, report, reserve, schedule, sweep
 from capplan.cli.common import (
     EXIT_GUARANTEE,
     EXIT_INPUT,
@@ -84,24 +84,6 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return code
 
 
-def _cmd_validate(args: argparse.Namespace) -> int:
-    from capplan.io.files import load_yaml_or_json
-    from capplan.io.scenario import load_scenario
-    from capplan.model.plan import Plan
-    from capplan.model.validate import check_plan
-
-    problem = load_scenario(args.scenario, args.catalog)
-    plan = Plan.from_data(load_yaml_or_json(args.plan, "plan"))
-    violations = check_plan(problem, plan)
-    for v in violations:
-        print(f"violation: {v}", file=sys.stderr)
-    if violations:
-        print(f"plan is INVALID: {len(violations)} violation(s)", file=sys.stderr)
-        return EXIT_INVALID
-    print(f"plan is valid ({len(plan.assignments)} assignments, status {plan.status})", file=sys.stderr)
-    return EXIT_OK
-
-
 def _cmd_catalog(args: argparse.Namespace) -> int:
     from capplan.model.catalog import load_catalog
 
@@ -138,13 +120,6 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_schema(args: argparse.Namespace) -> int:
-    from capplan.model.plan import json_schema
-
-    print(json.dumps(json_schema(), indent=1))
-    return EXIT_OK
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``capplan`` command."""
     parser = argparse.ArgumentParser(prog="capplan", description="Optimization-based GPU capacity planning.")
@@ -173,20 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_catalog_option(p)
     p.set_defaults(func=_cmd_plan)
 
-    p = sub.add_parser("validate", help="check a plan against a scenario with the independent validator")
-    p.add_argument("scenario")
-    p.add_argument("plan")
-    add_catalog_option(p)
-    p.set_defaults(func=_cmd_validate)
+    check.add_parser(sub)
 
     p = sub.add_parser("catalog", help="list GPU models, or show one model's MIG profiles and placements")
     p.add_argument("model", nargs="?")
     p.add_argument("--json", action="store_true", help="print JSON")
     add_catalog_option(p)
     p.set_defaults(func=_cmd_catalog)
-
-    p = sub.add_parser("schema", help="print the JSON Schema of the plan format")
-    p.set_defaults(func=_cmd_schema)
 
     imp = sub.add_parser("import", help="turn a trace or a cluster export into a scenario file")
     imp_sub = imp.add_subparsers(dest="source", required=True, metavar="SOURCE")
