@@ -25,7 +25,6 @@ from capplan.cli.common import (
     EXIT_GUARANTEE,
     EXIT_INPUT,
     EXIT_INTERNAL,
-    EXIT_INVALID,
     EXIT_OK,
     add_catalog_option,
     add_prices_option,
