@@ -13,7 +13,8 @@ from typing import Any
 
 from capplan.io.report.closest import closest_nodes
 from capplan.io.report.occupancy import STRANDED_TEXT, GpuView, gpu_views
-from capplan.io.report.prices import HOURS_PER_MONTH, Prices, catalog_prices
+from capplan.io.report.horizon import horizon_cost, work_per_priority
+from capplan.io.report.prices import HOURS_PER_MONTH, Prices, catalog_prices, unpriced_gpus
 from capplan.io.report.schedule import Timeline
 from capplan.model.errors import InputError
 from capplan.model.plan import Assignment, Plan
@@ -123,14 +124,21 @@ def build_report(p: Problem, plan: Plan, prices: Prices | None = None, timeline:
         "currency": prices.currency,
         "hours_per_month": HOURS_PER_MONTH,
     }
+    running = {a.key: a.node for a in p.running}  # drawn rows of replicas that stay where they run
+    data["running_rows"] = [k for k, a in enumerate(drawn) if running.get(a.key) == a.node]
     data["priorities"] = _priorities(p, plan, drawn, timeline)
     data["utilisation"] = _utilisation(p, views, models)
     data["power"] = _power(p, views)
     data["unplaced"] = _unplaced(p, plan, state)
     data["cost"] = _cost(p, views, prices, assignments, tenants)
+    data["cost"]["unpriced_gpus"], _ = unpriced_gpus(p, prices)
     data["totals"] = _totals(views)
     if timeline is not None:
         data["schedule"] = {"horizon_s": timeline.horizon_s, "workloads": list(timeline.workloads)}
+        data["cost"]["horizon"] = horizon_cost(p, timeline, prices, tenants)
+        work = work_per_priority(p, timeline)
+        for row in data["priorities"]:
+            row.update(work[row["priority"]])
     return data
 
 
