@@ -12,8 +12,8 @@ from collections import defaultdict
 from typing import Any
 
 from capplan.io.report.closest import closest_nodes
-from capplan.io.report.occupancy import STRANDED_TEXT, GpuView, gpu_views
 from capplan.io.report.horizon import horizon_cost, work_per_priority
+from capplan.io.report.occupancy import STRANDED_TEXT, GpuView, gpu_views
 from capplan.io.report.prices import HOURS_PER_MONTH, Prices, catalog_prices, unpriced_gpus
 from capplan.io.report.schedule import Timeline
 from capplan.model.errors import InputError
