@@ -125,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"capplan {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress and details to stderr")
     parser.add_argument("--log-format", choices=console.FORMATS, default="text",
-                        help="stderr as text (log lines with time and level) or JSON lines (default text)")
+                        help="stderr as text (log lines with time and level) or json (one JSON object per line; "
+                             "default text)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("plan", help="place workloads on a cluster; JSON plan to stdout or -o")
@@ -150,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_parser(sub)
 
     p = sub.add_parser("catalog", help="list GPU models, or show one model's MIG profiles and placements")
-    p.add_argument("model", nargs="?")
+    p.add_argument("model", nargs="?", help="a GPU model or alias: its MIG profiles and placements (default: list all)")
     p.add_argument("--json", action="store_true", help="print JSON")
     add_catalog_option(p)
     p.set_defaults(func=_cmd_catalog)
@@ -168,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         help="log progress and details to stderr")
             with contextlib.suppress(argparse.ArgumentError):
                 cmd_parser.add_argument("--log-format", choices=console.FORMATS, default=argparse.SUPPRESS,
-                                        help="stderr as text or JSON lines (default text)")
+                                        help="stderr as text or json lines (default text)")
     return parser
 
 

@@ -38,7 +38,8 @@ def add_parser(sub: Any) -> None:
                    help="grid of start times, e.g. 1m (default: the scenario's schedule.step, else 1m)")
     p.add_argument("--time-limit", type=common.seconds, default=60.0, metavar="S", help="seconds (default 60)")
     p.add_argument("--strategy", choices=("auto", "cpsat", "heuristic"), default="auto",
-                   help="auto (exact model when it covers the problem and it is small), cpsat or heuristic")
+                   help="auto (exact model when it covers the problem and it is small), cpsat or heuristic "
+                        "(default auto)")
     p.add_argument("--seed", type=common.seed, default=0, help="random seed (default 0)")
     p.add_argument("--workers", type=common.workers, default=1, help="parallel solver workers (default 1)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")

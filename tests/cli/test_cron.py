@@ -188,3 +188,33 @@ def test_nightly_wrapper_end_to_end(tmp_path: Path) -> None:
     assert "2 scenario(s): 2 planned, 0 unchanged, 0 failed" in text and "capplan sweep exit code 0" in text
     plans = next((tmp_path / "state").glob("*/plans"))
     assert {p.name for p in plans.glob("*.plan.json")} == {"live.plan.json", "half.plan.json"}
+
+
+def test_every_help_gives_choices_and_defaults() -> None:
+    """Every option of every command has help; a default is stated; every choice is named; no `...` lists."""
+    import argparse
+
+    from capplan.cli.main import build_parser
+
+    problems: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, name: str) -> None:
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for sub, sp in a.choices.items():
+                    walk(sp, f"{name} {sub}")
+                continue
+            if isinstance(a, argparse._HelpAction | argparse._VersionAction):
+                continue
+            text = a.help or ""
+            where = f"{name} {'/'.join(a.option_strings) or a.dest}"
+            if not text or text == argparse.SUPPRESS:
+                problems.append(f"{where}: no help")
+            if a.option_strings and a.default not in (None, False, [], argparse.SUPPRESS) and "default" not in text:
+                problems.append(f"{where}: default {a.default!r} not stated")
+            problems.extend(f"{where}: choice {c!r} not named" for c in a.choices or () if str(c) not in text)
+            if "..." in text:
+                problems.append(f"{where}: '...' in the help")
+
+    walk(build_parser(), "capplan")
+    assert problems == [], "\n".join(problems)

@@ -86,7 +86,7 @@ def _per_priority(data: dict[str, Any]) -> tuple[tuple[int, ...], tuple[float, .
     for key in ("priorities", "objective", "bound"):
         v = data.get(key)
         ok = isinstance(v, list) and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
-        out.append(tuple(v) if ok else ())
+        out.append(tuple(v) if ok and isinstance(v, list) else ())
     if len({len(x) for x in out}) != 1:
         return (), (), ()
     return tuple(int(q) for q in out[0]), tuple(map(float, out[1])), tuple(map(float, out[2]))
