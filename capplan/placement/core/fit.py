@@ -193,3 +193,21 @@ def _placements_left(model: GpuModel, mask: int, layout: tuple[MigSlot, ...] | N
                     layout is None or MigSlot(profile=p.name, start=st) in layout):
                 n += 1
     return n
+
+
+#: Where the constructive planners keep each constraint family (:data:`capplan.model.families.FAMILIES`):
+#: per node and GPU in this module and the state's screens; across nodes (a gang, a domain, one model) in
+#: the greedy placer, named by path because it sits above this module.
+FITS: dict[str, str] = {
+    "model": "capplan.placement.core.fleet.FleetArrays.eligible",
+    "cpu": "capplan.placement.core.fit.node_reason",
+    "memory": "capplan.placement.core.fit.node_reason",
+    "gpu": "capplan.placement.core.fit.gpu_takes",
+    "mig": "capplan.placement.core.fit.mig_starts",
+    "fraction": "capplan.placement.core.fit.gpu_takes",
+    "isolation": "capplan.placement.core.state.ClusterState.tenant_ok_at",
+    "power": "capplan.placement.core.state.ClusterState.power_ok",
+    "topology": "capplan.placement.greedy.GreedyPlacer.place_in_one_domain",
+    "one_model": "capplan.placement.greedy.place_workload",
+    "gang": "capplan.placement.greedy.GreedyPlacer.place_group",
+}

@@ -34,7 +34,8 @@ from capplan.placement.schedule.jobs import Jobs, job_busy
 from capplan.placement.schedule.result import lex_key
 from capplan.placement.schedule.timeline import Item
 from capplan.placement.schedule.timemodel.data import Busy, Job, NodeCap, TimeSolution
-from capplan.placement.schedule.timemodel.model import DETERMINISTIC_SHARE, TimeModel
+from capplan.placement.schedule.timemodel.model import TimeModel
+from capplan.placement.schedule.timemodel.stages import DETERMINISTIC_SHARE
 
 #: Most jobs freed in one neighbourhood.
 MAX_FREE = 30

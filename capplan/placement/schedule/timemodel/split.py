@@ -33,8 +33,9 @@ from capplan.placement.schedule.jobs import Jobs
 from capplan.placement.schedule.result import work_units
 from capplan.placement.schedule.timeline import Item
 from capplan.placement.schedule.timemodel.data import Busy, Job, NodeCap, TimeSolution
-from capplan.placement.schedule.timemodel.model import DETERMINISTIC_SHARE, TimeModel
+from capplan.placement.schedule.timemodel.model import TimeModel
 from capplan.placement.schedule.timemodel.relax import pooled
+from capplan.placement.schedule.timemodel.stages import DETERMINISTIC_SHARE
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ def _phase2(sub: list[Job], chosen: list[int], p_counts: list[dict[int, int]],
         if not ok:
             return ok
         out.exact = out.exact and tm.exact
-        s, c, pl = tm._read(full)
+        s, c, pl = tm.read(full)
         for k, i in enumerate(mine):
             j = chosen[i]
             out.starts[j] = s[k]
@@ -172,7 +173,7 @@ def split_schedule(jobs: Sequence[Job], busy: list[Busy], nodes: list[NodeCap], 
             continue
         if not ok:
             continue
-        _, p_counts, _ = relaxed._read(full)
+        _, p_counts, _ = relaxed.read(full)
         out = TimeSolution(starts=[None] * len(jobs), counts=[{} for _ in jobs], places=[{} for _ in jobs])
         if _phase2(sub, chosen, p_counts, busy, nodes, budgets, horizon, step, part, set(on_time),
                    deadline, seed, workers, out):
