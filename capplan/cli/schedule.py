@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from capplan.cli import common
+from capplan.cli import common, console
 from capplan.cli.common import EXIT_GUARANTEE, EXIT_OK, add_catalog_option
 
 
@@ -42,7 +42,7 @@ def add_parser(sub: Any) -> None:
                         "(default auto)")
     p.add_argument("--seed", type=common.seed, default=0, help="random seed (default 0)")
     p.add_argument("--workers", type=common.workers, default=1, help="parallel solver workers (default 1)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    p.add_argument("-q", "--quiet", action="store_true", help="only the one-line summary on stderr")
     add_catalog_option(p)
     p.set_defaults(func=run)
 
@@ -82,6 +82,6 @@ def run(args: argparse.Namespace) -> int:
         write_text_atomic(args.output, text)
     else:
         sys.stdout.write(text)
-    if not args.quiet:
-        print(summary(sch), file=sys.stderr)
+    text = summary(sch)
+    console.say(text.splitlines()[0] if args.quiet else text)
     return EXIT_GUARANTEE if sch.status == "infeasible" else EXIT_OK

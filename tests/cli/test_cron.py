@@ -218,3 +218,14 @@ def test_every_help_gives_choices_and_defaults() -> None:
 
     walk(build_parser(), "capplan")
     assert problems == [], "\n".join(problems)
+
+
+def test_schedule_quiet_keeps_the_headline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`schedule -q` keeps the one-line summary, as `plan -q` does."""
+    out = tmp_path / "week.json"
+    argv = ["schedule", str(EXAMPLES / "schedule-week.yaml"), "-o", str(out), "--strategy", "heuristic"]
+    assert main([*argv, "-q"]) in (0, 3)
+    quiet = capsys.readouterr().err.splitlines()
+    assert len(quiet) == 1 and quiet[0].startswith("capplan schedule (heuristic)"), quiet
+    assert main(argv) in (0, 3)
+    assert len(capsys.readouterr().err.splitlines()) > 1
