@@ -58,6 +58,31 @@ def _fleet(b: Browser, gpus: int, tmp: Path, out: Path) -> None:
     print(f"fleet-{gpus}: {plan.status}, {n // 1024} KiB", file=sys.stderr)
 
 
+def _issue28(b: Browser, tmp: Path, out: Path) -> None:
+    """A schedule's cost over its horizon (deep link #cost-sec), and the Alibaba trace coloured by group."""
+    from capplan.io.alibaba import load_alibaba
+    from capplan.io.report import read_result
+    from capplan.placement.schedule import schedule
+
+    week = load_scenario(REPO / "models" / "examples" / "schedule-week.yaml")
+    plan, tl = read_result(yaml.safe_load(schedule(week, "heuristic", time_limit=10).to_json()))
+    page = tmp / "week.html"
+    page.write_text(render_html(build_report(week, plan, timeline=tl)), encoding="utf-8")
+    b.resize(1280, 900)
+    b.open(page.resolve().as_uri() + "#cost-sec")
+    _small_png(b.screenshot(), out / "report-schedule-cost.png")
+    trace = REPO.parent / "shared" / "data" / "alibaba-gpu-v2023"
+    if not trace.is_dir():
+        print("no Alibaba trace: report-alibaba-by-kind.png not made", file=sys.stderr)
+        return
+    ali = load_alibaba(trace / "openb_node_list_gpu_node.csv", trace / "openb_pod_list_default.csv")
+    page = tmp / "alibaba.html"
+    page.write_text(render_html(build_report(ali, solve(ali, "patterns", PlanOptions(time_limit=30, seed=0)))),
+                    encoding="utf-8")
+    b.open(page.resolve().as_uri())
+    _small_png(b.screenshot(), out / "report-alibaba-by-kind.png")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write ``report-EXAMPLE.png`` and ``report-EXAMPLE-tables.png`` per example."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -99,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{f.stem}: {plan.status}, {n1 // 1024} KiB + {n2 // 1024} KiB", file=sys.stderr)
         if args.fleet:
             _fleet(b, args.fleet, tmp, out)
+        _issue28(b, tmp, out)
     return 0
 
 

@@ -20,7 +20,9 @@ def add_import_parser(sub: Any) -> None:
         "gpu_spec the allowed GPU models.",
     )
     p.add_argument("nodes", metavar="NODES.csv", help="node CSV (sn, cpu_milli, memory_mib, gpu, model)")
-    p.add_argument("pods", metavar="PODS.csv", help="pod CSV (name, cpu_milli, memory_mib, num_gpu, gpu_milli, ...)")
+    p.add_argument("pods", metavar="PODS.csv",
+                   help="pod CSV of the trace (columns name, cpu_milli, memory_mib, num_gpu, gpu_milli and the others "
+                        "of docs/traces.md)")
     p.add_argument("-o", "--output", metavar="SCENARIO.yaml", help="write here (atomically); default stdout")
     p.add_argument("--name", help="cluster name (default: the pod file's stem)")
     p.set_defaults(func=run_import)

@@ -18,15 +18,17 @@ EXPECTED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "ali
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--protocol", choices=("online", "batch", "replay"), default="online",
                    help="online: FGD arrival protocol; batch: all pods known up front (capplan strategies); "
-                        "replay: the trace in time with a queue (alibaba only; docs/benchmarks.md)")
+                        "replay: the trace in time with a queue (alibaba only; docs/benchmarks.md); default online")
     p.add_argument("--policies", default=None,
                    help=f"comma list; online default: {DEFAULT_POLICIES} (add capplan for capplan's own policy); "
                         "batch: capplan strategies (default greedy)")
     p.add_argument("--seeds", default=None, help="seeds, e.g. 42-51 or 1,2,3 (default 42-51; replay: 42)")
     p.add_argument("--jobs", type=common.workers, default=1, help="worker processes (default 1)")
-    p.add_argument("--time-limit", type=common.seconds, default=60.0, metavar="S", help="batch: seconds per solve")
+    p.add_argument("--time-limit", type=common.seconds, default=60.0, metavar="S",
+                   help="batch: seconds per solve (default 60)")
     p.add_argument("--expected", type=Path, default=EXPECTED,
-                   help="the FGD authors' analysis_allo_discrete.csv, for published curves in the plot")
+                   help="the FGD authors' analysis_allo_discrete.csv, for published curves in the plot "
+                        "(default: the copy in the shared data folder)")
     p.add_argument("--replan-every", default="10m", metavar="T",
                    help="replay: capplan re-plans the queue every T (seconds or 90s/10m/1h; default 10m)")
     p.add_argument("--replan-limit", type=common.seconds, default=2.0, metavar="S",
@@ -48,8 +50,8 @@ def add_parser(sub: Any) -> None:
     bench = sub.add_parser("bench", help="benchmark placement policies on traces or synthetic suites")
     bsub = bench.add_subparsers(dest="source", required=True, metavar="SOURCE")
     p = bsub.add_parser("alibaba", help="Alibaba GPU trace v2023 node + pod CSVs")
-    p.add_argument("--nodes", required=True, metavar="NODES.csv")
-    p.add_argument("--pods", required=True, metavar="PODS.csv")
+    p.add_argument("--nodes", required=True, metavar="NODES.csv", help="node CSV of the trace (openb_node_list_*.csv)")
+    p.add_argument("--pods", required=True, metavar="PODS.csv", help="pod CSV of the trace (openb_pod_list_*.csv)")
     _common(p)
     p.set_defaults(func=run, output_dir=True)
     p = bsub.add_parser("synthetic", help="a synthetic fleet and workload from a YAML config")

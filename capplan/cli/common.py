@@ -22,6 +22,14 @@ def add_prices_option(p: argparse.ArgumentParser) -> None:
                         "overriding the catalog's; see docs/report.md")
 
 
+def strategy_help(default: str = "auto") -> str:
+    """The ``--strategy`` help: every strategy of the table (registered ones included) and the default."""
+    from capplan.placement.strategies import STRATEGIES
+
+    return (f"planner: auto (chosen by the problem's size), {', '.join(sorted(STRATEGIES))} "
+            f"(default {default}; docs/cli.md)")
+
+
 def seconds(text: str) -> float:
     """An argparse type: a finite, positive number of seconds."""
     try:

@@ -77,10 +77,10 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "export", help="write what Kubernetes tools apply: mig-parted, bindings, Kueue, Volcano"
     )
-    p.add_argument("format", choices=EXPORTS)
+    p.add_argument("format", choices=EXPORTS, help="what to write: " + ", ".join(EXPORTS))
     p.add_argument("scenario", help="scenario file (from `capplan import kubernetes` or hand-written)")
     p.add_argument("plan", nargs="?", help="plan JSON (required for mig-parted and bindings)")
-    p.add_argument("-o", "--output", required=True, metavar="FILE")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="file to write (atomically)")
     p.add_argument("--meta", metavar="FILE", help="import metadata (default: <scenario>.k8s.json if present)")
     p.add_argument(
         "--level-label",
@@ -113,7 +113,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--kueue-api-version",
         metavar="RELEASE|GROUP/VERSION",
-        help=f"Kueue release (0.10 ... 0.19; default {KUEUE_DEFAULT}) or group/version such as kueue.x-k8s.io/v1beta1",
+        help=f"Kueue release (0.10 to 0.19; default {KUEUE_DEFAULT}) or group/version such as kueue.x-k8s.io/v1beta1",
     )
     p.add_argument(
         "--flavor-label",
@@ -125,7 +125,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--volcano-version",
         metavar="RELEASE|GROUP/VERSION",
-        help=f"Volcano release (1.12 ... 1.16; default {VOLCANO_DEFAULT}) or topology.volcano.sh/v1alpha1",
+        help=f"Volcano release (1.12 to 1.16; default {VOLCANO_DEFAULT}) or topology.volcano.sh/v1alpha1",
     )
     _catalog_arg(p)
     p.set_defaults(func=run_export)

@@ -19,16 +19,16 @@ from collections.abc import Sequence
 from types import FrameType
 
 from capplan import __version__
-from capplan.cli import alibaba, bench, common, explain, k8s, report, reserve, schedule, sweep
+from capplan.cli import alibaba, bench, check, common, console, explain, k8s, outcome, report, reserve, schedule, sweep
 from capplan.cli.common import (
     EXIT_GUARANTEE,
     EXIT_INPUT,
     EXIT_INTERNAL,
-    EXIT_INVALID,
     EXIT_OK,
     add_catalog_option,
     add_prices_option,
 )
+from capplan.cli.streams import is_broken_pipe, quiet_stderr, stdout_gone
 from capplan.io.files import check_output
 from capplan.model.errors import InputError, PlanValidationError
 
@@ -44,9 +44,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from capplan.io.files import write_text_atomic
     from capplan.io.scenario import load_scenario
     from capplan.placement import PlanOptions, solve
-    from capplan.placement.core.summary import summary_text
 
     problem = load_scenario(args.scenario, args.catalog)
+    outcome.warn_time_fields(problem)
     prices = None
     if args.report:
         from capplan.io.report import load_prices
@@ -59,7 +59,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     opts = PlanOptions(time_limit=args.time_limit, deadline=deadline, seed=args.seed,
                        allow_preemption=args.allow_preemption,
                        allow_migration=args.allow_migration, workers=args.workers,
-                       progress=stderr_progress(quiet=args.quiet))
+                       progress=stderr_progress(quiet=args.quiet, verbose=args.verbose))
     log.info("scenario loaded; %.2f s of the %g s limit left", deadline.remaining(), args.time_limit)
     plan = solve(problem, args.strategy, opts)
     log.info("plan validated; %.2f s left", deadline.remaining())
@@ -70,28 +70,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     if args.report:
         report.write_report(problem, plan, args.report, prices)
-    if not args.quiet:
-        print(summary_text(problem, plan), file=sys.stderr)
+    code = EXIT_GUARANTEE if plan.status == "infeasible" else EXIT_OK
+    outcome.print_summary(problem, plan, args.quiet, args.output)
+    if args.summary_json:
+        outcome.write_summary_json(args.summary_json,
+                                   outcome.summary_data(problem, plan, code, args.scenario, args.output))
     log.info("plan written; %.2f s left", deadline.remaining())
-    return EXIT_GUARANTEE if plan.status == "infeasible" else EXIT_OK
-
-
-def _cmd_validate(args: argparse.Namespace) -> int:
-    from capplan.io.files import load_yaml_or_json
-    from capplan.io.scenario import load_scenario
-    from capplan.model.plan import Plan
-    from capplan.model.validate import check_plan
-
-    problem = load_scenario(args.scenario, args.catalog)
-    plan = Plan.from_data(load_yaml_or_json(args.plan, "plan"))
-    violations = check_plan(problem, plan)
-    for v in violations:
-        print(f"violation: {v}", file=sys.stderr)
-    if violations:
-        print(f"plan is INVALID: {len(violations)} violation(s)", file=sys.stderr)
-        return EXIT_INVALID
-    print(f"plan is valid ({len(plan.assignments)} assignments, status {plan.status})", file=sys.stderr)
-    return EXIT_OK
+    return code
 
 
 def _cmd_catalog(args: argparse.Namespace) -> int:
@@ -130,50 +115,42 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_schema(args: argparse.Namespace) -> int:
-    from capplan.model.plan import json_schema
-
-    print(json.dumps(json_schema(), indent=1))
-    return EXIT_OK
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``capplan`` command."""
     parser = argparse.ArgumentParser(prog="capplan", description="Optimization-based GPU capacity planning.")
     parser.add_argument("--version", action="version", version=f"capplan {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress and details to stderr")
+    parser.add_argument("--log-format", choices=console.FORMATS, default="text",
+                        help="stderr as text (log lines with time and level) or json (one JSON object per line; "
+                             "default text)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("plan", help="place workloads on a cluster; JSON plan to stdout or -o")
     p.add_argument("scenario", help="scenario file (YAML or JSON)")
     p.add_argument("-o", "--output", help="write the JSON plan here (atomically) instead of stdout")
-    p.add_argument("--strategy", default="auto", help="planner: auto (by size), greedy, ... (default auto)")
+    p.add_argument("--strategy", default="auto", help=common.strategy_help())
     p.add_argument("--time-limit", type=common.seconds, default=60.0, metavar="S", help="seconds (default 60)")
     p.add_argument("--seed", type=common.seed, default=0, help="random seed (default 0)")
     p.add_argument("--workers", type=common.workers, default=1, help="parallel solver workers (default 1)")
     p.add_argument("--allow-preemption", action="store_true",
                    help="let preemptible running replicas of lower priority be evicted")
     p.add_argument("--allow-migration", action="store_true", help="let migratable running replicas move")
-    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    p.add_argument("-q", "--quiet", action="store_true", help="only the one-line summary on stderr")
+    p.add_argument("--summary-json", metavar="FILE",
+                   help="also write a run summary for dashboards here (status, gaps, allocation, unplaced "
+                        "by reason, wall time; docs/formats.md)")
     p.add_argument("--report", metavar="FILE", help="also write the plan's HTML report here (see `capplan report`)")
     add_prices_option(p)
     add_catalog_option(p)
     p.set_defaults(func=_cmd_plan)
 
-    p = sub.add_parser("validate", help="check a plan against a scenario with the independent validator")
-    p.add_argument("scenario")
-    p.add_argument("plan")
-    add_catalog_option(p)
-    p.set_defaults(func=_cmd_validate)
+    check.add_parser(sub)
 
     p = sub.add_parser("catalog", help="list GPU models, or show one model's MIG profiles and placements")
-    p.add_argument("model", nargs="?")
+    p.add_argument("model", nargs="?", help="a GPU model or alias: its MIG profiles and placements (default: list all)")
     p.add_argument("--json", action="store_true", help="print JSON")
     add_catalog_option(p)
     p.set_defaults(func=_cmd_catalog)
-
-    p = sub.add_parser("schema", help="print the JSON Schema of the plan format")
-    p.set_defaults(func=_cmd_schema)
 
     imp = sub.add_parser("import", help="turn a trace or a cluster export into a scenario file")
     imp_sub = imp.add_subparsers(dest="source", required=True, metavar="SOURCE")
@@ -186,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
             with contextlib.suppress(argparse.ArgumentError):  # the command has its own -v
                 cmd_parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                                         help="log progress and details to stderr")
+            with contextlib.suppress(argparse.ArgumentError):
+                cmd_parser.add_argument("--log-format", choices=console.FORMATS, default=argparse.SUPPRESS,
+                                        help="stderr as text or json lines (default text)")
     return parser
 
 
@@ -213,7 +193,7 @@ def _interrupted() -> int:
     runs some through the C API), CPython marks it "unhandled" although capplan handled it, and at
     exit kills itself with SIGINT instead of returning the exit code; the mark is cleared here.
     """
-    print("interrupted", file=sys.stderr)
+    console.say("interrupted", "error")
     try:
         import ctypes
 
@@ -228,10 +208,20 @@ def _check_outputs(args: argparse.Namespace) -> None:
     out = getattr(args, "output", None)
     if out and out != "-":
         check_output(out, "output", directory=getattr(args, "output_dir", False))
+    for flag in ("summary_json", "report") if args.command == "plan" else ("summary_json",):
+        extra = getattr(args, flag, None)
+        if isinstance(extra, str) and extra:
+            check_output(extra, "--" + flag.replace("_", "-"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``capplan`` command; return the exit code."""
+    console.start()
+    with quiet_stderr():  # a log reader that went away drops the diagnostics, not the work
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     interrupt = _Interrupt()
     previous = None
     if threading.current_thread() is threading.main_thread():
@@ -239,27 +229,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
-        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                            format="capplan: %(message)s", stream=sys.stderr)
+        console.start(args.log_format)
+        console.configure_logging(args.verbose)
         _check_outputs(args)
         code: int = args.func(args)
+        sys.stdout.flush()  # here, so that a reader that went away is seen by the handler below
         if interrupt.seen:  # the KeyboardInterrupt was swallowed (raised inside a weakref callback, say)
             return _interrupted()
         return code
     except InputError as exc:
         for line in exc.lines():
-            print(f"error: {line}", file=sys.stderr)
+            console.error(line)
         return EXIT_INPUT
     except PlanValidationError as exc:
-        print(f"internal error: a planner produced an invalid plan (not written): {exc}", file=sys.stderr)
+        console.say(f"internal error: a planner produced an invalid plan (not written): {exc}", "error")
         return EXIT_INTERNAL
     except KeyboardInterrupt:
         return _interrupted()
-    except Exception:
+    except Exception as exc:
         if interrupt.seen:
             return _interrupted()
+        if is_broken_pipe(exc):  # the reader of stdout went away (`capplan schema | head -1`): not a bug
+            return stdout_gone()
         traceback.print_exc()
-        print("internal error: please report this with the input that caused it", file=sys.stderr)
+        console.say("internal error: please report this with the input that caused it", "error")
         return EXIT_INTERNAL
     finally:
         if previous is not None:

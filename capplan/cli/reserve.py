@@ -28,14 +28,16 @@ def add_parser(subparsers: Any) -> None:
         "reserve",
         help="plan GPU purchases and cloud reservations under uncertain demand",
         description="Two-stage stochastic MILP: what to order or reserve, and when. "
-        "Writes DIR/plan.json, DIR/report.md, DIR/demand_vs_capacity.png, DIR/cost_breakdown.png.",
+        "Writes DIR/plan.json, DIR/report.md, DIR/orders.csv, DIR/costs.csv, DIR/demand_vs_capacity.png and "
+        "DIR/cost_breakdown.png.",
     )
     p.add_argument(
         "planfile", nargs="?", metavar="PLANFILE", help="planning file (YAML or JSON), see docs/reservations.md"
     )
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     p.add_argument(
-        "--time-limit", type=common.seconds, default=60.0, metavar="S", help="solver time limit per solve (s)"
+        "--time-limit", type=common.seconds, default=60.0, metavar="S",
+        help="solver time limit per solve (s, default 60)",
     )
     p.add_argument("--threads", type=common.workers, default=1, help="solver threads (default 1, deterministic)")
     p.add_argument("--gap", type=common.gap, default=1e-4, help="relative MIP gap (default 1e-4)")
@@ -43,7 +45,7 @@ def add_parser(subparsers: Any) -> None:
         "--method",
         choices=("auto", "extensive", "decomposition"),
         default="auto",
-        help="extensive MILP, L-shaped decomposition, or auto (decomposition for large scenario sets)",
+        help="extensive MILP, L-shaped decomposition, or auto (decomposition for large scenario sets; default auto)",
     )
     p.add_argument(
         "--what-if",
@@ -68,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from capplan.reserve.problem import build_problem
     from capplan.reserve.report import cost_breakdown_png, demand_capacity_png, markdown_report
     from capplan.reserve.solver import SolverSettings
+    from capplan.reserve.tables import costs_csv, orders_csv
     from capplan.reserve.whatif import parse_whatif, run_whatifs
 
     _take_planfile(args)
@@ -98,20 +101,24 @@ def run(args: argparse.Namespace) -> int:
     files = {
         "plan.json": plan.to_json().encode(),
         "report.md": markdown_report(plan, args.planfile).encode(),
+        "orders.csv": orders_csv(plan).encode(),
+        "costs.csv": costs_csv(plan, pf.currency).encode(),
         "demand_vs_capacity.png": demand_capacity_png(plan),
-        "cost_breakdown.png": cost_breakdown_png(plan),
+        "cost_breakdown.png": cost_breakdown_png(plan, pf.currency),
     }
     out = Path(args.output)
     for name, data in files.items():
         write_bytes_atomic(out / name, data) if name.endswith(".png") else write_text_atomic(
             out / name, data.decode()
         )
-    print(plan.summary())
+    print(plan.summary(unmet=False))
     for w in plan.what_if:
         print(f"what-if {w['what_if']}: {w['status']}, total cost {w['cost_delta']['total']:+,.0f}")
-    if not plan.guaranteed_met:
-        for u in plan.unmet[:3]:
+    if not plan.guaranteed_met:  # each shortfall once, on stderr
+        for u in plan.unmet[:5]:
             print(f"unmet: {u.line()}", file=sys.stderr)
+        if len(plan.unmet) > 5:
+            print(f"... and {len(plan.unmet) - 5} more, see {out / 'plan.json'}", file=sys.stderr)
         return EXIT_UNMET
     return EXIT_OK
 

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from capplan.cli import common
+from capplan.cli import common, console
 from capplan.cli.common import EXIT_GUARANTEE, EXIT_OK, add_catalog_option
 
 
@@ -38,10 +38,11 @@ def add_parser(sub: Any) -> None:
                    help="grid of start times, e.g. 1m (default: the scenario's schedule.step, else 1m)")
     p.add_argument("--time-limit", type=common.seconds, default=60.0, metavar="S", help="seconds (default 60)")
     p.add_argument("--strategy", choices=("auto", "cpsat", "heuristic"), default="auto",
-                   help="auto (exact model when it covers the problem and it is small), cpsat or heuristic")
+                   help="auto (exact model when it covers the problem and it is small), cpsat or heuristic "
+                        "(default auto)")
     p.add_argument("--seed", type=common.seed, default=0, help="random seed (default 0)")
     p.add_argument("--workers", type=common.workers, default=1, help="parallel solver workers (default 1)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    p.add_argument("-q", "--quiet", action="store_true", help="only the one-line summary on stderr")
     add_catalog_option(p)
     p.set_defaults(func=run)
 
@@ -89,6 +90,6 @@ def run(args: argparse.Namespace) -> int:
         write_text_atomic(args.output, text)
     else:
         sys.stdout.write(text)
-    if not args.quiet:
-        print(summary(sch), file=sys.stderr)
+    text = summary(sch)
+    console.say(text.splitlines()[0] if args.quiet else text)
     return EXIT_GUARANTEE if sch.status == "infeasible" else EXIT_OK

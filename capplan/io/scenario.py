@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from capplan.io.files import load_yaml_or_json
+from capplan.io.overlay import load_scenario_data
 from capplan.model.catalog import Catalog, load_catalog
 from capplan.model.decode import LIMITS
 from capplan.model.errors import ErrorList, InputError, describe, suggest
@@ -315,8 +315,11 @@ def _running_ends(raw: list[Any]) -> tuple[list[Any], list[RunningEnd]]:
 
 
 def load_scenario(path: str | Path, catalog_paths: Sequence[str | Path] = ()) -> Problem:
-    """Load and validate a scenario file (YAML or JSON); ``catalog_paths`` add user catalog files."""
-    return problem_from_data(load_yaml_or_json(path, "scenario"), load_catalog(catalog_paths))
+    """Load and validate a scenario file (YAML or JSON); ``catalog_paths`` add user catalog files.
+
+    A what-if overlay (``base: FILE`` plus edits, :mod:`capplan.io.overlay`) is merged into its base first.
+    """
+    return problem_from_data(load_scenario_data(path)[0], load_catalog(catalog_paths))
 
 
 def _num(x: float) -> float | int:

@@ -68,6 +68,8 @@ class Limits:
 
 LIMITS = Limits()
 
+#: Largest prefix read again with the pure-Python parser to find the path of a parser error.
+_REREAD_BYTES = 4 * 1024 * 1024
 _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
 _PLAIN_TAGS = {None, "!", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
@@ -153,8 +155,9 @@ class _Frame:
 class _Builder:
     """Turns parser events into data (iteratively), checking the limits on the way."""
 
-    def __init__(self, text: str, origin: str, limits: Limits) -> None:
-        self.loader = _Loader(text)
+    def __init__(self, text: str, origin: str, limits: Limits, loader: Any = None) -> None:
+        self.text = text
+        self.loader = (loader or _Loader)(text)
         self.origin = origin
         self.limits = limits
         self.stack: list[_Frame] = []
@@ -175,17 +178,45 @@ class _Builder:
 
     def fail(self, message: str, e: ev.Event) -> InputError:
         line = e.start_mark.line + 1 if e.start_mark is not None else "?"
-        return InputError(_path(self.where()), f"{message} (line {line})")
+        return InputError(_path(self.where()), f"{message} ({self.origin}, line {line})")
 
     def run(self) -> Any:
         try:
             return self._run()
         except yaml.YAMLError as exc:
-            raise InputError("", f"{self.origin} is not valid YAML: {exc}") from None
+            raise self.parser_error(exc) from None
         except RecursionError:  # pragma: no cover - the depth limit comes first
             raise InputError("", f"{self.origin} is nested too deeply") from None
         finally:
             self.loader.dispose()
+
+    def parser_error(self, exc: yaml.YAMLError) -> InputError:
+        """The parser's own refusal as one line, with the field path capplan worked out.
+
+        libyaml reads ahead of the events it hands out (a run of ``[`` is one long lookahead), and
+        since PyYAML 6.0.4 it refuses nesting deeper than 1000 levels itself, before capplan's depth
+        check sees an event. The text up to the parser's mark is then read again with the
+        pure-Python parser, event by event: capplan's own check (with its path) fires where it
+        would have, or the path reached at the mark is put in front of the parser's message.
+        """
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context = getattr(exc, "context", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        message = f"{self.origin} is not valid YAML: {context + ': ' if context else ''}{problem}{where}"
+        path = _path(self.where())
+        index = getattr(mark, "index", None)
+        if self.loader.__class__ is not yaml.SafeLoader and isinstance(index, int) and index <= _REREAD_BYTES:
+            again = _Builder(self.text[:index], self.origin, self.limits, yaml.SafeLoader)
+            try:
+                again._run()
+            except yaml.YAMLError:
+                path = _path(again.where()) or path
+            except InputError as own:
+                return own
+            finally:
+                again.loader.dispose()
+        return InputError(path, message)
 
     def _run(self) -> Any:
         get = self.loader.get_event

@@ -190,6 +190,8 @@ class PlanningFile(Frozen):
     """The whole planning file (see ``docs/reservations.md``)."""
 
     name: Str = ""
+    #: Label of every amount (prices, costs); capplan does not convert currencies.
+    currency: Str = Field(default="USD", min_length=1, max_length=12)
     horizon: Horizon
     gpus_per_node: Int = Field(default=8, ge=1)
     sites: tuple[Site, ...] = ()

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from matplotlib.figure import Figure
 
 from capplan.reserve.result import Plan
+from capplan.reserve.tables import cost_label
 
 Arr = npt.NDArray[np.float64]
 
@@ -89,7 +90,7 @@ def _schedule(plan: Plan) -> list[str]:
 
 def _costs_and_tiers(plan: Plan) -> list[str]:
     out = ["", "## Expected cost breakdown", "", "| category | expected cost |", "|---|---:|"]
-    out += [f"| {k} | {_money(v)} |" for k, v in plan.costs.items()]
+    out += [f"| {cost_label(k)} | {_money(v)} |" for k, v in plan.costs.items()]
     out += [
         "",
         "## Service per tier",
@@ -302,13 +303,13 @@ def demand_capacity_png(plan: Plan) -> bytes:
     return _png(demand_capacity_figure(plan))
 
 
-def cost_breakdown_png(plan: Plan) -> bytes:
-    """Horizontal bar chart of the expected cost per category."""
-    items = [(k, v) for k, v in plan.costs.items() if k != "total"]
+def cost_breakdown_png(plan: Plan, currency: str = "USD") -> bytes:
+    """Horizontal bar chart of the expected cost per category (human labels, amounts in ``currency``)."""
+    items = [(cost_label(k), v) for k, v in plan.costs.items() if k != "total"]
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.barh([k for k, _ in items], [v for _, v in items], color="tab:purple")
     ax.invert_yaxis()
-    ax.set_xlabel("expected cost over the horizon")
-    ax.set_title(f"Cost breakdown (total {plan.costs['total']:,.0f})")
+    ax.set_xlabel(f"expected cost over the horizon ({currency})")
+    ax.set_title(f"Cost breakdown (total {plan.costs['total']:,.0f} {currency})")
     fig.tight_layout()
     return _png(fig)

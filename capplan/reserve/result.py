@@ -139,15 +139,15 @@ class Plan:
         """True when every guaranteed tier meets its service level."""
         return self.status == "ok"
 
-    def summary(self) -> str:
-        """A few lines for the console."""
+    def summary(self, unmet: bool = True) -> str:
+        """A few lines for the console (the first unmet tiers too, unless ``unmet`` is False)."""
         lines = [
             f"reserve plan {self.name or ''}: {self.status}, expected cost {self.costs['total']:,.0f} "
             f"({self.solver['status']}, {self.solver['runtime_s']:.2f} s)"
         ]
         lines += [o.line() for o in self.orders]
         lines += [c.line() for c in self.commitments]
-        lines += [u.line() for u in self.unmet[:5]]
+        lines += [u.line() for u in self.unmet[:5]] if unmet else []
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

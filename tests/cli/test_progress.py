@@ -18,7 +18,9 @@ def test_lines_use_gpus_percent_and_seconds() -> None:
     """No exponent notation, no -0, the gap in %, GPUs named."""
     line = format_progress({"stage": "lns", "elapsed": 3.14159, "objective": [7.320061, -0.0],
                             "bound": [8.0, 1.0], "gap": 0.0849927, "step": 4})
-    assert line == "[    3.1 s] lns, placed [7.32, 0] GPUs per priority, bound [8, 1] GPUs, gap 8.5%, step 4"
+    assert line == "[    3.1 s] lns, placed 7.32 / 0 GPUs per priority, bound 8 / 1 GPUs, gap 8.5%, step 4"
+    single = format_progress({"stage": "patterns", "elapsed": 1, "objective": [5999.07], "bound": [5999.66]})
+    assert single == "[    1.0 s] patterns, placed 5999.07 GPUs, bound 5999.66 GPUs", single
     one = format_progress({"stage": "cpsat", "elapsed": 0.5, "priority": 100, "objective": 12.0, "bound": 16.0})
     assert one == "[    0.5 s] cpsat, placed 12 GPUs at priority 100, bound 16 GPUs"
 

@@ -5,11 +5,17 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from capplan.cli.main import main
 from capplan.cli.sweep import run_sweep, sweep_exit_code
 from capplan.io.scenario import load_scenario
 from capplan.model.errors import InputError
@@ -17,7 +23,8 @@ from capplan.model.plan import Plan
 from capplan.model.validate import check_plan
 from capplan.placement.core.executor import LocalExecutor, SerialExecutor, make_executor
 
-EXAMPLES = Path(__file__).parents[2] / "models" / "examples"
+ROOT = Path(__file__).parents[2]
+EXAMPLES = ROOT / "models" / "examples"
 
 
 def _square(x: int) -> int:
@@ -76,10 +83,68 @@ def test_bad_scenario_is_reported_not_fatal(scenarios: list[str], tmp_path: Path
     assert "broken" not in json.loads((tmp_path / "o" / "manifest.json").read_text())
 
 
-def test_missing_scenario_file(tmp_path: Path) -> None:
-    """A scenario path that does not exist is an InputError before anything runs."""
-    with pytest.raises(InputError):
-        run_sweep([str(tmp_path / "nope.yaml")], tmp_path / "o")
+def test_missing_or_unreadable_scenario_is_a_failed_row(scenarios: list[str], tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing or unreadable scenario fails its own row (exit 2) like a bad one; the others are planned,
+    and the closing line counts it as failed, not planned."""
+    unreadable = tmp_path / "locked.yaml"
+    unreadable.write_bytes(b"\xff\xfe not UTF-8")
+    argv = ["sweep", *scenarios, str(tmp_path / "nope.yaml"), str(unreadable), "-o", str(tmp_path / "o"),
+            "--strategy", "greedy", "--executor", "serial"]
+    assert main(argv) == 2
+    rows = list(csv.DictReader((tmp_path / "o" / "summary.csv").open()))
+    assert [(r["scenario"], r["exit_code"]) for r in rows] == [("training-cluster", "0"), ("mig-inference", "0"),
+                                                               ("nope", "2"), ("locked", "2")]
+    assert "does not exist" in rows[2]["error"] and "UTF-8" in rows[3]["error"]
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("4 scenario(s): 2 planned, 0 unchanged, 2 failed -> "), err
+    assert main(argv) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith("4 scenario(s): 0 planned, 2 unchanged, 2 failed")
+
+
+def test_scenario_that_now_fails_keeps_no_current_plan(scenarios: list[str], tmp_path: Path) -> None:
+    """A scenario planned last night that is bad input tonight: its old plan is marked stale, not left as current."""
+    out = tmp_path / "o"
+    run_sweep(scenarios, out, strategy="greedy", time_limit=10, executor=SerialExecutor())
+    Path(scenarios[1]).write_text("cluster: [\n")
+    rows = run_sweep(scenarios, out, strategy="greedy", time_limit=10, executor=SerialExecutor())
+    assert [r["exit_code"] for r in rows] == [0, 2]
+    assert not (out / "mig-inference.plan.json").exists() and (out / "mig-inference.plan.json.stale").exists()
+    assert (out / "training-cluster.plan.json").exists()
+
+
+def test_temporary_files_of_an_interrupted_run_are_removed(scenarios: list[str], tmp_path: Path) -> None:
+    """A hidden temporary file left by a killed run is removed by the next one; other files are kept."""
+    out = tmp_path / "o"
+    out.mkdir()
+    left = [out / ".mig-inference.plan.json.k2j4h1.tmp", out / ".summary.csv.a1b2.tmp", out / ".manifest.json.x.tmp"]
+    for f in left:
+        f.write_text("half")
+    (out / "notes.txt").write_text("mine")
+    run_sweep(scenarios, out, strategy="greedy", time_limit=10, executor=SerialExecutor())
+    assert not any(f.exists() for f in left) and (out / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+
+
+def test_what_if_overlay_follows_its_base(tmp_path: Path) -> None:
+    """An overlay (`base:` plus edits) is planned on the base as it is tonight: a changed base re-plans it."""
+    live = tmp_path / "live.yaml"
+    shutil.copy(EXAMPLES / "mixed-fleet.yaml", live)
+    whatif = tmp_path / "more-pretrain.yaml"
+    whatif.write_text("base: live.yaml\nworkloads:\n  - {name: pretrain, replicas: 3}\n"
+                      "  - {name: etl, remove: true}\n")
+    out = tmp_path / "o"
+    first = run_sweep([str(live), str(whatif)], out, strategy="greedy", time_limit=10, executor=SerialExecutor())
+    assert [r["exit_code"] for r in first] == [0, 0]
+    plan = Plan.from_json((out / "more-pretrain.plan.json").read_text())
+    problem = load_scenario(whatif)
+    assert [w.name for w in problem.workloads] == ["pretrain", "chat-api", "notebooks"]
+    assert problem.workload("pretrain").replicas == 3 and check_plan(problem, plan) == []
+    again = run_sweep([str(live), str(whatif)], out, strategy="greedy", time_limit=10, executor=SerialExecutor())
+    assert [r["skipped"] for r in again] == [True, True]
+    live.write_text(live.read_text() + "\n# tonight's import\n")
+    third = run_sweep([str(live), str(whatif)], out, strategy="greedy", time_limit=10, executor=SerialExecutor())
+    assert [r["skipped"] for r in third] == [False, False]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")
@@ -105,3 +170,28 @@ def test_ray_executor_on_local_instance(scenarios: list[str], tmp_path: Path) ->
         a = Plan.from_json((tmp_path / "ray" / f"{r['scenario']}.plan.json").read_text())
         b = Plan.from_json((tmp_path / "serial" / f"{r['scenario']}.plan.json").read_text())
         assert a.assignments == b.assignments and a.objective == b.objective
+
+
+@pytest.mark.parametrize(("sig", "code", "last"), [(signal.SIGTERM, 143, "terminated"),
+                                                   (signal.SIGINT, 1, "interrupted")])
+def test_signal_during_a_sweep(tmp_path: Path, sig: int, code: int, last: str) -> None:
+    """SIGTERM: exit 143 "terminated"; SIGINT: exit 1 "interrupted"; both quickly, with no temporary file left
+    and the previous night's outputs untouched."""
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "summary.csv").write_text("previous\n")
+    medium = ROOT / "benchmarks" / "instances" / "medium-1.yaml"
+    proc = subprocess.Popen([sys.executable, "-m", "capplan", "sweep", str(medium), str(EXAMPLES / "mixed-fleet.yaml"),
+                             "-o", str(out), "--strategy", "cpsat", "--time-limit", "60", "--jobs", "2"],
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(5)
+    started = time.perf_counter()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert err.strip().splitlines()[-1] == last, err
+    assert time.perf_counter() - started < 15
+    assert "Traceback" not in err
+    assert sorted(p.name for p in out.iterdir()) == ["summary.csv"]
+    assert (out / "summary.csv").read_text() == "previous\n"

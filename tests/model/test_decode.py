@@ -15,7 +15,7 @@ SMALL = Limits(depth=5, values=1000)
 
 def _error(text: str, as_json: bool = False, limits: Limits = SMALL) -> InputError:
     with pytest.raises(InputError) as ei:
-        decode(text, "t", as_json=as_json, limits=limits)
+        decode(text, "scenario.yaml", as_json=as_json, limits=limits)
     return ei.value
 
 
@@ -48,6 +48,30 @@ def test_refused_with_path(text: str, path: str, needle: str) -> None:
     """Each refused YAML value names its field path and says why."""
     e = _error(text)
     assert e.path == path and needle in e.message, (e.path, e.message)
+
+
+@pytest.mark.parametrize("depth", [70, 1_100, 100_000])
+def test_deep_nesting_names_the_input_and_the_path(depth: int) -> None:
+    """Past the depth limit, the error names the input and the field path, whichever parser refuses first.
+
+    libyaml (PyYAML >= 6.0.4 bundles one) refuses nesting deeper than 1000 levels itself, while
+    reading ahead; capplan's own limit (64) must still be the one reported, at the right path.
+    """
+    e = _error("description: " + "[" * depth + "]" * depth + "\n", limits=Limits())
+    assert e.path.startswith("description[0][0]") and "scenario.yaml" in str(e), str(e)
+    assert len(str(e).splitlines()) == 1
+
+
+@pytest.mark.parametrize(("text", "path"), [
+    ("a: [1, 2\nb: 3\n", "a[2]"),
+    ("a:\n  b: [1, {c: d]\n", "a.b[1]"),
+])
+def test_parser_errors_carry_the_path(text: str, path: str) -> None:
+    """Where the parser's own message is what the user sees, capplan puts the field path and the input before it."""
+    with pytest.raises(InputError) as ei:
+        decode(text, "scenario.yaml")
+    assert ei.value.path == path and "scenario.yaml is not valid YAML" in ei.value.message
+    assert "line 2" in ei.value.message and len(str(ei.value).splitlines()) == 1
 
 
 def test_alias_bomb_refused_while_reading() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from capplan.cli.reserve import add_parser, main, run
 from capplan.model.errors import InputError
 from tests.reserve.conftest import planning
 
-FILES = {"plan.json", "report.md", "demand_vs_capacity.png", "cost_breakdown.png"}
+FILES = {"plan.json", "report.md", "orders.csv", "costs.csv", "demand_vs_capacity.png", "cost_breakdown.png"}
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -54,6 +55,40 @@ def test_unmet_exits_3_and_names_cause(tmp_path: Path, capsys: pytest.CaptureFix
     err = capsys.readouterr().err
     assert "2027-01" in err and "lead time" in err
     assert json.loads((tmp_path / "out" / "plan.json").read_text())["unmet"][0]["period"] == "2027-01"
+
+
+def test_finance_csvs_match_the_plan(tmp_path: Path) -> None:
+    """orders.csv has each order of plan.json; costs.csv each cost with a human label and the file's currency."""
+    d = planning(
+        currency="EUR",
+        options={"purchases": [{"model": "H100-SXM5", "lead_time": 1, "unit_cost": 10}]},
+        scenarios=[{"name": "s", "probability": 1, "demand": {"train": [0, 8, 8, 8]}}],
+    )
+    out = tmp_path / "out"
+    assert run(_args(_write(tmp_path, d), "-o", str(out), "--time-limit", "20")) == 0
+    doc = json.loads((out / "plan.json").read_text())
+    orders = list(csv.DictReader((out / "orders.csv").open()))
+    assert [(r["kind"], r["model"], int(r["gpus"]), r["order_or_start_period"], r["arrival_or_end_period"])
+            for r in orders] == [("purchase", o["model"], o["count"], o["order_period"], o["arrival_period"])
+                                 for o in doc["orders"]]
+    costs = {r["category"]: r for r in csv.DictReader((out / "costs.csv").open())}
+    assert set(costs) == set(doc["costs"]) and {r["currency"] for r in costs.values()} == {"EUR"}
+    assert all(float(r["expected_cost"]) == pytest.approx(doc["costs"][k]) for k, r in costs.items())
+    assert costs["capex_depreciation"]["label"] == "GPU purchases (depreciation)"
+    assert all("_" not in r["label"] for r in costs.values())  # no internal key reaches finance
+
+
+def test_each_shortfall_printed_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A short-supply run names each shortfall once over stdout and stderr together."""
+    d = planning(
+        options={"purchases": [{"model": "H100-SXM5", "lead_time": 2, "unit_cost": 10}]},
+        scenarios=[{"name": "s", "probability": 1, "demand": {"train": 8}}],
+    )
+    assert run(_args(_write(tmp_path, d), "-o", str(tmp_path / "out"))) == 3
+    both = capsys.readouterr()
+    lines = [x for x in (both.out + both.err).splitlines() if "short" in x]
+    assert lines and len(lines) == len(set(lines)), lines
+    assert all(x in both.err for x in lines)
 
 
 def test_bad_input_raises_and_writes_nothing(tmp_path: Path) -> None:

@@ -12,8 +12,9 @@ from collections import defaultdict
 from typing import Any
 
 from capplan.io.report.closest import closest_nodes
+from capplan.io.report.horizon import horizon_cost, work_per_priority
 from capplan.io.report.occupancy import STRANDED_TEXT, GpuView, gpu_views
-from capplan.io.report.prices import HOURS_PER_MONTH, Prices, catalog_prices
+from capplan.io.report.prices import HOURS_PER_MONTH, Prices, catalog_prices, unpriced_gpus
 from capplan.io.report.schedule import Timeline
 from capplan.model.errors import InputError
 from capplan.model.plan import Assignment, Plan
@@ -123,11 +124,14 @@ def build_report(p: Problem, plan: Plan, prices: Prices | None = None, timeline:
         "currency": prices.currency,
         "hours_per_month": HOURS_PER_MONTH,
     }
+    running = {a.key: a.node for a in p.running}  # drawn rows of replicas that stay where they run
+    data["running_rows"] = [k for k, a in enumerate(drawn) if running.get(a.key) == a.node]
     data["priorities"] = _priorities(p, plan, drawn, timeline)
     data["utilisation"] = _utilisation(p, views, models)
     data["power"] = _power(p, views)
     data["unplaced"] = _unplaced(p, plan, state)
     data["cost"] = _cost(p, views, prices, assignments, tenants)
+    data["cost"]["unpriced_gpus"], _ = unpriced_gpus(p, prices)
     data["totals"] = _totals(views)
     data["goodput"] = [r.model_dump(mode="json") for r in plan.goodput]
     for r in plan.goodput:  # spare nodes are marked on the map and in the text view
@@ -135,6 +139,10 @@ def build_report(p: Problem, plan: Plan, prices: Prices | None = None, timeline:
             data["nodes"][cl.node_index[name]]["spare_for"] = r.workload
     if timeline is not None:
         data["schedule"] = {"horizon_s": timeline.horizon_s, "workloads": list(timeline.workloads)}
+        data["cost"]["horizon"] = horizon_cost(p, timeline, prices, tenants)
+        work = work_per_priority(p, timeline)
+        for row in data["priorities"]:
+            row.update(work[row["priority"]])
     return data
 
 

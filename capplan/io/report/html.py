@@ -34,6 +34,7 @@ _PAGE = """<!DOCTYPE html>
 <a href="#timeline-sec" id="timeline-link"{timeline_hidden}>Timeline</a>
 <span class="sp"></span>
 <label>colour by <select id="colour"><option value="w">workload</option>
+<option value="p">priority</option><option value="k">kind</option>
 <option value="t">tenant</option></select></label>
 </nav>
 <main>

@@ -18,6 +18,7 @@ from pathlib import Path
 from capplan.io.files import load_yaml_or_json
 from capplan.model.catalog import Catalog
 from capplan.model.errors import InputError
+from capplan.model.problem import Problem
 
 #: Hours in an average month (8,760 h a year / 12), used for monthly figures.
 HOURS_PER_MONTH = 730.0
@@ -70,3 +71,23 @@ def load_prices(path: str | Path | None, catalog: Catalog) -> Prices:
             raise InputError(where, f"{path}: expected a price of zero or more per GPU-hour, got {price!r}")
         out[model.name] = None if price is None else float(price)
     return Prices(out, currency)
+
+
+def unpriced_gpus(p: Problem, prices: Prices) -> tuple[int, list[str]]:
+    """GPUs of the cluster whose model has no price, and those models (sorted).
+
+    Costs count them at 0, so every cost headline says how many there are (:func:`unpriced_text`).
+    """
+    count, models = 0, set()
+    for n in p.cluster.nodes:
+        if n.gpus and n.gpu_model and prices.of(n.gpu_model) is None:
+            count += n.gpus
+            models.add(n.gpu_model)
+    return count, sorted(models)
+
+
+def unpriced_text(count: int, models: list[str]) -> str:
+    """``unpriced: 4,704 GPUs (G2, G3)``, or an empty string when every GPU has a price."""
+    if not count:
+        return ""
+    return f"unpriced: {count:,} GPU{'s' if count != 1 else ''} ({', '.join(models)})"

@@ -33,6 +33,10 @@ class Timeline:
     horizon_s: int
     timed: tuple[Timed, ...]
     workloads: tuple[dict[str, Any], ...] = field(default=())
+    #: The schedule's own per-priority work done and bound (GPU-hours, highest priority first), when given.
+    priorities: tuple[int, ...] = ()
+    objective: tuple[float, ...] = ()
+    bound: tuple[float, ...] = ()
 
     def active_at(self, t: int) -> list[Assignment]:
         """The assignments running at instant ``t`` (start <= t < end)."""
@@ -76,6 +80,18 @@ def _rows(raw: Any) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
+def _per_priority(data: dict[str, Any]) -> tuple[tuple[int, ...], tuple[float, ...], tuple[float, ...]]:
+    """``priorities``, ``objective`` and ``bound`` of a schedule, when all three are lists of numbers of one length."""
+    out = []
+    for key in ("priorities", "objective", "bound"):
+        v = data.get(key)
+        ok = isinstance(v, list) and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
+        out.append(tuple(v) if ok and isinstance(v, list) else ())
+    if len({len(x) for x in out}) != 1:
+        return (), (), ()
+    return tuple(int(q) for q in out[0]), tuple(map(float, out[1])), tuple(map(float, out[2]))
+
+
 def read_result(data: Any) -> tuple[Plan, Timeline | None]:
     """A plan, or a schedule as (the plan of what runs at t = 0, its timeline).
 
@@ -103,7 +119,7 @@ def read_result(data: Any) -> tuple[Plan, Timeline | None]:
             timed.append(Timed(Assignment.model_validate(body), start, end))
         except ValidationError as exc:
             raise input_error_from(exc, f"assignments[{k}]") from None
-    tl = Timeline(horizon, tuple(timed), _rows(data.get("workloads")))
+    tl = Timeline(horizon, tuple(timed), _rows(data.get("workloads")), *_per_priority(data))
     unplaced: list[Unplaced] = []
     for k, u in enumerate(data.get("unscheduled", []) or []):
         try:

@@ -55,7 +55,13 @@ def render_text(data: dict[str, Any], width: int = 100) -> str:
              f"GPUs {tot['gpus']}: {_gpus(tot['allocated'])} allocated ({tot['allocated'] / g:.1%}), "
              f"{_gpus(tot['idle'])} idle, {_gpus(tot['stranded'])} stranded · "
              f"{cur}{cost['per_hour']['total']:,.2f}/h, {cur}{cost['per_month']['total']:,.0f}/month "
-             f"({cur}{cost['per_month']['stranded']:,.0f} stranded)", ""]
+             f"({cur}{cost['per_month']['stranded']:,.0f} stranded)"
+             + (f" · unpriced: {cost['unpriced_gpus']:,} GPUs ({', '.join(cost['unpriced_models'])})"
+                if cost.get("unpriced_gpus") else ""), ""]
+    if "horizon" in cost:
+        hz = cost["horizon"]
+        lines.insert(-1, f"over the horizon ({hz['hours']:g} h): {_gpus(hz['gpu_hours'])} GPU-hours scheduled, "
+                         f"{cur}{hz['allocated']:,.2f} allocated of {cur}{hz['capacity']:,.2f} capacity")
     name_w = max((len(n["name"]) for n in nodes), default=4)
     model_w = max((len(m["name"]) for m in models), default=0)
     power = {(p["level"], p["name"]): p for p in data["power"]}

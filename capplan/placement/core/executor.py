@@ -7,6 +7,7 @@ An :class:`Executor` has one method, ``map(fn, items)``, returning results in th
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Protocol, TypeVar
@@ -50,8 +51,24 @@ class LocalExecutor:
         todo = list(items)
         if not todo:
             return iter(())
-        with ProcessPoolExecutor(max_workers=min(self.jobs, len(todo))) as pool:
-            return iter(list(pool.map(fn, todo)))
+        pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(todo)), initializer=_worker_signals)
+        try:
+            results = list(pool.map(fn, todo))
+        except BaseException:  # Ctrl-C or SIGTERM in the parent: stop the workers now, not after their solves
+            workers: dict[int, Any] = getattr(pool, "_processes", None) or {}  # no public way to stop them
+            for proc in list(workers.values()):
+                proc.terminate()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown()
+        return iter(results)
+
+
+def _worker_signals() -> None:
+    """Workers leave Ctrl-C to the parent, which stops them (a terminal sends SIGINT to the whole group),
+    and end at once on SIGTERM (a forked worker inherits the parent's handlers)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class RayExecutor:

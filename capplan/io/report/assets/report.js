@@ -26,10 +26,24 @@
     return s + " s";
   }
 
-  /* colours: one CSS rule per workload and per tenant; the body class picks which apply */
+  /* colours: one CSS rule per workload, priority, kind and tenant; the body class picks which apply */
+  var P = [], K = [], RUN = {};
+  W.forEach(function (w) {
+    if (P.indexOf(w.priority) < 0) { P.push(w.priority); }
+    if (K.indexOf(w.kind) < 0) { K.push(w.kind); }
+  });
+  P.sort(function (a, b) { return b - a; });
+  var pOf = W.map(function (w) { return P.indexOf(w.priority); }), kOf = W.map(function (w) { return K.indexOf(w.kind); });
+  (D.running_rows || []).forEach(function (k) { RUN[k] = 1; });
+  function acls(k) {  /* the classes of assignment k: colour keys, and whether it was running there already */
+    var w = A[k][0];
+    return "a w" + w + " t" + W[w].tenant + " p" + pOf[w] + " k" + kOf[w] + (RUN[k] ? " run" : " new");
+  }
   var css = [];
-  W.forEach(function (w, i) { css.push(".by-w .w" + i + "{background:" + colour(i, 12) + "}"); });
-  T.forEach(function (t, i) { css.push(".by-t .t" + i + "{background:" + colour(i, 200) + "}"); });
+  W.forEach(function (w, i) { css.push(".by-w .w" + i + "{background-color:" + colour(i, 12) + "}"); });
+  T.forEach(function (t, i) { css.push(".by-t .t" + i + "{background-color:" + colour(i, 200) + "}"); });
+  P.forEach(function (q, i) { css.push(".by-p .p" + i + "{background-color:" + colour(i, 40) + "}"); });
+  K.forEach(function (q, i) { css.push(".by-k .k" + i + "{background-color:" + colour(i, 280) + "}"); });
   var st = document.createElement("style");
   st.textContent = css.join("\n");
   document.head.appendChild(st);
@@ -43,6 +57,13 @@
     ["stranded", fmt(tot.stranded) + " (" + pct(tot.stranded, tot.gpus) + ")", "str"],
     ["cost / hour", money(cost.per_hour.total, 2), ""], ["cost / month", money(cost.per_month.total), ""],
     ["stranded / month", money(cost.per_month.stranded), "str"]];
+  if (cost.horizon) {  /* a schedule: cost over its whole horizon, not the t = 0 snapshot */
+    kp.splice(4, 3, ["allocated over " + dur(D.schedule.horizon_s), money(cost.horizon.allocated), "al"],
+      ["capacity over " + dur(D.schedule.horizon_s), money(cost.horizon.capacity), ""]);
+  }
+  if (cost.unpriced_gpus) {
+    kp.push(["unpriced (counted as 0)", fmt(cost.unpriced_gpus, 0) + " GPUs (" + esc(cost.unpriced_models.join(", ")) + ")", "warn"]);
+  }
   var placedR = 0, totalR = 0;
   W.forEach(function (w) { placedR += w.placed; totalR += w.replicas; });
   kp.splice(1, 0, ["replicas " + (isSched ? "scheduled" : "placed"), fmt(placedR, 0) + " / " + fmt(totalR, 0), ""]);
@@ -58,12 +79,11 @@
   function full(r) { return r[0] === 0 && r[1] === 1 && r[2] === 0 && r[3] === 1; }
   function cellHtml(ni, gi, c, model) {
     var mode = c[0], mig = mode === 2 || (mode === 0 && c[5] === "mig");
-    var cls = "g" + (mig ? " mig" : mode === 3 ? " shared" : "");
+    var cls = "g" + (mig ? " mig" : mode === 3 ? " shared" : "") + (c[5] ? " preset" : "");
     var at = ' data-n="' + ni + '" data-g="' + gi + '"' + (mig && model ? ' style="--sl:' + model.slices + '"' : "");
     /* a GPU held whole by one replica, or wholly free, is drawn by the cell itself (half the elements) */
     if (c[1].length === 1 && !c[2].length && !c[3].length && full(c[1][0].slice(1))) {
-      var w0 = A[c[1][0][0]][0];
-      return '<div class="' + cls + " a w" + w0 + " t" + W[w0].tenant + '" data-a="' + c[1][0][0] + '"' + at + "></div>";
+      return '<div class="' + cls + " " + acls(c[1][0][0]) + '" data-a="' + c[1][0][0] + '"' + at + "></div>";
     }
     if (!c[1].length && c[2].length === 1 && !c[3].length && full(c[2][0])) {
       return '<div class="' + cls + ' idle"' + at + "></div>";
@@ -77,8 +97,7 @@
         (100 * r[2]).toFixed(2) + "%;height:" + (100 * (r[3] - r[2])).toFixed(2) + "%";
     }
     c[1].forEach(function (u) {
-      var a = A[u[0]], w = a[0];
-      s += '<i class="a w' + w + " t" + W[w].tenant + '" data-a="' + u[0] + '" style="' + box(u.slice(1)) + '"></i>';
+      s += '<i class="' + acls(u[0]) + '" data-a="' + u[0] + '" style="' + box(u.slice(1)) + '"></i>';
     });
     c[2].forEach(function (r) { s += '<i class="idle" style="' + box(r) + '"></i>'; });
     c[3].forEach(function (r) { s += '<i class="str" data-r="' + esc(c[4]) + '" style="' + box(r) + '"></i>'; });
@@ -154,25 +173,39 @@
     } else { drawAll(); }
   }
 
-  /* legend and colour toggle */
-  var mode = "w";
+  /* legend and colour switch: one colour per workload up to MANY workloads; above, by priority, kind or
+     tenant (the first that tells anything apart), with a short legend */
+  var MANY = 36;
+  function item(key, i, label, data) {
+    return '<span class="li" data-' + data + '="' + esc(label) + '" data-' + key + '="' + i + '" data-sel="' + key + i +
+      '"><span class="sw ' +
+      key + i + '"></span>' + esc(label) + "</span>";
+  }
+  var keys = {
+    w: function () { return W.map(function (w, i) { return w.placed ? item("w", i, w.name, "workload") : ""; }); },
+    p: function () { return P.map(function (q, i) { return item("p", i, "priority " + q, "priority"); }); },
+    k: function () { return K.map(function (q, i) { return item("k", i, q, "kind"); }); },
+    t: function () { return T.map(function (t, i) { return item("t", i, t, "tenant"); }); }
+  };
+  var mode = W.length <= MANY ? "w" : P.length > 1 ? "p" : K.length > 1 ? "k" : T.length > 1 ? "t" : "p";
   function legend() {
-    var items = mode === "w" ? W.map(function (w, i) {
-      return w.placed ? '<span class="li" data-workload="' + esc(w.name) + '" data-w="' + i +
-        '"><span class="sw w' + i + '"></span>' + esc(w.name) + "</span>" : "";
-    }) : T.map(function (t, i) {
-      return '<span class="li" data-tenant="' + esc(t) + '" data-t="' + i + '"><span class="sw t' + i + '"></span>' +
-        esc(t) + "</span>";
-    });
+    var items = keys[mode]();
     items.push('<span class="li"><span class="sw idle"></span>idle</span>');
     items.push('<span class="li"><span class="sw str"></span>stranded</span>');
+    if (D.running_rows && D.running_rows.length) {
+      items.push('<span class="li"><span class="sw run"></span>running (stays)</span>');
+    }
+    if (document.querySelector("#map .preset")) {
+      items.push('<span class="li"><span class="sw preset"></span>preset MIG / share layout</span>');
+    }
     document.getElementById("legend").innerHTML = items.join("");
   }
-  document.body.className = "by-w";
+  document.body.className = "by-" + mode;
+  document.getElementById("colour").value = mode;
   legend();
   document.getElementById("colour").addEventListener("change", function (e) {
     mode = e.target.value;
-    document.body.className = mode === "w" ? "by-w" : "by-t";
+    document.body.className = "by-" + mode;
     legend();
     highlight(null);
   });
@@ -187,9 +220,9 @@
     if (!li) { return; }
     var on = li.classList.contains("on");
     Array.prototype.forEach.call(document.querySelectorAll("#legend .li.on"), function (x) { x.classList.remove("on"); });
-    if (on || (li.dataset.w === undefined && li.dataset.t === undefined)) { highlight(null); return; }
+    if (on || li.dataset.sel === undefined) { highlight(null); return; }
     li.classList.add("on");
-    highlight(li.dataset.w !== undefined ? "w" + li.dataset.w : "t" + li.dataset.t);
+    highlight(li.dataset.sel);
   });
 
   /* hover and click details */
@@ -273,7 +306,14 @@
       }).join("") + "</tr>";
     }).join("") + "</table>";
   }
-  var pr = D.priorities.map(function (p) {
+  var pr = isSched ? D.priorities.map(function (p) {  /* work over the horizon against the schedule's bound */
+    var top = Math.max(p.bound_gpu_hours || 0, p.gpu_hours) || 1;
+    var parts = [["p", 0, p.gpu_hours / top]];
+    if (p.bound_gpu_hours !== null) { parts.push(["b", 0, p.bound_gpu_hours / top]); }
+    return [esc(p.priority) + (p.guaranteed ? ' <span class="tag">guaranteed</span>' : ""),
+      fmt(p.placed_replicas, 0) + " / " + fmt(p.replicas, 0), fmt(p.gpu_hours, 1),
+      p.bound_gpu_hours === null ? "-" : fmt(p.bound_gpu_hours, 1), bar(parts)];
+  }) : D.priorities.map(function (p) {
     var top = Math.max(p.bound_gpus || 0, p.placed_gpus) || 1;
     var parts = [["p", 0, p.placed_gpus / top]];
     if (p.bound_gpus !== null) { parts.push(["b", 0, p.bound_gpus / top]); }
@@ -281,8 +321,9 @@
       fmt(p.placed_replicas, 0) + " / " + fmt(p.replicas, 0), fmt(p.placed_gpus, 2),
       p.bound_gpus === null ? "-" : fmt(p.bound_gpus, 2), bar(parts)];
   });
-  document.getElementById("prio").innerHTML = table(["priority", "#replicas placed", "#GPUs placed", "#bound",
-    "placed (blue) vs bound (line)"], pr);
+  document.getElementById("prio").innerHTML = isSched ? table(["priority", "#replicas scheduled",
+    "#GPU-hours done", "#bound (GPU-hours)", "done (blue) vs bound (line)"], pr) :
+    table(["priority", "#replicas placed", "#GPUs placed", "#bound", "placed (blue) vs bound (line)"], pr);
   var ut = D.utilisation.map(function (u) {
     var g = u.gpus || 1;
     return [esc(u.model), fmt(u.gpus, 0), fmt(u.allocated, 2) + " (" + pct(u.allocated, u.gpus) + ")",
@@ -320,7 +361,15 @@
     : '<p class="note">No gang with checkpoint (see docs/concepts.md, Goodput).</p>';
   var c = D.cost;
   var kinds = [["allocated", "al"], ["idle", "id"], ["stranded", "st"], ["total", ""]];
-  document.getElementById("cost").innerHTML = table(["capacity", "#per hour", "#per month", "#share"],
+  var hz = c.horizon ? "<h2>Over the horizon (" + dur(D.schedule.horizon_s) + ", GPU-hours &times; price)</h2>" +
+    table(["capacity", "#GPU-hours", "#cost", "#share"], [
+      ["allocated", fmt(c.horizon.gpu_hours, 1), money(c.horizon.allocated), pct(c.horizon.allocated, c.horizon.capacity)],
+      ["unallocated", "", money(c.horizon.unallocated), pct(c.horizon.unallocated, c.horizon.capacity)],
+      ["total", "", money(c.horizon.capacity), ""]]) +
+    table(["tenant", "#GPU-hours", "#cost", "#share of cost"], c.horizon.tenants.map(function (t) {
+      return [esc(t.tenant), fmt(t.gpu_hours, 1), money(t.cost), pct(t.share, 1)];
+    })) + '<h2 style="margin-top:12px">At t = 0</h2>' : "";
+  document.getElementById("cost").innerHTML = hz + table(["capacity", "#per hour", "#per month", "#share"],
     kinds.map(function (k) {
       return [k[0], money(c.per_hour[k[0]], 2), money(c.per_month[k[0]]), pct(c.per_hour[k[0]], c.per_hour.total)];
     })) + "<h2 style=\"margin-top:12px\">Showback per tenant</h2>" +
@@ -348,7 +397,7 @@
       var cpuLanes = [], bars = "";
       function bar(k, top, hgt) {
         var a = A[k];
-        return '<i class="a w' + a[0] + " t" + W[a[0]].tenant + '" data-a="' + k + '" style="left:' +
+        return '<i class="' + acls(k) + '" data-a="' + k + '" style="left:' +
           (100 * a[7] / H).toFixed(3) + "%;width:" + Math.max(0.2, 100 * (a[8] - a[7]) / H).toFixed(3) + "%;top:" +
           top.toFixed(1) + "px;height:" + Math.max(1, hgt).toFixed(1) + 'px"></i>';
       }
@@ -383,6 +432,14 @@
     document.getElementById("timeline-rows").innerHTML = wr.length ?
       table(["workload", "#start", "#end", "#wait", "deadline"], wr) : "";
   }
-  window.capplanReport = {renderMs: performance.now() - t0, nodes: N.length, assignments: A.length, drawAll: drawAll};
+  window.capplanReport = {renderMs: performance.now() - t0, nodes: N.length, assignments: A.length, drawAll: drawAll,
+    colourBy: function () { return mode; }};
   document.documentElement.setAttribute("data-rendered", "1");
+  /* a deep link (report.html#cost-sec): the browser looked for the anchor before the page was built */
+  function toHash() {
+    var id = decodeURIComponent(location.hash.slice(1)), el = id && document.getElementById(id);
+    if (el) { el.scrollIntoView(); }
+  }
+  toHash();
+  window.addEventListener("hashchange", toHash);
 })();
