@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from capplan.model.interruptions import Interruptions
 from capplan.model.plan import Assignment
 from capplan.model.problem import Workload
 
@@ -41,7 +42,7 @@ def _node() -> dict[str, Any]:
 
 def _workload() -> dict[str, Any]:
     schema = Workload.model_json_schema()
-    for key in ("duration", "release", "deadline"):
+    for key in Workload.TIME_FIELDS:
         schema["properties"][key] = {**_TIME, "description": "seconds, or 90s, 15m, 2h, 3d"}
     schema["properties"]["remove"] = _REMOVE
     return schema
@@ -57,6 +58,10 @@ def scenario_json_schema() -> dict[str, Any]:
     defs.update(running.pop("$defs", {}))
     running["properties"]["ends_in"] = {**_TIME, "description": "remaining run time of a running replica"}
     defs["running"] = running
+    interruptions = Interruptions.model_json_schema()
+    for key in Interruptions.TIME_FIELDS:
+        interruptions["properties"][key] = {**_TIME, "description": "seconds, or 90s, 15m, 2h, 3d"}
+    defs["interruptions"] = interruptions
     # A domain holds `name`, an optional `power_kw`, and its children under a plural key (racks:, nodes:, ...).
     defs["domain"] = {"type": "object", "required": ["name"],
                       "properties": {"name": _NAME, "power_kw": _NUMBER, "nodes": {"type": "array",
@@ -79,6 +84,7 @@ def scenario_json_schema() -> dict[str, Any]:
             "running": {"type": "array", "items": {"$ref": "#/$defs/running"}},
             "schedule": {"type": "object", "additionalProperties": False,
                          "properties": {"horizon": _TIME, "step": _TIME}},
+            "interruptions": {"$ref": "#/$defs/interruptions"},
         },
         "$defs": defs,
     }

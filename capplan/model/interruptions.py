@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, field_validator
 
@@ -46,7 +46,10 @@ class Interruptions(Frozen):
     restart: int = Field(default=DEFAULT_RESTART_S, ge=0)
     restart_without_spare: int = Field(default=DEFAULT_RESTART_WITHOUT_SPARE_S, ge=0)
 
-    @field_validator("node_repair", "restart", "restart_without_spare", mode="before")
+    #: Fields given in seconds or as ``90s``/``15m``/``2h``/``3d``.
+    TIME_FIELDS: ClassVar[tuple[str, ...]] = ("node_repair", "restart", "restart_without_spare")
+
+    @field_validator(*TIME_FIELDS, mode="before")
     @classmethod
     def _seconds(cls, v: Any) -> Any:
         return parse_seconds(v)

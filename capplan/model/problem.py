@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -171,7 +171,10 @@ class Workload(Frozen):
     checkpoint_interval: int | None = Field(default=None, gt=0)
     spares: int | Literal["auto"] = 0
 
-    @field_validator("duration", "release", "deadline", "checkpoint", "checkpoint_interval", mode="before")
+    #: Fields given in seconds or as ``90s``/``15m``/``2h``/``3d`` (the file format's times; the schema follows).
+    TIME_FIELDS: ClassVar[tuple[str, ...]] = ("duration", "release", "deadline", "checkpoint", "checkpoint_interval")
+
+    @field_validator(*TIME_FIELDS, mode="before")
     @classmethod
     def _seconds(cls, v: Any) -> Any:
         return None if v is None else parse_seconds(v)
