@@ -8,14 +8,19 @@ the most valid placements stay free; shares go to the GPU they fill most.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from capplan.model.catalog import GpuModel, MigProfile
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Workload
 from capplan.model.units import MILLI
-from capplan.placement.core import state as _st
+from capplan.placement.core import fleet as _st
+
+if TYPE_CHECKING:  # the state is this module's caller; importing it here would be an import cycle
+    from capplan.placement.core.state import ClusterState
 
 
-def node_reason(st: _st.ClusterState, w: Workload, i: int) -> str:
+def node_reason(st: ClusterState, w: Workload, i: int) -> str:
     """Why node ``i`` cannot take one more replica of ``w`` before any GPU is looked at (CPU, memory, node
     isolation, in that order), or ``""``."""
     if st.cpu[i] < w.cpu_milli:
@@ -27,7 +32,7 @@ def node_reason(st: _st.ClusterState, w: Workload, i: int) -> str:
     return ""
 
 
-def fit_on_node(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Placement | str:
+def fit_on_node(st: ClusterState, w: Workload, d: Demand, i: int) -> _st.Placement | str:
     """Best placement of one replica of ``w`` (demand ``d``) on node ``i``, or the reason it does not fit."""
     why = node_reason(st, w, i)
     if why:
@@ -39,7 +44,7 @@ def fit_on_node(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Pla
     return _fit_slice(st, w, d, i)
 
 
-def _fit_whole(st: _st.ClusterState, d: Demand, i: int) -> _st.Placement | str:
+def _fit_whole(st: ClusterState, d: Demand, i: int) -> _st.Placement | str:
     """Whole GPUs: the free ones preset to whole use first, then by index."""
     count = int(st.gpu_count[i])
     users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
@@ -52,7 +57,7 @@ def _fit_whole(st: _st.ClusterState, d: Demand, i: int) -> _st.Placement | str:
     return _st.Placement(node=i, gpus=chosen) if st.power_ok(i, d.gpus) else "power"
 
 
-def _fit_slice(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Placement | str:
+def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> _st.Placement | str:
     """A MIG slice or a share: the busiest GPU that takes it (MIG: keeping the most placements free)."""
     model = st.models[int(st.model_id[i])]
     assert model is not None
@@ -120,13 +125,13 @@ def _share_room(frac: int, gmem: int, cap: int, d: Demand) -> bool:
     return frac + d.fraction_milli <= MILLI and gmem + d.memory_mib <= cap
 
 
-def gpu_mode_fits(st: _st.ClusterState, i: int, g: int, want: int) -> bool:
+def gpu_mode_fits(st: ClusterState, i: int, g: int, want: int) -> bool:
     """GPU ``g`` of node ``i`` (its preset mode and its use now) can take work of mode ``want`` (a
     :data:`~capplan.placement.core.state.KIND_MODE` value)."""
     return _mode_fits(int(st.fixed[i, g]), int(st.mode[i, g]), want)
 
 
-def gpu_takes(st: _st.ClusterState, w: Workload, d: Demand, i: int, g: int) -> str:
+def gpu_takes(st: ClusterState, w: Workload, d: Demand, i: int, g: int) -> str:
     """Whether GPU ``g`` of node ``i`` could take one MIG slice or share of ``w`` (demand ``d``) as it
     stands, node-level limits (:func:`node_reason`) and power aside: ``""``, or the family that rules it
     out: ``mode`` (preset or in use otherwise), ``isolation`` (another tenant), ``gpu`` (no room or no
@@ -143,7 +148,7 @@ def gpu_takes(st: _st.ClusterState, w: Workload, d: Demand, i: int, g: int) -> s
     return "" if _share_room(int(st.frac[i, g]), int(st.gmem[i, g]), int(st.gmem_cap[i]), d) else "gpu"
 
 
-def mig_starts(st: _st.ClusterState, model: GpuModel, i: int, gi: int, prof: MigProfile,
+def mig_starts(st: ClusterState, model: GpuModel, i: int, gi: int, prof: MigProfile,
                mask: int | None = None, counts: list[int] | None = None) -> list[int]:
     """Starts at which ``prof`` could be created on GPU ``gi`` of node ``i`` now: a free run of memory
     slices, under the profile's count limit, the GPU's compute slices, a homogeneous model's one profile
@@ -168,7 +173,7 @@ def mig_starts(st: _st.ClusterState, model: GpuModel, i: int, gi: int, prof: Mig
             and (layout is None or MigSlot(profile=prof.name, start=start) in layout)]
 
 
-def _mig_choice(st: _st.ClusterState, model: GpuModel, i: int, gi: int, mask: int, counts: list[int],
+def _mig_choice(st: ClusterState, model: GpuModel, i: int, gi: int, mask: int, counts: list[int],
                 prof: MigProfile) -> tuple[int, int] | None:
     """Free start for ``prof`` keeping the most valid placements; (start, placements left)."""
     layout = st.layouts.get((i, gi))

@@ -8,6 +8,8 @@ domains, and where each workload shape may ever go (its demand per GPU model and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from capplan.model.catalog import GpuModel
@@ -23,6 +25,16 @@ MODE_NAME: dict[int, str | None] = {FREE: None, WHOLE: "whole", SHARED: "shared"
 KIND_MODE = {"whole": WHOLE, "fraction": SHARED, "mig": MIG}
 #: Headroom of the power sentinel (nodes outside every budgeted domain).
 UNLIMITED_W = np.iinfo(np.int64).max // 4
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one replica goes: node index, GPU indices, MIG slot or fraction (milli)."""
+
+    node: int
+    gpus: tuple[int, ...] = ()
+    slot: MigSlot | None = None
+    fraction_milli: int = 0
 
 
 def node_kinds(p: Problem) -> list[list[int]]:
