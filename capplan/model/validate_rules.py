@@ -9,7 +9,7 @@ planner code. :mod:`capplan.model.validate` checks plans with it and
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from capplan.model.catalog import GpuModel, MigProfile
 from capplan.model.plan import Assignment
@@ -323,3 +323,19 @@ def check_groups(p: Problem, placed: dict[tuple[str, int], Assignment]) -> list[
             if len(doms) > 1:
                 v.append(f"{w.name}: must sit inside one {lvl}, spans {sorted(doms)}")
     return v
+
+
+#: The rule of each constraint family (:data:`capplan.model.families.FAMILIES`) in the independent validator.
+RULES: dict[str, tuple[Callable[..., list[str]] | Callable[..., tuple[list[str], int, int]], ...]] = {
+    "model": (check_shape,),
+    "cpu": (check_assignments,),
+    "memory": (check_assignments,),
+    "gpu": (check_shape, _check_gpu),
+    "mig": (check_shape, _check_gpu, _check_mig_strategy),
+    "fraction": (check_shape, _check_gpu),
+    "isolation": (_check_gpu, check_assignments),
+    "power": (_check_power,),
+    "topology": (check_groups,),
+    "one_model": (check_groups,),
+    "gang": (check_groups,),
+}

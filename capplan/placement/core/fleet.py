@@ -27,16 +27,6 @@ KIND_MODE = {"whole": WHOLE, "fraction": SHARED, "mig": MIG}
 UNLIMITED_W = np.iinfo(np.int64).max // 4
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Where one replica goes: node index, GPU indices, MIG slot or fraction (milli)."""
-
-    node: int
-    gpus: tuple[int, ...] = ()
-    slot: MigSlot | None = None
-    fraction_milli: int = 0
-
-
 def node_kinds(p: Problem) -> list[list[int]]:
     """The cluster's nodes grouped by what :meth:`Problem.can_host` looks at (GPU model and count, MIG
     strategy and preset profile): one call per group answers for all its nodes."""
@@ -178,3 +168,13 @@ class FleetArrays:
     def demand_at(self, w: Workload, i: int) -> Demand:
         """``w``'s demand on node ``i`` (which must be eligible)."""
         return self.eligible(w)[1][self.model_of[i]]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one replica goes: node index, GPU indices, MIG slot or fraction (milli)."""
+
+    node: int
+    gpus: tuple[int, ...] = ()
+    slot: MigSlot | None = None
+    fraction_milli: int = 0

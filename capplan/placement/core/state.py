@@ -35,6 +35,7 @@ from capplan.placement.core.fleet import SHARED as SHARED
 from capplan.placement.core.fleet import UNLIMITED_W, FleetArrays
 from capplan.placement.core.fleet import WHOLE as WHOLE
 from capplan.placement.core.fleet import Placement as Placement
+from capplan.placement.core.gpuview import GpuRows
 
 _UNITS_PER_MILLI = UNITS_PER_GPU // MILLI
 _NO_TENANT, _MIXED = -1, -2
@@ -81,8 +82,6 @@ class ClusterState(FleetArrays):
         self._dirty: set[int] = set(range(n))
         self._frac_room = np.zeros(n, dtype=np.int64)
         self._mig_free = np.zeros(n, dtype=np.int64)
-        from capplan.placement.core.gpuview import GpuRows
-
         self.gpus = GpuRows(self)  # st.gpus[i][g]: one GPU's fields, read from the arrays
 
     # ----------------------------------------------------------- per-node summaries (greedy's screens)
