@@ -20,8 +20,7 @@ business. The adapter lives in ``placement/core`` because that is the lowest lay
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,23 +44,57 @@ _STATUS = {
 _FEASIBLE_SOLUTION = 2  # HiGHS's primal_solution_status for a feasible point
 
 
+class _QuietHighs(highspy.Highs):
+    """A ``highspy.Highs`` that is silent from birth.
+
+    ``highspy.Highs()`` prints HiGHS's banner on the first instance of a process, when it installs
+    its callback, before any option can be set. Silencing it by redirecting file descriptor 1 would
+    change the *host's* stdout for every thread while it lasts (a platform service planning from a
+    thread pool lost its output that way), so this subclass sets ``output_flag`` off between the
+    C++ construction and the callback installation instead: the same steps as ``highspy.Highs``'s
+    own constructor, in an order that never logs.
+    """
+
+    def __init__(self) -> None:
+        highspy._core._Highs.__init__(self)
+        self.setOptionValue("output_flag", False)
+        kinds = range(int(highspy.cb.HighsCallbackType.kCallbackMax) + 1)
+        self.callbacks = [highspy.highs.HighsCallback(highspy.cb.HighsCallbackType(k), self) for k in kinds]
+        self.enableCallbacks()  # type: ignore[no-untyped-call]
+
+
+_RUNS = threading.Condition()  # guards _ACTIVE: HiGHS solves running in this process
+_ACTIVE = 0
+
+
 @contextlib.contextmanager
-def quiet_stdout() -> Iterator[None]:
-    """Silence C-level stdout (HiGHS prints a banner when its first model is created)."""
-    sys.stdout.flush()
+def running() -> Iterator[None]:
+    """Count a HiGHS solve as running, so that :func:`reset_threads` never resets the process's
+    thread scheduler under it (wrap every ``run()``, PuLP's included)."""
+    global _ACTIVE
+    with _RUNS:
+        _ACTIVE += 1
     try:
-        saved = os.dup(1)
-    except OSError:  # no file descriptor 1 (embedded interpreters)
-        yield
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
         yield
     finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
+        with _RUNS:
+            _ACTIVE -= 1
+
+
+def reset_threads() -> None:
+    """Let the next solve set its own thread count (HiGHS keeps one scheduler per process).
+
+    Only while no other HiGHS solve runs in the process (a reset under a running solve would pull
+    its threads away); otherwise the scheduler is kept and the next solve shares it.
+    """
+    with _RUNS:
+        if _ACTIVE == 0:
+            highspy.Highs.resetThreadScheduler(True)
+
+
+def new_highs() -> Any:
+    """A silent HiGHS instance (``output_flag`` off; nothing is printed, no file descriptor is touched)."""
+    return _QuietHighs()
 
 
 def _highs_lp(lp: LinearProgram) -> Any:
@@ -97,9 +130,7 @@ class HighsSolver:
 
     def __init__(self, lp: LinearProgram, presolve: bool = True, interruptible: bool = False) -> None:
         self._h: Any
-        with quiet_stdout():
-            self._h = highspy.Highs()  # type: ignore[no-untyped-call]
-        self._h.setOptionValue("output_flag", False)
+        self._h = new_highs()
         if not presolve:
             self._h.setOptionValue("presolve", "off")
         self._h.passModel(_highs_lp(lp))
@@ -115,8 +146,8 @@ class HighsSolver:
 
     @staticmethod
     def reset_threads() -> None:
-        """Let the next solve set its own thread count (HiGHS keeps one scheduler per process)."""
-        highspy.Highs.resetThreadScheduler(True)
+        """:func:`reset_threads` (kept as a method for the decomposition's callers)."""
+        reset_threads()
 
     # ------------------------------------------------------------------------- options
     def set_presolve(self, on: bool) -> None:
@@ -134,7 +165,8 @@ class HighsSolver:
     # ------------------------------------------------------------------------- solve
     def run(self) -> str:
         """Solve; return ``optimal``, ``infeasible``, ``time_limit``, ``interrupted``, ... or ``other``."""
-        self._h.run()
+        with running():
+            self._h.run()
         return _STATUS.get(self._h.getModelStatus(), "other")
 
     def status_text(self) -> str:
@@ -220,9 +252,7 @@ class ColumnLP:
     """
 
     def __init__(self, rhs: Arr, seed: int = 0) -> None:
-        with quiet_stdout():
-            h: Any = highspy.Highs()  # type: ignore[no-untyped-call]
-        h.setOptionValue("output_flag", False)
+        h: Any = new_highs()
         h.setOptionValue("random_seed", int(seed))
         h.setOptionValue("threads", 1)
         h.changeObjectiveSense(highspy.ObjSense.kMaximize)
@@ -271,7 +301,8 @@ class ColumnLP:
         h.setOptionValue("time_limit", max(1e-3, float(time_limit)))
         # Primal simplex: appended columns leave the last basis primal feasible, so it restarts from there.
         h.setOptionValue("simplex_strategy", 4)
-        h.run()
+        with running():
+            h.run()
         status = h.getModelStatus()
         if status == highspy.HighsModelStatus.kOptimal:
             sol = h.getSolution()
@@ -299,7 +330,8 @@ class ColumnLP:
             sol.col_value = np.asarray(start, dtype=float).tolist()
             sol.value_valid = True
             h.setSolution(sol)
-        h.run()
+        with running():
+            h.run()
         status = h.getModelStatus()
         info = h.getInfo()
         if info.primal_solution_status != _FEASIBLE_SOLUTION:

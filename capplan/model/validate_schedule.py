@@ -20,6 +20,7 @@ from capplan.model.problem import Node, Problem, Workload
 from capplan.model.schedule import Schedule, TimedAssignment
 from capplan.model.units import UNITS_PER_GPU
 from capplan.model.validate import check_claims, check_coverage
+from capplan.model.validate_insertion import budget_groups, insertions, space
 from capplan.model.validate_rules import check_assignments, check_groups, check_shape
 
 _TOL = 1e-5
@@ -27,11 +28,6 @@ _TOL = 1e-5
 
 def _gpu_hours(units_seconds: int) -> float:
     return round(units_seconds / UNITS_PER_GPU / 3600, 6)
-
-
-def _space(a: TimedAssignment) -> Assignment:
-    return Assignment(workload=a.workload, replica=a.replica, node=a.node, gpus=a.gpus, mig=a.mig,
-                      fraction=a.fraction)
 
 
 def _check_times(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedAssignment]) -> list[str]:
@@ -43,7 +39,7 @@ def _check_times(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedAss
         w = p.workload(a.workload)
         who = f"{a.workload}[{a.replica}]"
         if key in running:
-            if _space(a) != running[key]:
+            if space(a) != running[key]:
                 v.append(f"running replica {who} moved")
             expected = min(ends.get(key, horizon), horizon)
             if a.start_s != 0 or a.end_s != expected:
@@ -71,32 +67,15 @@ def _check_times(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedAss
     return v
 
 
-def _budget_groups(p: Problem) -> dict[str, list[str]]:
-    """Node -> the nodes sharing a power budget with it (itself included)."""
-    budgets = {(d.level, d.name) for d in p.cluster.domains if d.power_w is not None}
-    members: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for n in p.cluster.nodes:
-        for lvl, dom in zip(p.cluster.levels[:-1], n.path, strict=True):
-            if (lvl, dom) in budgets:
-                members[(lvl, dom)].append(n.name)
-    out: dict[str, list[str]] = {}
-    for n in p.cluster.nodes:
-        group = {n.name}
-        for lvl, dom in zip(p.cluster.levels[:-1], n.path, strict=True):
-            group.update(members.get((lvl, dom), ()))
-        out[n.name] = sorted(group)
-    return out
-
-
 def _check_instants(p: Problem, placed: dict[tuple[str, int], TimedAssignment]) -> list[str]:
     """Every rule of a plan on the replicas running at each start time (nodes that changed only)."""
     v: list[str] = []
     by_node: dict[str, list[tuple[int, int, Assignment]]] = defaultdict(list)
     starting: dict[int, set[str]] = defaultdict(set)
     for a in placed.values():
-        by_node[a.node].append((a.start_s, a.end_s, _space(a)))
+        by_node[a.node].append((a.start_s, a.end_s, space(a)))
         starting[a.start_s].add(a.node)
-    groups = _budget_groups(p)
+    groups = budget_groups(p)
     for t in sorted(starting):
         nodes: set[str] = set()
         for name in starting[t]:
@@ -108,7 +87,7 @@ def _check_instants(p: Problem, placed: dict[tuple[str, int], TimedAssignment]) 
 
 
 def _units(p: Problem, w: Workload, a: TimedAssignment, nodes: dict[str, Node]) -> int:
-    return check_shape(p, w, _space(a), nodes[a.node])[1]
+    return check_shape(p, w, space(a), nodes[a.node])[1]
 
 
 def _check_summary(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedAssignment]) -> list[str]:
@@ -192,10 +171,12 @@ def check_schedule(p: Problem, s: Schedule) -> list[str]:
     placed = check_coverage(p, s.assignments, [(u.workload, u.replicas) for u in s.unscheduled],
                             ("scheduled", "unscheduled"), v)
     v.extend(_check_times(p, s, placed))
-    v.extend(check_groups(p, {k: _space(a) for k, a in placed.items()}))
+    v.extend(check_groups(p, {k: space(a) for k, a in placed.items()}))
     v.extend(_check_instants(p, placed))
     v.extend(_check_summary(p, s, placed))
     v.extend(_check_expected(orig, s))
+    if not v:
+        v.extend(_check_insertion(p, s))
     return v
 
 
@@ -211,6 +192,23 @@ def _check_expected(p: Problem, s: Schedule) -> list[str]:
         want = row.end_s if timed else None
         if row.expected_end_s != want:
             v.append(f"workloads row {w.name}: expected_end_s {row.expected_end_s}, expected {want}")
+    return v
+
+
+def _check_insertion(p: Problem, s: Schedule) -> list[str]:
+    """A replica left out that fits as it is disproves ``optimal`` and any bound it would exceed."""
+    v: list[str] = []
+    if s.status == "infeasible" or tuple(s.priorities) != p.priorities or len(s.bound) != len(s.objective):
+        return v
+    for ins in insertions(p, s, first_only=False):
+        q = p.priorities.index(p.workload(ins.workload).priority)
+        gain = _gpu_hours(ins.units * (ins.end_s - ins.start_s))
+        if s.status == "optimal":
+            v.append(f"status is optimal but {ins} without moving anything")
+        elif gain > 0 and s.objective[q] + gain > s.bound[q] + _TOL and all(
+                s.objective[k] >= s.bound[k] - _TOL for k in range(q)):
+            v.append(f"bound {s.bound[q]} at priority {p.priorities[q]} is below a feasible schedule: {ins} "
+                     f"(+{gain} GPU-h) without moving anything")
     return v
 
 

@@ -1,18 +1,26 @@
 """The placement engine: :func:`solve` with its strategy table, settings and the online scheduler.
 
-``STRATEGIES``, ``register``, ``choose_strategy`` and ``OnlineScheduler`` are loaded on first use
-(PEP 562), so importing this package does not load OR-Tools or NumPy-heavy strategies.
+Every name is loaded on first use (PEP 562), so importing this package does not load OR-Tools or
+NumPy-heavy strategies, and no package ``__init__`` imports its own submodules: that, with
+submodules importing each other, deadlocks or sees half-initialised modules when threads of a pool
+make their first ``solve()`` calls at once (``tests/placement/test_threads.py``).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from capplan.placement.core.options import PlanOptions, Strategy
-from capplan.placement.planner import solve
+if TYPE_CHECKING:
+    from capplan.placement.core.options import PlanOptions, Strategy
+    from capplan.placement.online import OnlineScheduler
+    from capplan.placement.planner import solve
+    from capplan.placement.strategies import STRATEGIES, choose_strategy, register
 
 _LAZY = {
+    "PlanOptions": "capplan.placement.core.options",
+    "Strategy": "capplan.placement.core.options",
+    "solve": "capplan.placement.planner",
     "STRATEGIES": "capplan.placement.strategies",
     "register": "capplan.placement.strategies",
     "choose_strategy": "capplan.placement.strategies",

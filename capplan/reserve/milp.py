@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pulp
 
-from capplan.lp.highs import quiet_stdout
+from capplan.lp.highs import new_highs, running
 from capplan.lp.program import LinearProgram
 from capplan.reserve.problem import Problem, useful_share
 from capplan.reserve.readback import program, read_solution
@@ -24,10 +24,26 @@ from capplan.reserve.solver import TOL, RawSolution, SolverSettings
 Arr = npt.NDArray[np.float64]
 
 
+class _SilentHiGHS(pulp.HiGHS):  # type: ignore[misc]
+    """PuLP's HiGHS interface on a HiGHS instance that never prints (``new_highs``): PuLP's own
+    creates a plain ``highspy.Highs``, whose banner would reach the host's stdout."""
+
+    def createAndConfigureSolver(self, lp: pulp.LpProblem) -> None:
+        lp.solverModel = h = new_highs()
+        if self.gapRel is not None:
+            h.setOptionValue("mip_rel_gap", self.gapRel)
+        if self.threads is not None:
+            h.setOptionValue("threads", self.threads)
+        if self.timeLimit is not None:
+            h.setOptionValue("time_limit", float(self.timeLimit))
+        for key, value in self.optionsDict.items():
+            h.setOptionValue(key, value)
+
+
 def make_solver(s: SolverSettings) -> pulp.LpSolver:
     """Return the PuLP solver for ``s``: HiGHS through highspy, or CBC as a fallback."""
     if s.backend == "highs" and pulp.HiGHS(msg=False).available():
-        return pulp.HiGHS(msg=False, timeLimit=s.time_limit, threads=s.threads, gapRel=s.gap, random_seed=0)
+        return _SilentHiGHS(msg=False, timeLimit=s.time_limit, threads=s.threads, gapRel=s.gap, random_seed=0)
     return pulp.PULP_CBC_CMD(
         msg=False, timeLimit=max(1, round(s.time_limit)), threads=s.threads, gapRel=s.gap
     )
@@ -397,7 +413,7 @@ class ReservationModel:
         """Solve and read the values back into a :class:`RawSolution`."""
         t0 = time.perf_counter()
         solver = make_solver(settings)
-        with quiet_stdout():
+        with running():
             self.lp.solve(solver)
         runtime = time.perf_counter() - t0
         st, sol = self.lp.status, self.lp.sol_status

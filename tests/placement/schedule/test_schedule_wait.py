@@ -45,12 +45,13 @@ def test_a_cpu_only_pod_starts_as_early_as_the_higher_levels_allow(strategy: str
     wherever ``gpu`` runs, and the demand-weighted wait is 0 only with ``gpu`` at 0. So ``gpu`` starts
     at 0, and ``cpu`` at 1h, 2h or 3h ties on every level but the last; the last (the unweighted wait)
     puts it at 1h: wait_replica_s = 3600. (Before that level, list scheduling's first order placed
-    priority 10 at its latest start, 3h, and both strategies kept it there.)"""
+    priority 10 at its latest start, 3h, and both strategies kept it there.) Only the time model proves
+    the last level; list scheduling meets the work bound but proves no wait level: ``feasible``."""
     p = problem_from_data(_one_node())
     s = schedule(p, strategy, time_limit=10)
     assert _starts(s) == {"gpu": 0, "cpu": HOUR}
     assert s.objective == (0.0, 1.0) and s.wait_gpu_h == 0.0 and s.wait_replica_s == HOUR
-    assert s.status == "optimal" and check_schedule(p, s) == []
+    assert s.status == ("feasible" if strategy == "heuristic" else "optimal") and check_schedule(p, s) == []
     assert '"wait_replica_s": 3600' in s.to_json()
 
 
