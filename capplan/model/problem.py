@@ -19,6 +19,7 @@ from capplan.model.catalog import Catalog, GpuModel, MigProfile
 from capplan.model.decode import LIMITS
 from capplan.model.errors import InputError, suggest
 from capplan.model.plan import Assignment, MigSlot
+from capplan.model.quota import ClusterQueue, Flavor
 from capplan.model.timing import RunningEnd, ScheduleSpec, format_seconds, parse_seconds
 from capplan.model.units import MILLI, UNITS_PER_GPU, Bool, Float, Frozen, Int, Name, Str, cores_to_milli, gib_to_mib
 
@@ -159,11 +160,22 @@ class Workload(Frozen):
     duration: int | None = Field(default=None, gt=0)
     release: int = Field(default=0, ge=0)
     deadline: int | None = Field(default=None, gt=0)
+    queue: Name | None = None
+    created: int = 0
 
     @field_validator("duration", "release", "deadline", mode="before")
     @classmethod
     def _seconds(cls, v: Any) -> Any:
         return None if v is None else parse_seconds(v)
+
+    @field_validator("created", mode="before")
+    @classmethod
+    def _signed_seconds(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.strip().startswith("-"):
+            return -parse_seconds(v.strip()[1:])
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+        return parse_seconds(v)
 
     @model_validator(mode="after")
     def _times(self) -> Workload:
@@ -247,6 +259,11 @@ class Problem(Frozen):
         The time grid of ``capplan schedule`` (horizon and step), when the scenario gives one.
     ends_in
         Remaining run time of running replicas that end (the others run to the horizon).
+    flavors, queues
+        Kueue's ResourceFlavors and ClusterQueues: the quota per queue over time (:mod:`capplan.model.quota`);
+        a workload's ``queue`` names its ClusterQueue.
+    now
+        The wall-clock time (RFC 3339) of time 0, when the scenario was taken from a live cluster.
     """
 
     cluster: Cluster
@@ -255,6 +272,9 @@ class Problem(Frozen):
     catalog: Catalog
     schedule: ScheduleSpec | None = None
     ends_in: tuple[RunningEnd, ...] = ()
+    flavors: tuple[Flavor, ...] = ()
+    queues: tuple[ClusterQueue, ...] = ()
+    now: Str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Problem:
@@ -265,7 +285,8 @@ class Problem(Frozen):
 
     def replace(self, **changes: Any) -> Problem:
         """Return a new problem with ``changes`` applied, validated again."""
-        data = {k: getattr(self, k) for k in ("cluster", "workloads", "running", "catalog", "schedule", "ends_in")}
+        data = {k: getattr(self, k) for k in ("cluster", "workloads", "running", "catalog", "schedule", "ends_in",
+                                          "flavors", "queues", "now")}
         data.update(changes)
         if "ends_in" not in changes:  # keep the remaining run times of replicas still running
             keys = {(a.workload, a.replica) for a in data["running"]}

@@ -27,6 +27,15 @@ MIN_SOLVE_SECONDS = 0.05
 """The least time a strategy is given, however little of the limit is left (it then returns its fastest plan)."""
 
 
+#: The placement strategies that honour ClusterQueue quotas (the occupancy state's :class:`QuotaBook`).
+QUOTA_STRATEGIES = ("greedy",)
+
+
+def uses_quotas(p: Problem) -> bool:
+    """Whether ``p`` has ClusterQueue quotas that bind a workload."""
+    return bool(p.queues) and any(w.queue is not None for w in p.workloads)
+
+
 def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None, **kw: Any) -> Plan:
     """Plan ``p`` with ``strategy`` and return a validated :class:`~capplan.model.plan.Plan`.
 
@@ -59,10 +68,14 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     from capplan.placement.strategies import STRATEGIES, choose_strategy, loaded
 
     opts = replace(options or PlanOptions(), **kw)
-    name = choose_strategy(p) if strategy == "auto" else strategy
+    quotas = uses_quotas(p)
+    name = ("greedy" if quotas else choose_strategy(p)) if strategy == "auto" else strategy
     if name not in STRATEGIES:
         raise InputError("strategy", f"unknown strategy {name!r}{suggest(name, STRATEGIES)}; "
                                      f"choose from {', '.join(sorted(STRATEGIES))} or auto")
+    if quotas and name not in QUOTA_STRATEGIES:
+        raise InputError("strategy", f"strategy {name} does not model ClusterQueue quotas (quotas: in the scenario); "
+                                     f"use {' or '.join(QUOTA_STRATEGIES)} (auto picks greedy)")
     fn = loaded(STRATEGIES[name])  # the import counts against the limit, outside the strategy's clock
     keep = reserve(p, opts.time_limit, VALIDATE_COST)
     left = opts.time_limit - (time.perf_counter() - start) - keep

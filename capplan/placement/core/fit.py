@@ -16,8 +16,10 @@ from capplan.placement.core import state as _st
 
 
 def node_reason(st: _st.ClusterState, w: Workload, i: int) -> str:
-    """Why node ``i`` cannot take one more replica of ``w`` before any GPU is looked at (CPU, memory, node
-    isolation, in that order), or ``""``."""
+    """Why node ``i`` cannot take one more replica of ``w`` before any GPU is looked at (its ClusterQueue's
+    quota, CPU, memory, node isolation, in that order), or ``""``."""
+    if st.quota is not None and w.queue is not None and not st.quota.room(w, st.eligible(w)[1].get(st.model_of[i]), i):
+        return "quota"
     if st.cpu[i] < w.cpu_milli:
         return "cpu"
     if st.mem[i] < w.memory_mib:

@@ -30,7 +30,7 @@ from capplan.placement.core.summary import describe_demand
 FAMILY_LABEL = {
     "model": "GPU model", "cpu": "host CPU", "memory": "host memory", "gpu": "GPU capacity",
     "isolation": "isolation", "power": "power", "topology": "topology", "gang": "gang",
-    "one_model": "one GPU model per gang", "capacity": "capacity",
+    "one_model": "one GPU model per gang", "capacity": "capacity", "quota": "quota",
 }
 
 
@@ -98,6 +98,9 @@ def _ever_fits(st: ClusterState, w: Workload) -> str | None:
     p = st.p
     idx, _ = st.eligible(w)
     what = describe_demand(p, w)
+    if idx.size == 0 and st.quota is not None and w.queue is not None:
+        return (f"quota: ClusterQueue {w.queue} has no flavor with quota for {what} on a node that could host it; "
+                "add the flavor and its quota to the ClusterQueue")
     if idx.size == 0:
         models = sorted({n.gpu_model for n in p.cluster.nodes if n.gpu_model})
         if w.gpus is not None and any(n.gpu_model for n in p.cluster.nodes):
@@ -153,6 +156,7 @@ FAMILY_TEXT = {
     "gpu": "no free GPU capacity of the right kind",
     "isolation": "isolation: the GPUs or nodes with room host another tenant",
     "power": "power budget exhausted where GPUs are free",
+    "quota": "quota: the ClusterQueue's quota is in use",
 }
 
 
@@ -167,7 +171,12 @@ def explain(st: ClusterState, w: Workload, missing: int, holdings: Holdings | No
     if base:
         return base
     what = describe_demand(p, w)
-    idx, _ = st.eligible(w)
+    idx, per = st.eligible(w)
+    if st.quota is not None and w.queue is not None:
+        count = missing if (w.is_gang or w.topology.required) else 1
+        why = st.quota.blocking(w, {i: per.get(st.model_of[i]) for i in idx.tolist()}, idx.tolist(), count)
+        if why:
+            return why
     need = f"{missing} x {what} ({value_text(p, w, missing)})" if w.has_gpu_demand else f"{missing} x {what}"
 
     def held(family: str) -> str:
