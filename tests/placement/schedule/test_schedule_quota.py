@@ -1,0 +1,57 @@
+"""Quotas per queue over time in the planners: list scheduling, greedy, and strategies that decline."""
+
+from __future__ import annotations
+
+import pytest
+
+from capplan.model.errors import InputError
+from capplan.model.validate import check_plan
+from capplan.model.validate_schedule import check_schedule
+from capplan.placement.planner import solve
+from capplan.placement.schedule import schedule
+from tests.model.test_validate_quota import gpus, quota_problem
+
+
+def test_quota_serialises_a_queue() -> None:
+    """Four 8-GPU nodes, team-a's quota 8 GPUs: A and B (8 GPUs, 1h each) of team-a run one after the other
+    although the nodes have room; C of team-b (its own quota) runs at once."""
+    p = quota_problem([gpus("team-a", 8), gpus("team-b", 8)],
+                      [{"name": "A", "gpus": 8, "duration": "1h", "queue": "team-a"},
+                       {"name": "B", "gpus": 8, "duration": "1h", "queue": "team-a"},
+                       {"name": "C", "gpus": 8, "duration": "1h", "queue": "team-b"}])
+    s = schedule(p, "cpsat", horizon="24h", time_limit=10)
+    starts = {r.name: r.start_s for r in s.workloads}
+    assert sorted([starts["A"], starts["B"]]) == [0, 3600] and starts["C"] == 0
+    assert check_schedule(p, s) == []
+    assert "ClusterQueue quotas" in str(s.metrics.get("cpsat_declined"))
+
+
+def test_quota_never_fits_reason() -> None:
+    """A 16-GPU gang in a queue of 8 never runs; the reason names the quota."""
+    p = quota_problem([gpus("q", 8)], [{"name": "G", "kind": "training", "gpus": 8, "replicas": 2, "duration": "1h",
+                                        "queue": "q"}])
+    s = schedule(p, "heuristic", horizon="24h", time_limit=10)
+    assert [u.workload for u in s.unscheduled] == ["G"]
+    assert s.unscheduled[0].reason.startswith("quota: q has 0 GPUs of 8 GPUs h100 in use, needs 16 GPUs more")
+
+
+def test_greedy_plan_honours_quota_and_others_decline() -> None:
+    """Plan at one instant: quota 16 lets two of four 8-GPU replicas run; cpsat declines the scenario."""
+    p = quota_problem([gpus("q", 16)], [{"name": "A", "gpus": 8, "replicas": 4, "queue": "q"}])
+    plan = solve(p, "auto", time_limit=10)
+    assert len(plan.assignments) == 2 and check_plan(p, plan) == []
+    assert plan.unplaced[0].reason.startswith("quota: q has 16 GPUs of 16 GPUs h100 in use")
+    with pytest.raises(InputError, match="does not model ClusterQueue quotas"):
+        solve(p, "cpsat", time_limit=10)
+
+
+def test_cohort_borrowing_in_schedule() -> None:
+    """a (nominal 8) and idle b (nominal 8) in one cohort: a's two 8-GPU jobs run together by borrowing b's 8."""
+    qa = {"name": "a", "cohort": "c", "quotas": [{"flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 8}]}
+    qb = {"name": "b", "cohort": "c", "quotas": [{"flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 8}]}
+    p = quota_problem([qa, qb], [{"name": "A1", "gpus": 8, "duration": "1h", "queue": "a"},
+                                 {"name": "A2", "gpus": 8, "duration": "1h", "queue": "a"},
+                                 {"name": "A3", "gpus": 8, "duration": "1h", "queue": "a"}])
+    s = schedule(p, "heuristic", horizon="24h", time_limit=10)
+    assert sorted(r.start_s for r in s.workloads) == [0, 0, 3600]
+    assert check_schedule(p, s) == []
