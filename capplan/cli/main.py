@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from capplan import __version__
-from capplan.cli import alibaba, bench, common, explain, k8s, report, reserve, schedule, sweep
+from capplan.cli import alibaba, bench, common, explain, k8s, kueue, report, reserve, schedule, sweep
 from capplan.cli.common import (
     EXIT_GUARANTEE,
     EXIT_INPUT,
@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # The command modules, listed explicitly; each imports its heavy modules inside its ``run``.
 COMMANDS = (schedule, explain, reserve, bench, k8s, sweep, report)
-IMPORT_SOURCES = (alibaba, k8s)
+IMPORT_SOURCES = (alibaba, k8s, kueue)
 
 
 class _Interrupt:
