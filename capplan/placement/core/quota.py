@@ -136,10 +136,11 @@ class QuotaBook:
 
     def blocking(self, w: Workload, d_of: dict[int, Demand | None], nodes: Sequence[int], count: int = 1) -> str:
         """A reason naming the quota that keeps ``count`` replicas of ``w`` off every node of ``nodes`` (``""``:
-        none)."""
+        none). Of the quotas that block, the one with the most room is named (the flavor closest to fitting)."""
         if w.queue is None:
             return ""
-        worst: tuple[int, int] | None = None
+        best: tuple[int, int, int] | None = None  # (room, entry, amount)
+        seen: set[tuple[int, int]] = set()
         for i in nodes:
             ch = self.charges(w, d_of.get(i), i)
             if ch is None:
@@ -148,30 +149,37 @@ class QuotaBook:
                 return ""
             for k, one in ch:
                 amt = one * count
-                over = int(self.usage[k]) + amt > int(self.cap[k])
+                if (k, amt) in seen:
+                    continue
+                seen.add((k, amt))
                 g = int(self.group[k])
-                if over or (g >= 0 and int(self.borrowed[g]) + self._extra(k, amt) > int(self.pool[g])):
-                    worst = (k, amt)
-                    break
-        if worst is None:
+                own_left = int(self.cap[k]) - int(self.usage[k])
+                pool_left = int(self.pool[g]) - int(self.borrowed[g]) + max(0, int(self.kept[k]) - int(self.usage[k])) \
+                    if g >= 0 else 1 << 60
+                left = min(own_left, pool_left)
+                if left < amt and (best is None or left > best[0]):
+                    best = (left, k, amt)
+        if best is None:
             return ""
-        k, amt = worst
+        _, k, amt = best
         q, flavor, res = self.entries[k]
-        cap = int(self.cap[k])
-        own = f" of {_amount(res, cap)}" if cap < 1 << 60 else ""
-        text = f"quota: {q} has {_amount(res, int(self.usage[k]))}{own} {flavor} in use, needs {_amount(res, amt)} more"
-        g = int(self.group[k])
-        if g >= 0 and (cap >= 1 << 60 or int(self.usage[k]) + amt <= cap):
-            text += (f" (cohort {self.cohorts[g]} lends {_amount(res, int(self.pool[g]))}, "
-                     f"{_amount(res, int(self.borrowed[g]))} borrowed)")
-        return text
+        use, cap, g = int(self.usage[k]), int(self.cap[k]), int(self.group[k])
+        if cap < 1 << 60 and use + amt > cap:
+            return f"quota: {q} has {_amount(res, use, False)} of {_amount(res, cap)} ({flavor}) in use, needs " \
+                   f"{_amount(res, amt)}"
+        return (f"quota: {q} has {_amount(res, use)} ({flavor}) in use and its cohort {self.cohorts[g]} "
+                f"{_amount(res, int(self.borrowed[g]), False)} of {_amount(res, int(self.pool[g]))} lendable in use, "
+                f"needs {_amount(res, amt)}")
 
 
-def _amount(res: str, v: int) -> str:
+def _amount(res: str, v: int, unit: bool = True) -> str:
+    """``v`` of resource ``res`` for a message (``unit=False``: the bare number)."""
     if res == "cpu":
-        return f"{v / 1000:g} CPU"
+        return f"{v / 1000:g}" + (" CPUs" if unit else "")
     if res == "memory":
-        return f"{v / MIB_PER_GIB:g} GiB"
+        return f"{v / MIB_PER_GIB:g}" + (" GiB" if unit else "")
+    if not unit:
+        return str(v)
     if res.endswith(".com/gpu"):
         return f"{v} GPU" + ("s" if v != 1 else "")
     return f"{v} x {res.removeprefix(MIG_PREFIX)}"

@@ -22,6 +22,9 @@ from capplan.model.validate_schedule import assert_valid_schedule
 
 ScheduleStrategy = Literal["auto", "cpsat", "heuristic"]
 SCHEDULE_STRATEGIES = ("auto", "cpsat", "heuristic")
+#: ``optimal``: the best schedule the strategy finds; ``kueue``: Kueue's admission simulated
+#: (:mod:`capplan.placement.schedule.kueue`).
+SCHEDULE_POLICIES = ("optimal", "kueue")
 #: From this many replicas ``heuristic`` uses the linear time-order sweep instead of earliest-start search.
 SWEEP_FROM_REPLICAS = 2000
 
@@ -51,7 +54,8 @@ def choose_schedule_strategy(p: Problem) -> str:
 
 
 def schedule(problem: Problem, strategy: str = "auto", *, horizon: int | str | None = None,
-             step: int | str | None = None, time_limit: float = 60.0, seed: int = 0, workers: int = 1) -> Schedule:
+             step: int | str | None = None, time_limit: float = 60.0, seed: int = 0, workers: int = 1,
+             policy: str = "optimal") -> Schedule:
     """Schedule ``problem`` over a horizon and return a validated :class:`Schedule`.
 
     Parameters
@@ -70,6 +74,9 @@ def schedule(problem: Problem, strategy: str = "auto", *, horizon: int | str | N
         Random seed of the solver; the same seed gives the same schedule.
     workers
         CP-SAT search workers.
+    policy
+        ``optimal`` (the default) optimises; ``kueue`` simulates Kueue's admission (queueing strategies,
+        quotas, topology) instead, and ``strategy`` is not used.
 
     Returns
     -------
@@ -87,7 +94,13 @@ def schedule(problem: Problem, strategy: str = "auto", *, horizon: int | str | N
         raise InputError("time_limit", f"must be a finite positive number of seconds, got {time_limit}")
     if workers < 1:
         raise InputError("workers", f"must be at least 1, got {workers}")
+    if policy not in SCHEDULE_POLICIES:
+        raise InputError("policy", f"unknown policy {policy!r}; use one of {list(SCHEDULE_POLICIES)}")
     spec = _spec(problem, horizon, step)
+    if policy == "kueue":
+        from capplan.placement.schedule.kueue import schedule_kueue
+
+        return assert_valid_schedule(problem, schedule_kueue(problem, spec.horizon, spec.step, seed))
     chosen = choose_schedule_strategy(problem) if strategy == "auto" else strategy
     if chosen == "cpsat":
         from capplan.placement.schedule.exact import schedule_cpsat, unsupported

@@ -32,7 +32,7 @@ def test_quota_never_fits_reason() -> None:
                                         "queue": "q"}])
     s = schedule(p, "heuristic", horizon="24h", time_limit=10)
     assert [u.workload for u in s.unscheduled] == ["G"]
-    assert s.unscheduled[0].reason.startswith("quota: q has 0 GPUs of 8 GPUs h100 in use, needs 16 GPUs more")
+    assert s.unscheduled[0].reason.startswith("quota: q has 0 of 8 GPUs (h100) in use, needs 16 GPUs;")
 
 
 def test_greedy_plan_honours_quota_and_others_decline() -> None:
@@ -40,7 +40,7 @@ def test_greedy_plan_honours_quota_and_others_decline() -> None:
     p = quota_problem([gpus("q", 16)], [{"name": "A", "gpus": 8, "replicas": 4, "queue": "q"}])
     plan = solve(p, "auto", time_limit=10)
     assert len(plan.assignments) == 2 and check_plan(p, plan) == []
-    assert plan.unplaced[0].reason.startswith("quota: q has 16 GPUs of 16 GPUs h100 in use")
+    assert plan.unplaced[0].reason.== "quota: q has 16 of 16 GPUs (h100) in use, needs 8 GPUs"
     with pytest.raises(InputError, match="does not model ClusterQueue quotas"):
         solve(p, "cpsat", time_limit=10)
 

@@ -9,7 +9,7 @@ A small live cluster as ``kubectl get ... -o json`` prints it, at 2026-03-02T01:
 * WorkloadPriorityClasses high (1000) and low (100);
 * admitted Workloads with running pods (train-a1: 2 x 8 H100, 4 h limit, admitted 2 h ago; eval-a2: 4 H100,
   expected 3 h, admitted 1 h ago; train-b1: 8 H100, no duration, admitted 30 min ago) and pending ones
-  (train-a3: 2 x 8 H100 in one rack, high; tune-a4: 8 H100, low; infer-b2: 4 H100; big-b3: 4 x 8 H100).
+  (train-a3: 2 x 8 H100 in one rack, high; tune-a4: 8 H100, low; infer-b2: 4 H100; big-b3: 3 x 8 H100).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ PENDING = [  # namespace, job, created, count, gpus, priority, class, extra
     ("team-a", "tune-a4", "2026-03-02T00:50:00Z", 1, 8, 100, "low", {"max_s": 3600}),
     ("team-b", "infer-b2", "2026-03-02T01:20:00Z", 1, 4, 100, "low",
      {"annotations": {"capplan.io/expected-duration": "45m"}}),
-    ("team-b", "big-b3", "2026-03-02T01:15:00Z", 4, 8, 100, "low", {"max_s": 10800}),
+    ("team-b", "big-b3", "2026-03-02T01:15:00Z", 3, 8, 100, "low", {"max_s": 10800}),
 ]
 
 
