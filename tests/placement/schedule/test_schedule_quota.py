@@ -40,7 +40,7 @@ def test_greedy_plan_honours_quota_and_others_decline() -> None:
     p = quota_problem([gpus("q", 16)], [{"name": "A", "gpus": 8, "replicas": 4, "queue": "q"}])
     plan = solve(p, "auto", time_limit=10)
     assert len(plan.assignments) == 2 and check_plan(p, plan) == []
-    assert plan.unplaced[0].reason.== "quota: q has 16 of 16 GPUs (h100) in use, needs 8 GPUs"
+    assert plan.unplaced[0].reason == "quota: q has 16 of 16 GPUs (h100) in use, needs 8 GPUs"
     with pytest.raises(InputError, match="does not model ClusterQueue quotas"):
         solve(p, "cpsat", time_limit=10)
 
