@@ -136,7 +136,7 @@ class QuotaBook:
 
     def blocking(self, w: Workload, d_of: dict[int, Demand | None], nodes: Sequence[int], count: int = 1) -> str:
         """A reason naming the quota that keeps ``count`` replicas of ``w`` off every node of ``nodes`` (``""``:
-        none). Of the quotas that block, the one with the most room is named (the flavor closest to fitting)."""
+        none). Of the quotas that block, the one of the queue's first flavor is named (the first Kueue tries)."""
         if w.queue is None:
             return ""
         best: tuple[int, int, int] | None = None  # (room, entry, amount)
@@ -157,7 +157,7 @@ class QuotaBook:
                 pool_left = int(self.pool[g]) - int(self.borrowed[g]) + max(0, int(self.kept[k]) - int(self.usage[k])) \
                     if g >= 0 else 1 << 60
                 left = min(own_left, pool_left)
-                if left < amt and (best is None or left > best[0]):
+                if left < amt and (best is None or k < best[1]):
                     best = (left, k, amt)
         if best is None:
             return ""

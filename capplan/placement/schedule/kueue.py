@@ -164,6 +164,8 @@ def schedule_kueue(p: Problem, horizon: int, step: int, seed: int = 0) -> Schedu
         else:
             late[w.name] = it.start
     reasons = dict(sim.reasons)
+    waited = {name: why for name, why in sim.reasons.items()
+              if name in sim.starts and sim.starts[name] > ceil_to(p.workload(name).release, step)}
     unscheduled = []
     for w in p.workloads:
         missing = sorted(set(sim.todo.get(w.name, ())) | {it.replica for it in sim.items
@@ -185,5 +187,6 @@ def schedule_kueue(p: Problem, horizon: int, step: int, seed: int = 0) -> Schedu
         unscheduled.append(Unscheduled(workload=w.name, replicas=tuple(missing), reason=why))
     return make_schedule(p, "kueue", keep, unscheduled, horizon=horizon, step=step, reasons=reasons,
                          seconds=time.perf_counter() - t0, seed=seed,
-                         extra_metrics={"policy": "kueue", "kueue_starts": dict(sim.starts)})
+                         extra_metrics={"policy": "kueue", "kueue_starts": dict(sim.starts),
+                                        "kueue_reasons": waited})
 
