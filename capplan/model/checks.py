@@ -156,8 +156,9 @@ def _check_queues(p: Problem) -> None:
         seen: set[tuple[str, str]] = set()
         for j, e in enumerate(q.quotas):
             if e.flavor not in flavors:
-                raise InputError(f"{path}.quotas[{j}].flavor", f"unknown flavor {e.flavor!r}{suggest(e.flavor, flavors)}"
-                                                               "; list it under quotas.flavors")
+                raise InputError(f"{path}.quotas[{j}].flavor",
+                                 f"unknown flavor {e.flavor!r}{suggest(e.flavor, flavors)}; "
+                                 "list it under quotas.flavors")
             if (e.flavor, e.resource) in seen:
                 raise InputError(f"{path}.quotas[{j}]", f"{e.resource} of flavor {e.flavor} is given twice")
             seen.add((e.flavor, e.resource))

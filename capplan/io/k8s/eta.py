@@ -125,8 +125,8 @@ def prometheus_text(rows: list[Estimate]) -> str:
     within the horizon, and then no start sample)."""
     lines = [f"# HELP {START_METRIC} Estimated start of a pending Kueue workload (Unix time), by capplan.",
              f"# TYPE {START_METRIC} gauge"]
-    labels = [(r, f'namespace="{_label(r.namespace)}",name="{_label(r.name)}",cluster_queue="{_label(r.cluster_queue)}"')
-              for r in rows]
+    labels = [(r, f'namespace="{_label(r.namespace)}",name="{_label(r.name)}",'
+                  f'cluster_queue="{_label(r.cluster_queue)}"') for r in rows]
     lines += [f"{START_METRIC}{{{lab}}} {int(r.start.timestamp())}" for r, lab in labels if r.start is not None]
     lines += [f"# HELP {WAIT_METRIC} Estimated wait of a pending Kueue workload from now until it starts, in seconds.",
               f"# TYPE {WAIT_METRIC} gauge"]

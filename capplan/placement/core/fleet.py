@@ -12,9 +12,9 @@ import numpy as np
 
 from capplan.model.catalog import GpuModel
 from capplan.model.plan import MigSlot
-from capplan.placement.core.quota import QuotaBook
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import gib_to_mib
+from capplan.placement.core.quota import QuotaBook
 
 # GPU modes in :attr:`ClusterState.mode` (and preset modes in :attr:`FleetArrays.fixed`, -1: none).
 # BLOCKED is a mode no replica asks for (the scheduler's window union marks GPUs used two ways).

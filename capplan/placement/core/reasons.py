@@ -171,10 +171,10 @@ def explain(st: ClusterState, w: Workload, missing: int, holdings: Holdings | No
     if base:
         return base
     what = describe_demand(p, w)
-    idx, per = st.eligible(w)
+    idx, per_model = st.eligible(w)
     if st.quota is not None and w.queue is not None:
         count = missing if (w.is_gang or w.topology.required) else 1
-        why = st.quota.blocking(w, {i: per.get(st.model_of[i]) for i in idx.tolist()}, idx.tolist(), count)
+        why = st.quota.blocking(w, {i: per_model.get(st.model_of[i]) for i in idx.tolist()}, idx.tolist(), count)
         if why:
             return why
     need = f"{missing} x {what} ({value_text(p, w, missing)})" if w.has_gpu_demand else f"{missing} x {what}"

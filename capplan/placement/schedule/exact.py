@@ -107,9 +107,6 @@ def relaxation(p: Problem, horizon: int, step: int, points: int | None = None) -
     ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
     cl = p.cluster
     items: list[EnergyItem] = []
-    if p.queues and any(w.queue is not None for w in p.workloads):
-        return ("ClusterQueue quotas (quotas: in the scenario) are not in the time model yet; list scheduling "
-                "honours them")
     kinds = node_kinds(p)
     for w in p.workloads:
         todo = [r for r in range(w.replicas) if (w.name, r) not in running]

@@ -60,7 +60,8 @@ def test_import_queues_flavors_and_workloads() -> None:
     assert p.now == NOW and p.cluster.levels == ("block", "rack", "node")  # levels from the TAS Topology
     qa, qb = p.queues
     assert (qa.name, qa.strategy, qa.cohort, qb.strategy) == ("team-a", "StrictFIFO", "research", "BestEffortFIFO")
-    gpu = [(e.flavor, e.nominal, e.borrowing_limit, e.lending_limit) for e in qa.quotas if e.resource == "nvidia.com/gpu"]
+    gpu = [(e.flavor, e.nominal, e.borrowing_limit, e.lending_limit)
+           for e in qa.quotas if e.resource == "nvidia.com/gpu"]
     assert gpu == [("h100", 16, None, 8), ("a100", 8, None, None)]
     assert [(e.resource, e.nominal) for e in qb.quotas if e.flavor == "default-cpu"] == [("cpu", 512), ("memory", 4096)]
     flavors = {f.name: f for f in p.flavors}
@@ -134,7 +135,8 @@ def test_prometheus_exposition_parses(tmp_path: Path) -> None:
     out = tmp_path / "eta.prom"
     assert main(["export", "kueue-eta", str(scen), str(sched), "-o", str(out), "--format", "prometheus"]) == 0
     fams = {f.name: f for f in parser.text_string_to_metric_families(out.read_text())}
-    assert set(fams) == {"capplan_workload_estimated_start_timestamp_seconds", "capplan_workload_estimated_wait_seconds"}
+    assert set(fams) == {"capplan_workload_estimated_start_timestamp_seconds",
+                         "capplan_workload_estimated_wait_seconds"}
     waits = {s.labels["name"].split("-")[1]: s.value for s in fams["capplan_workload_estimated_wait_seconds"].samples}
     assert waits == {"train": 7200, "tune": 7200, "infer": 0, "big": 14400}
     start = fams["capplan_workload_estimated_start_timestamp_seconds"]

@@ -39,9 +39,11 @@ def node(name: str, rack: str, product: str | None) -> dict[str, Any]:
                        "nvidia.com/mig.strategy": "mixed", "nvidia.com/mig.config": "all-disabled"})
         alloc["nvidia.com/gpu"] = "8"
     return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": labels, "uid": f"uid-{name}", "creationTimestamp": "2025-11-03T08:00:00Z"},
+            "metadata": {"name": name, "labels": labels, "uid": f"uid-{name}",
+                         "creationTimestamp": "2025-11-03T08:00:00Z"},
             "spec": {"podCIDR": "10.244.1.0/24"},
-            "status": {"capacity": dict(alloc), "allocatable": alloc, "conditions": [{"type": "Ready", "status": "True"}]}}
+            "status": {"capacity": dict(alloc), "allocatable": alloc,
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
 def nodes() -> dict[str, Any]:
