@@ -42,7 +42,7 @@ from capplan.io.files import write_text_atomic
 from capplan.model.errors import InputError
 
 if TYPE_CHECKING:
-    from capplan.bench.sim import Fleet, PodTable
+    from capplan.bench.online.sim import Fleet, PodTable
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "alibaba-gpu-v2023"
 RESULTS = Path("fgd-expected-results") / "analysis_allo_discrete.csv"
@@ -63,7 +63,7 @@ def pod_file(data: Path, file: str) -> Path:
 
 def published(path: Path) -> Published:
     """The authors' per-seed allocation at POINTS, keyed by (short file name, capplan policy name)."""
-    from capplan.bench.policies import PUBLISHED_NAMES
+    from capplan.bench.online.table import PUBLISHED_NAMES
 
     ours = {v: k for k, v in PUBLISHED_NAMES.items()}
     out: Published = {}
@@ -81,7 +81,7 @@ def _names(text: str) -> list[str]:
 
 def resolve_policies(text: str) -> list[str]:
     """Canonical policy names (aliases resolved, duplicates dropped); InputError for unknown ones."""
-    from capplan.bench.policies import canonical
+    from capplan.bench.online.table import canonical
 
     names = list(dict.fromkeys(canonical(x) for x in _names(text)))
     if not names:
@@ -124,7 +124,7 @@ def load_run(path: Path, file: str, policy: str, seed: int) -> Run | None:
 @functools.lru_cache(maxsize=2)
 def _inputs(data: str, file: str) -> tuple[Fleet, PodTable]:
     """The fleet and pods of one trace file, read once per worker process."""
-    from capplan.bench.sim import Fleet, PodTable
+    from capplan.bench.online.sim import Fleet, PodTable
     from capplan.io.alibaba import read_nodes, read_pods
 
     fleet = Fleet.from_trace(read_nodes(Path(data) / NODES))

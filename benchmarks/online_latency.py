@@ -37,15 +37,16 @@ P99_MS, MAX_MS = 2.0, 10.0
 def run(data: Path, file: str, policy: str, seed: int) -> tuple[np.ndarray, np.ndarray, float, float]:
     """(per-pod decision wall ms, the same as CPU ms, start-up ms, unallocated GPUs at the end) of one run.
 
-    The loop is :func:`capplan.bench.sim.simulate`'s for gang-free traces (the Alibaba files have
-    none): the same tie-break order and the same :func:`capplan.bench.sim.place` per pod, timed
+    The loop is :func:`capplan.bench.online.sim.simulate`'s for gang-free traces (the Alibaba files have
+    none): the same tie-break order and the same :func:`capplan.bench.online.sim.place` per pod, timed
     around ``pod_view`` + ``place``. It uses only functions older commits have, so the same file
     measures them (before/after).
     """
-    from capplan.bench.frag import TypicalPods
-    from capplan.bench.policies import PolicyContext, make_policy
+    from capplan.bench.online.frag import TypicalPods
+    from capplan.bench.online.policies import PolicyContext
+    from capplan.bench.online.sim import Fleet, PodTable, SimState, place, pod_view
+    from capplan.bench.online.table import make_policy
     from capplan.bench.protocols import online_order
-    from capplan.bench.sim import Fleet, PodTable, SimState, place, pod_view
     from capplan.io.alibaba import read_nodes, read_pods
 
     fleet = Fleet.from_trace(read_nodes(data / "openb_node_list_gpu_node.csv"))

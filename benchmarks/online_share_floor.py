@@ -67,10 +67,11 @@ def main() -> int:
     ap.add_argument("--file", default="default")
     ap.add_argument("--data", type=Path, default=DATA)
     args = ap.parse_args()
-    from capplan.bench.frag import TypicalPods
-    from capplan.bench.policies import PolicyContext, make_policy
+    from capplan.bench.online.frag import TypicalPods
+    from capplan.bench.online.policies import PolicyContext
+    from capplan.bench.online.sim import MILLI, Fleet, PodTable, simulate
+    from capplan.bench.online.table import make_policy
     from capplan.bench.protocols import online_order, seeds_from
-    from capplan.bench.sim import MILLI, Fleet, PodTable, simulate
     from capplan.io.alibaba import read_nodes, read_pods
 
     fleet = Fleet.from_trace(read_nodes(args.data / "openb_node_list_gpu_node.csv"))

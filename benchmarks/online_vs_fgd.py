@@ -42,11 +42,12 @@ PREFIX = "openb_pod_list_"
 
 def _one(args: tuple[str, str, str, int]) -> dict[str, object]:
     data, file, policy, seed = args
-    from capplan.bench.frag import TypicalPods
     from capplan.bench.metrics import bin_records
-    from capplan.bench.policies import PolicyContext, make_policy
+    from capplan.bench.online.frag import TypicalPods
+    from capplan.bench.online.policies import PolicyContext
+    from capplan.bench.online.sim import Fleet, PodTable, simulate
+    from capplan.bench.online.table import make_policy
     from capplan.bench.protocols import online_order
-    from capplan.bench.sim import Fleet, PodTable, simulate
     from capplan.io.alibaba import read_nodes, read_pods
 
     fleet = Fleet.from_trace(read_nodes(Path(data) / "openb_node_list_gpu_node.csv"))

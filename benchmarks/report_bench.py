@@ -31,11 +31,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from capplan.bench.browser import Browser, find_chromium
 from capplan.io.report import build_report, check_matches, render_html
 from capplan.io.scenario import problem_from_data
 from capplan.model.problem import Problem
 from capplan.placement import PlanOptions, solve
+from capplan.testing.browser import Browser, find_chromium
 
 _MODELS = (("H100-SXM5-80GB", 0.5), ("A100-SXM4-80GB", 0.3), ("L40S-48GB", 0.2))
 

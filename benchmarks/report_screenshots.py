@@ -18,10 +18,10 @@ from pathlib import Path
 import yaml
 from PIL import Image
 
-from capplan.bench.browser import Browser
 from capplan.io.report import build_report, render_html
 from capplan.io.scenario import load_scenario
 from capplan.placement import PlanOptions, solve
+from capplan.testing.browser import Browser
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -29,10 +29,10 @@ def run_one(size: str, seed: int, exact: bool, limit: float, workers: int) -> di
     from schedule_bench import generate
 
     from capplan.io.scenario import problem_from_data
-    from capplan.placement.cpsat import schedule as model
     from capplan.placement.schedule import exact as full
     from capplan.placement.schedule import schedule
     from capplan.placement.schedule import window as lns
+    from capplan.placement.schedule.timemodel import model
 
     sizes: list[tuple[int, int]] = []
     failed = [0]
@@ -42,8 +42,8 @@ def run_one(size: str, seed: int, exact: bool, limit: float, workers: int) -> di
             super().__init__(*args, **dict(kwargs, exact_power=exact))
             sizes.append((len(self.m.proto.variables), len(self.m.proto.constraints)))
 
-        def _complete(self, budget: float, seed: int) -> list[int] | None:
-            out = super()._complete(budget, seed)
+        def complete(self, budget: float, seed: int) -> list[int] | None:
+            out = super().complete(budget, seed)
             failed[0] += out is None
             return out
 

@@ -5,7 +5,7 @@ Usage::
     python benchmarks/schedule_split_bench.py --size small --seed 2 --time-limit 600 [-o SCHEDULE.json]
 
 Forces every job with GPU demand (and every guaranteed job, at its release) present and tries
-:func:`capplan.placement.cpsat.schedule_split.split_schedule` (per-rack pooled model, then the full time
+:func:`capplan.placement.schedule.timemodel.split.split_schedule` (per-rack pooled model, then the full time
 model rack by rack). A schedule it finds is decoded, given its reasons, checked by the independent
 validator and compared with the energy bound: when the bound counts all the work, such a schedule is
 optimal at every work level, which settles where the optimum lies (docs/benchmarks-schedule.md).
@@ -26,10 +26,10 @@ from schedule_bench import SIZES, generate
 from capplan.io.files import write_text_atomic
 from capplan.io.scenario import problem_from_data
 from capplan.model.validate_schedule import assert_valid_schedule
-from capplan.placement.cpsat.schedule_split import rack_parts, split_schedule
 from capplan.placement.schedule.heuristic import diagnose
 from capplan.placement.schedule.jobs import Jobs, model_inputs
 from capplan.placement.schedule.result import make_schedule
+from capplan.placement.schedule.timemodel.split import rack_parts, split_schedule
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,24 +12,24 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "capplan"
-FOLDERS = ("model", "placement", "io", "reserve", "bench", "cli")
+FOLDERS = ("model", "lp", "placement", "io", "reserve", "bench", "testing", "cli")
 # Which folders each folder may import (besides itself); everything else is a violation.
 ALLOWED = {
     "model": set(),
-    "placement": {"model"},
-    "io": {"model", "placement"},
-    "reserve": {"model", "placement", "io"},  # of placement/, only the LP adapter (RESERVE_FROM_PLACEMENT)
-    "bench": {"model", "placement", "io"},
-    "cli": {"model", "placement", "io", "reserve", "bench"},
+    "lp": set(),  # the array LP and the one HiGHS adapter: the bottom layer beside model/
+    "placement": {"model", "lp"},
+    "io": {"model", "lp", "placement"},
+    "reserve": {"model", "lp", "io"},  # the reservation engine solves LPs through lp/, never the placement engine
+    "bench": {"model", "lp", "placement", "io"},
+    "testing": {"model", "lp", "placement", "io"},  # the public conformance battery and the browser driver
+    "cli": {"model", "lp", "placement", "io", "reserve", "bench"},
 }
 # A third-party solver library may be imported only by these modules.
 SOLVERS = {
-    "ortools": re.compile(r"^capplan\.placement\.cpsat\."),
+    "ortools": re.compile(r"^capplan\.placement\.(cpsat|schedule\.timemodel)\."),
     "pulp": re.compile(r"^capplan\.reserve\.milp$"),
-    "highspy": re.compile(r"^capplan\.placement\.core\.highs$"),
+    "highspy": re.compile(r"^capplan\.lp\.highs$"),
 }
-# What reserve/ may use of placement/: the LP data and the one HiGHS adapter, not the placement engine.
-RESERVE_FROM_PLACEMENT = {"capplan.placement.core.lp", "capplan.placement.core.highs"}
 # Distribution name -> import name, where they differ.
 IMPORT_NAME = {"pyyaml": "yaml"}
 
@@ -113,17 +113,18 @@ def test_no_import_loop_between_folders() -> None:
 
 
 def test_placement_core_imports_only_model() -> None:
-    """placement/core is the shared toolkit: it imports the contract and nothing above it."""
+    """placement/core is the shared toolkit: it imports the contract (and the LP layer) and nothing above it."""
     bad = [f"{m} imports {t}" for m, ts in _capplan_edges().items() if m.startswith("capplan.placement.core")
-           for t in ts if t.startswith("capplan.") and not t.startswith(("capplan.model", "capplan.placement.core"))]
+           for t in ts if t.startswith("capplan.")
+           and not t.startswith(("capplan.model", "capplan.lp", "capplan.placement.core"))]
     assert not bad, "\n".join(bad)
 
 
-def test_reserve_uses_only_the_lp_adapter_of_placement() -> None:
-    """reserve/ solves its LPs through placement/core's one HiGHS adapter and uses nothing else of placement/."""
-    bad = [f"{m} imports {t}" for m, ts in _capplan_edges().items() if m.startswith("capplan.reserve")
-           for t in ts if t.startswith("capplan.placement") and t not in RESERVE_FROM_PLACEMENT
-           and t not in ("capplan.placement", "capplan.placement.core")]
+def test_time_model_is_inside_the_time_engine() -> None:
+    """The time engine is one folder: nothing outside placement/schedule/ imports its CP-SAT model."""
+    bad = [f"{m} imports {t}" for m, ts in _capplan_edges().items()
+           if not m.startswith("capplan.placement.schedule")
+           for t in ts if t.startswith("capplan.placement.schedule.timemodel")]
     assert not bad, "\n".join(bad)
 
 
@@ -138,7 +139,7 @@ def test_nothing_in_placement_imports_the_dispatcher() -> None:
 def test_product_never_imports_bench_or_cli() -> None:
     """The harness and the command line sit on top: nothing below imports them."""
     bad = [f"{m} imports {t}" for m, ts in _capplan_edges().items() for t in ts
-           if _folder(t) in ("bench", "cli") and _folder(m) not in ("bench", "cli")
+           if _folder(t) in ("bench", "testing", "cli") and _folder(m) not in ("bench", "testing", "cli")
            and m not in ("capplan.__main__",)]
     assert not bad, "\n".join(bad)
 
@@ -174,7 +175,7 @@ def test_only_cli_parses_arguments_and_prints() -> None:
 
 @pytest.mark.parametrize("lib", ["ortools", "pulp", "highspy"])
 def test_solver_library_behind_its_adapter(lib: str) -> None:
-    """ortools only under placement/cpsat, pulp only in reserve/milp.py, highspy only in placement/core/highs.py."""
+    """ortools only in placement/cpsat and the time model, pulp only in reserve/milp.py, highspy only in lp/highs.py."""
     users = sorted(m for m, p in MODULES.items() if any(n.split(".")[0] == lib for n, _ in _imports(p)))
     assert users, f"{lib} is declared but imported nowhere"
     assert all(SOLVERS[lib].match(m) for m in users), users

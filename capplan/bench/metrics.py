@@ -4,7 +4,7 @@ Definitions (also in docs/benchmarks.md):
 
 * ``allocation_pct``: allocated GPU milli / cluster GPU milli x 100 (mean over a bin's records).
 * ``unallocated_gpus``: cluster GPUs minus allocated GPUs (fractions count), at the bin's end.
-* ``fragmentation_pct``: FGD fragmentation (:mod:`capplan.bench.frag`) / cluster GPU milli x 100.
+* ``fragmentation_pct``: FGD fragmentation (:mod:`capplan.bench.online.frag`) / cluster GPU milli x 100.
 * ``stranded_pct`` (capplan's own fragmentation): idle GPU milli that *no* typical GPU shape can
   use where it is (its GPU has too little free share, or its node lacks the CPU, the GPU model,
   enough fitting GPUs, or the memory of the smallest GPU pod), / cluster GPU milli x 100.
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from capplan.bench.frag import TypicalPods, cluster_frag
-from capplan.bench.sim import MILLI, Fleet, PodTable, SimResult, SimState
+from capplan.bench.online.frag import TypicalPods, cluster_frag
+from capplan.bench.online.sim import MILLI, Fleet, PodTable, SimResult, SimState
 from capplan.model.plan import Plan
 from capplan.model.problem import Problem
 

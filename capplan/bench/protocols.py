@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from capplan.bench.frag import TypicalPods, cluster_frag
 from capplan.bench.metrics import RunRecord, bin_records, final_metrics, plan_metrics
-from capplan.bench.policies import PolicyContext, make_policy
-from capplan.bench.sim import MILLI, Fleet, IntArr, PodTable, SimState, simulate
+from capplan.bench.online.frag import TypicalPods, cluster_frag
+from capplan.bench.online.policies import PolicyContext
+from capplan.bench.online.sim import MILLI, Fleet, IntArr, PodTable, SimState, simulate
+from capplan.bench.online.table import make_policy
 from capplan.model.errors import InputError
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ def _frag_by_bin(fleet: Fleet, pods: PodTable, order: IntArr, res: Any, typical:
     wanted = {k: b for b, k in marks.items() if b in BINS}
     state = SimState.empty(fleet)
     out: dict[int, float] = {}
-    from capplan.bench.sim import pod_view
+    from capplan.bench.online.sim import pod_view
 
     masks: dict[int, Any] = {}
     for k, i in enumerate(order):

@@ -9,7 +9,7 @@
   authors' published mean curves dashed when ``fgd-expected-results`` covers the same trace.
 * ``time.png``: seconds per run vs pods per run, per policy.
 * replay protocol: a wait table, ``replay*.csv``, ``wait_cdf.png`` and ``allocation_time.png``
-  (:mod:`capplan.bench.replay_report`).
+  (:mod:`capplan.bench.replay.report`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from capplan.bench.metrics import allocation_curve
-from capplan.bench.policies import PUBLISHED_NAMES
+from capplan.bench.online.table import PUBLISHED_NAMES
 from capplan.io.files import write_text_atomic
 
 
@@ -87,7 +87,7 @@ def summary_markdown(results: list[dict[str, Any]]) -> str:
         if proto == "online":
             out += _online_table(pols)
         elif proto == "replay":
-            from capplan.bench.replay_report import replay_markdown
+            from capplan.bench.replay.report import replay_markdown
 
             out += replay_markdown(pols)
         else:
@@ -192,7 +192,7 @@ def write_report(results: list[dict[str, Any]], out: Path, expected_csv: Path | 
         text += f"\nPublished FGD curves ({', '.join(sorted(published))}) are drawn dashed in allocation.png.\n"
     replay = [res for res in results if res["job"]["protocol"] == "replay"]
     if replay:
-        from capplan.bench.replay_report import replay_plots, write_replay_tables
+        from capplan.bench.replay.report import replay_plots, write_replay_tables
 
         write_replay_tables(replay, out)
         replay_plots(replay, out)

@@ -63,7 +63,7 @@ class Job:
 @lru_cache(maxsize=4)
 def _load(source: Source) -> tuple[Any, Any, list[Any], dict[str, Any], Any]:
     """(fleet, pod table, trace pods, scenario cluster data, Synthetic or None), cached per process."""
-    from capplan.bench.sim import Fleet, PodTable
+    from capplan.bench.online.sim import Fleet, PodTable
     from capplan.io.alibaba import read_nodes, read_pods, trace_data
 
     if source.kind == "synthetic":
@@ -80,8 +80,8 @@ def _load(source: Source) -> tuple[Any, Any, list[Any], dict[str, Any], Any]:
 
 @lru_cache(maxsize=2)
 def _load_replay(source: Source, fleet_fraction: float, seed: int) -> Any:
-    """The replay's pods and fleet (:func:`capplan.bench.replay.load_replay`), cached per process."""
-    from capplan.bench.replay import load_replay
+    """The replay's pods and fleet (:func:`capplan.bench.replay.protocol.load_replay`), cached per process."""
+    from capplan.bench.replay.protocol import load_replay
     from capplan.io.alibaba import read_nodes, read_pods
 
     return load_replay(read_nodes(source.nodes), read_pods(source.pods), fleet_fraction, seed)
@@ -89,7 +89,7 @@ def _load_replay(source: Source, fleet_fraction: float, seed: int) -> Any:
 
 def run_replay_job(job: Job) -> dict[str, Any]:
     """One replay run: its metrics (``final``), every pod's wait and the hourly allocation."""
-    from capplan.bench.replay import hourly_allocation, replay_metrics, run_replay
+    from capplan.bench.replay.protocol import hourly_allocation, replay_metrics, run_replay
 
     fleet_seed = job.seed if job.fleet_seed is None else job.fleet_seed
     tr = _load_replay(job.source, job.fleet_fraction, fleet_seed)

@@ -60,7 +60,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the jobs, run them (skipping finished ones), write tables, summary and plots."""
-    from capplan.bench.policies import canonical
+    from capplan.bench.online.table import canonical
     from capplan.bench.protocols import seeds_from
     from capplan.bench.report import write_report
     from capplan.bench.runner import Job, Source, run_all
@@ -116,7 +116,7 @@ def _number(flag: str, text: str, lo: float, hi: float, example: str, zero_ok: b
 def _replay(args: argparse.Namespace, source: Any) -> int:
     """``--protocol replay``: check the options, run the policies, write the tables, summary and plots."""
     from capplan.bench.protocols import seeds_from
-    from capplan.bench.replay import REPLAY_POLICIES, load_replay
+    from capplan.bench.replay.protocol import REPLAY_POLICIES, load_replay
     from capplan.bench.report import write_report
     from capplan.bench.runner import Job, run_all
     from capplan.io.alibaba import read_nodes, read_pods

@@ -9,12 +9,13 @@ planner code. :mod:`capplan.model.validate` checks plans with it and
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from capplan.model.catalog import GpuModel, MigProfile
 from capplan.model.plan import Assignment
 from capplan.model.problem import Node, Problem, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU, gib_to_mib
+from capplan.model.validate_quota import check_plan_quotas, check_quota_spans
 
 
 def _smallest_fitting(model: GpuModel, mem_mib: int) -> MigProfile | None:
@@ -323,3 +324,20 @@ def check_groups(p: Problem, placed: dict[tuple[str, int], Assignment]) -> list[
             if len(doms) > 1:
                 v.append(f"{w.name}: must sit inside one {lvl}, spans {sorted(doms)}")
     return v
+
+
+#: The rule of each constraint family (:data:`capplan.model.families.FAMILIES`) in the independent validator.
+RULES: dict[str, tuple[Callable[..., list[str]] | Callable[..., tuple[list[str], int, int]], ...]] = {
+    "model": (check_shape,),
+    "quota": (check_plan_quotas, check_quota_spans),
+    "cpu": (check_assignments,),
+    "memory": (check_assignments,),
+    "gpu": (check_shape, _check_gpu),
+    "mig": (check_shape, _check_gpu, _check_mig_strategy),
+    "fraction": (check_shape, _check_gpu),
+    "isolation": (_check_gpu, check_assignments),
+    "power": (_check_power,),
+    "topology": (check_groups,),
+    "one_model": (check_groups,),
+    "gang": (check_groups,),
+}

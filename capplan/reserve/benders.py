@@ -1,4 +1,4 @@
-"""L-shaped (Benders) decomposition of the two-stage MILP, solved with HiGHS (:mod:`capplan.placement.core.highs`).
+"""L-shaped (Benders) decomposition of the two-stage MILP, solved with HiGHS (:mod:`capplan.lp.highs`).
 
 The master holds the first stage exactly as :class:`capplan.reserve.milp.ReservationModel`
 builds it (``first_stage_only=True``, exported with its names) plus one cost variable
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from capplan.placement.core.highs import HighsSolver
-from capplan.placement.core.lp import LinearProgram, ProgramBuilder
+from capplan.lp.highs import HighsSolver
+from capplan.lp.program import LinearProgram, ProgramBuilder
 from capplan.reserve.milp import ReservationModel
 from capplan.reserve.problem import Problem
 from capplan.reserve.recourse import Evaluation, RecourseLP

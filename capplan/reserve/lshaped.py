@@ -19,7 +19,7 @@
    of seconds, so the bound stays the LP bound there.
 
 The time limit covers everything: each HiGHS call gets the time that is left and an interrupt
-callback of the master (:class:`capplan.placement.core.highs.HighsSolver`) stops it at the deadline.
+callback of the master (:class:`capplan.lp.highs.HighsSolver`) stops it at the deadline.
 :func:`solve_decomposition` builds the decomposition and runs the search.
 """
 
@@ -31,7 +31,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from capplan.placement.core.highs import HighsSolver
+from capplan.lp.highs import HighsSolver
 from capplan.reserve.benders import INF, Arr, Decomposition, Incumbent
 from capplan.reserve.problem import Problem
 from capplan.reserve.recourse import Evaluation

@@ -15,8 +15,8 @@ import numpy as np
 import numpy.typing as npt
 import pulp
 
-from capplan.placement.core.highs import quiet_stdout
-from capplan.placement.core.lp import LinearProgram
+from capplan.lp.highs import quiet_stdout
+from capplan.lp.program import LinearProgram
 from capplan.reserve.problem import Problem
 from capplan.reserve.readback import program, read_solution
 from capplan.reserve.solver import TOL, RawSolution, SolverSettings

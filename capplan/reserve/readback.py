@@ -2,7 +2,7 @@
 
 :mod:`capplan.reserve.milp` (the only PuLP module) builds and solves the model; these functions take
 what it reads from PuLP (a value per variable, plain tuples per column and row) and assemble the
-:class:`~capplan.reserve.solver.RawSolution` and the :class:`~capplan.placement.core.lp.LinearProgram`.
+:class:`~capplan.reserve.solver.RawSolution` and the :class:`~capplan.lp.program.LinearProgram`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from capplan.placement.core.lp import LinearProgram
+from capplan.lp.program import LinearProgram
 from capplan.reserve.problem import Problem
 from capplan.reserve.solver import RawSolution
 

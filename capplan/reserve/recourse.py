@@ -1,4 +1,4 @@
-"""The second stage of one scenario as a small LP (numpy + :mod:`capplan.placement.core.highs`), for the decomposition.
+"""The second stage of one scenario as a small LP (numpy + :mod:`capplan.lp.highs`), for the decomposition.
 
 The LP is the scenario block of the extensive form in :mod:`capplan.reserve.milp` (same
 variables, rows and costs, not weighted by probability) plus one named slack per guaranteed
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from capplan.placement.core.highs import HighsSolver
-from capplan.placement.core.lp import ProgramBuilder
+from capplan.lp.highs import HighsSolver
+from capplan.lp.program import ProgramBuilder
 from capplan.reserve.problem import Problem
 
 Arr = npt.NDArray[np.float64]

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capplan.bench.metrics import allocation_curve
+from capplan.bench.online.sim import Fleet, PodTable
 from capplan.bench.protocols import run_online
 from capplan.bench.report import summary_markdown
 from capplan.bench.runner import Job, Source, run_all
-from capplan.bench.sim import Fleet, PodTable
 from capplan.bench.synthetic import SynthConfig, generate
 from capplan.io.alibaba import TraceNode, TracePod
 

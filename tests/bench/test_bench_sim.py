@@ -12,11 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capplan.bench.frag import FragModel, TypicalPods
 from capplan.bench.metrics import bin_records
-from capplan.bench.policies import POLICIES, PolicyContext, make_policy
+from capplan.bench.online.frag import FragModel, TypicalPods
+from capplan.bench.online.policies import PolicyContext
+from capplan.bench.online.sim import Fleet, PodTable, SimState, simulate
+from capplan.bench.online.table import POLICIES, make_policy
 from capplan.bench.protocols import online_order, run_online, seeds_from
-from capplan.bench.sim import Fleet, PodTable, SimState, simulate
 from capplan.cli.main import main
 from capplan.io.alibaba import TraceNode, TracePod, trace_data
 from capplan.io.scenario import problem_from_data

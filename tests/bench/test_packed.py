@@ -1,4 +1,4 @@
-"""The share packing plan learned online and capplan's policy that follows it (capplan.bench.packed)."""
+"""The share packing plan learned online and capplan's policy that follows it (capplan.bench.online.packed)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capplan.bench.frag import TypicalPods
-from capplan.bench.packed import PackedFGD
-from capplan.bench.policies import BalancedFGD, PolicyContext, make_policy
-from capplan.bench.shareplan import SharePlan, maximal_patterns, planned_holes, solve_patterns
-from capplan.bench.sim import Fleet, PodTable, SimState, pod_view, simulate
+from capplan.bench.online.frag import TypicalPods
+from capplan.bench.online.packed import PackedFGD
+from capplan.bench.online.policies import BalancedFGD, PolicyContext
+from capplan.bench.online.shareplan import SharePlan, maximal_patterns, planned_holes, solve_patterns
+from capplan.bench.online.sim import Fleet, PodTable, SimState, pod_view, simulate
+from capplan.bench.online.table import make_policy
 from capplan.io.alibaba import TraceNode, TracePod
 
 

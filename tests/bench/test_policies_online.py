@@ -8,11 +8,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capplan.bench.frag import TypicalPods
-from capplan.bench.packed import PackedFGD, typical_shares
-from capplan.bench.policies import BalancedFGD, FGDPolicy, PolicyContext, make_policy
-from capplan.bench.shareplan import SharePlan
-from capplan.bench.sim import Fleet, FloatArr, Pod, PodTable, SimState, pod_view, simulate
+from capplan.bench.online.frag import TypicalPods
+from capplan.bench.online.packed import PackedFGD, typical_shares
+from capplan.bench.online.policies import BalancedFGD, FGDPolicy, PolicyContext
+from capplan.bench.online.shareplan import SharePlan
+from capplan.bench.online.sim import Fleet, FloatArr, Pod, PodTable, SimState, pod_view, simulate
+from capplan.bench.online.table import make_policy
 from capplan.io.alibaba import TraceNode, TracePod
 
 MODELS = ("T4", "G2")

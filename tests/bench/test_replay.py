@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from capplan.bench.replay import REPLAY_POLICIES, load_replay, replay_metrics, run_replay, wait_cdf
+from capplan.bench.replay.protocol import REPLAY_POLICIES, load_replay, replay_metrics, run_replay, wait_cdf
 from capplan.cli.main import main
 from capplan.io.alibaba import TraceNode, TracePod
 from capplan.model.errors import InputError

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from capplan.bench.online.sim import Fleet, PodTable
 from capplan.bench.protocols import run_online
-from capplan.bench.sim import Fleet, PodTable
 from capplan.bench.synthetic import SynthConfig, generate, load_config
 from capplan.io.scenario import problem_from_data
 from capplan.model.errors import InputError

@@ -9,9 +9,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capplan.bench.frag import TypicalPods
-from capplan.bench.policies import BalancedFGD, FGDPolicy, PolicyContext, cpu_per_gpu, make_policy
-from capplan.bench.sim import Fleet, PodTable, SimState, pod_view, simulate
+from capplan.bench.online.frag import TypicalPods
+from capplan.bench.online.policies import BalancedFGD, FGDPolicy, PolicyContext, cpu_per_gpu
+from capplan.bench.online.sim import Fleet, PodTable, SimState, pod_view, simulate
+from capplan.bench.online.table import make_policy
 from capplan.io.alibaba import TraceNode, TracePod, trace_data
 from capplan.io.scenario import load_scenario, problem_from_data
 from capplan.model.plan import Assignment, Plan, Unplaced
@@ -55,7 +56,7 @@ def test_online_is_deterministic_and_counts_gpus() -> None:
     assert a == b and a
 
 
-# --- capplan's policy in the benchmark simulator (capplan.bench.policies.BalancedFGD) ---
+# --- capplan's policy in the benchmark simulator (capplan.bench.online.policies.BalancedFGD) ---
 
 MODELS = ("T4", "G2")
 

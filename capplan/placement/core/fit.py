@@ -8,17 +8,23 @@ the most valid placements stay free; shares go to the GPU they fill most.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from capplan.model.catalog import GpuModel, MigProfile
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Workload
 from capplan.model.units import MILLI
-from capplan.placement.core import state as _st
+from capplan.placement.core.fleet import FREE, KIND_MODE, WHOLE, Placement
+
+if TYPE_CHECKING:
+    from capplan.placement.core.state import ClusterState
 
 
-def node_reason(st: _st.ClusterState, w: Workload, i: int) -> str:
+def node_reason(st: ClusterState, w: Workload, i: int) -> str:
     """Why node ``i`` cannot take one more replica of ``w`` before any GPU is looked at (its ClusterQueue's
     quota, CPU, memory, node isolation, in that order), or ``""``."""
-    if st.quota is not None and w.queue is not None and not st.quota.room(w, st.eligible(w)[1].get(st.model_of[i]), i):
+    if st.quota is not None and w.queue is not None and not st.quota.room(w, st.eligible(w)[1].get(st.model_of[i]),
+                                                                          i):
         return "quota"
     if st.cpu[i] < w.cpu_milli:
         return "cpu"
@@ -29,38 +35,38 @@ def node_reason(st: _st.ClusterState, w: Workload, i: int) -> str:
     return ""
 
 
-def fit_on_node(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Placement | str:
+def fit_on_node(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | str:
     """Best placement of one replica of ``w`` (demand ``d``) on node ``i``, or the reason it does not fit."""
     why = node_reason(st, w, i)
     if why:
         return why
     if d.kind == "none":
-        return _st.Placement(node=i)
+        return Placement(node=i)
     if d.kind == "whole":
         return _fit_whole(st, d, i)
     return _fit_slice(st, w, d, i)
 
 
-def _fit_whole(st: _st.ClusterState, d: Demand, i: int) -> _st.Placement | str:
+def _fit_whole(st: ClusterState, d: Demand, i: int) -> Placement | str:
     """Whole GPUs: the free ones preset to whole use first, then by index."""
     count = int(st.gpu_count[i])
     users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
-    ok = (_st.FREE, _st.WHOLE)
-    free = [g for g in range(count) if users[g] == 0 and fixed[g] <= _st.WHOLE and mode[g] in ok]
+    ok = (FREE, WHOLE)
+    free = [g for g in range(count) if users[g] == 0 and fixed[g] <= WHOLE and mode[g] in ok]
     if len(free) < d.gpus:
         return "gpu"
     free.sort(key=lambda g: fixed[g] < 0)
     chosen = tuple(sorted(free[: d.gpus]))
-    return _st.Placement(node=i, gpus=chosen) if st.power_ok(i, d.gpus) else "power"
+    return Placement(node=i, gpus=chosen) if st.power_ok(i, d.gpus) else "power"
 
 
-def _fit_slice(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Placement | str:
+def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | str:
     """A MIG slice or a share: the busiest GPU that takes it (MIG: keeping the most placements free)."""
     model = st.models[int(st.model_id[i])]
     assert model is not None
     count = int(st.gpu_count[i])
     users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
-    want = _st.KIND_MODE[d.kind]
+    want = KIND_MODE[d.kind]
     mig = d.kind == "mig"
     if mig:
         assert d.profile is not None
@@ -71,7 +77,7 @@ def _fit_slice(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Plac
     power_one: bool | None = None
     power_held: bool | None = None
     tdp = int(st.tdp[i])
-    best: tuple[tuple[int, ...], _st.Placement] | None = None
+    best: tuple[tuple[int, ...], Placement] | None = None
     for gi in range(count):
         if not _mode_fits(fixed[gi], mode[gi], want):
             continue
@@ -81,12 +87,12 @@ def _fit_slice(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Plac
             if opt is None:
                 continue
             start, after = opt
-            cand = _st.Placement(node=i, gpus=(gi,), slot=MigSlot(profile=d.profile.name, start=start))
+            cand = Placement(node=i, gpus=(gi,), slot=MigSlot(profile=d.profile.name, start=start))
             key = (users[gi] == 0, -bin(masks[gi]).count("1"), -after, gi)
         else:
             if not _share_room(frac[gi], gmem[gi], cap, d):
                 continue
-            cand = _st.Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli)
+            cand = Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli)
             key = (users[gi] == 0, MILLI - frac[gi] - d.fraction_milli, 0, gi)
         if users[gi] and not st.gpu_tenant_ok_at(w, i, gi):
             blocked = True
@@ -114,7 +120,7 @@ def _fit_slice(st: _st.ClusterState, w: Workload, d: Demand, i: int) -> _st.Plac
 
 def _mode_fits(fixed: int, mode: int, want: int) -> bool:
     """A GPU preset to ``fixed`` (-1: none) and in use as ``mode`` can take work of mode ``want``."""
-    return fixed in (-1, want) and mode in (_st.FREE, want)
+    return fixed in (-1, want) and mode in (FREE, want)
 
 
 def _share_room(frac: int, gmem: int, cap: int, d: Demand) -> bool:
@@ -122,18 +128,18 @@ def _share_room(frac: int, gmem: int, cap: int, d: Demand) -> bool:
     return frac + d.fraction_milli <= MILLI and gmem + d.memory_mib <= cap
 
 
-def gpu_mode_fits(st: _st.ClusterState, i: int, g: int, want: int) -> bool:
+def gpu_mode_fits(st: ClusterState, i: int, g: int, want: int) -> bool:
     """GPU ``g`` of node ``i`` (its preset mode and its use now) can take work of mode ``want`` (a
     :data:`~capplan.placement.core.state.KIND_MODE` value)."""
     return _mode_fits(int(st.fixed[i, g]), int(st.mode[i, g]), want)
 
 
-def gpu_takes(st: _st.ClusterState, w: Workload, d: Demand, i: int, g: int) -> str:
+def gpu_takes(st: ClusterState, w: Workload, d: Demand, i: int, g: int) -> str:
     """Whether GPU ``g`` of node ``i`` could take one MIG slice or share of ``w`` (demand ``d``) as it
     stands, node-level limits (:func:`node_reason`) and power aside: ``""``, or the family that rules it
     out: ``mode`` (preset or in use otherwise), ``isolation`` (another tenant), ``gpu`` (no room or no
     valid free slice start)."""
-    if not gpu_mode_fits(st, i, g, _st.KIND_MODE[d.kind]):
+    if not gpu_mode_fits(st, i, g, KIND_MODE[d.kind]):
         return "mode"
     if st.users[i, g] and not st.gpu_tenant_ok_at(w, i, g):
         return "isolation"
@@ -145,7 +151,7 @@ def gpu_takes(st: _st.ClusterState, w: Workload, d: Demand, i: int, g: int) -> s
     return "" if _share_room(int(st.frac[i, g]), int(st.gmem[i, g]), int(st.gmem_cap[i]), d) else "gpu"
 
 
-def mig_starts(st: _st.ClusterState, model: GpuModel, i: int, gi: int, prof: MigProfile,
+def mig_starts(st: ClusterState, model: GpuModel, i: int, gi: int, prof: MigProfile,
                mask: int | None = None, counts: list[int] | None = None) -> list[int]:
     """Starts at which ``prof`` could be created on GPU ``gi`` of node ``i`` now: a free run of memory
     slices, under the profile's count limit, the GPU's compute slices, a homogeneous model's one profile
@@ -170,7 +176,7 @@ def mig_starts(st: _st.ClusterState, model: GpuModel, i: int, gi: int, prof: Mig
             and (layout is None or MigSlot(profile=prof.name, start=start) in layout)]
 
 
-def _mig_choice(st: _st.ClusterState, model: GpuModel, i: int, gi: int, mask: int, counts: list[int],
+def _mig_choice(st: ClusterState, model: GpuModel, i: int, gi: int, mask: int, counts: list[int],
                 prof: MigProfile) -> tuple[int, int] | None:
     """Free start for ``prof`` keeping the most valid placements; (start, placements left)."""
     layout = st.layouts.get((i, gi))
@@ -190,3 +196,22 @@ def _placements_left(model: GpuModel, mask: int, layout: tuple[MigSlot, ...] | N
                     layout is None or MigSlot(profile=p.name, start=st) in layout):
                 n += 1
     return n
+
+
+#: Where the constructive planners keep each constraint family (:data:`capplan.model.families.FAMILIES`):
+#: per node and GPU in this module and the state's screens; across nodes (a gang, a domain, one model) in
+#: the greedy placer, named by path because it sits above this module.
+FITS: dict[str, str] = {
+    "model": "capplan.placement.core.fleet.FleetArrays.eligible",
+    "quota": "capplan.placement.core.quota.QuotaBook.room",
+    "cpu": "capplan.placement.core.fit.node_reason",
+    "memory": "capplan.placement.core.fit.node_reason",
+    "gpu": "capplan.placement.core.fit.gpu_takes",
+    "mig": "capplan.placement.core.fit.mig_starts",
+    "fraction": "capplan.placement.core.fit.gpu_takes",
+    "isolation": "capplan.placement.core.state.ClusterState.tenant_ok_at",
+    "power": "capplan.placement.core.state.ClusterState.power_ok",
+    "topology": "capplan.placement.greedy.GreedyPlacer.place_in_one_domain",
+    "one_model": "capplan.placement.greedy.place_workload",
+    "gang": "capplan.placement.greedy.GreedyPlacer.place_group",
+}

@@ -8,6 +8,8 @@ domains, and where each workload shape may ever go (its demand per GPU model and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from capplan.model.catalog import GpuModel
@@ -174,3 +176,13 @@ class FleetArrays:
     def demand_at(self, w: Workload, i: int) -> Demand:
         """``w``'s demand on node ``i`` (which must be eligible)."""
         return self.eligible(w)[1][self.model_of[i]]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one replica goes: node index, GPU indices, MIG slot or fraction (milli)."""
+
+    node: int
+    gpus: tuple[int, ...] = ()
+    slot: MigSlot | None = None
+    fraction_milli: int = 0

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from capplan.model.problem import GpuMode
-from capplan.placement.core import state as _st
+from capplan.placement.core.fleet import FREE, MODE_CODE, MODE_NAME
+
+if TYPE_CHECKING:
+    from capplan.placement.core.state import ClusterState
 
 
 class GpuView:
     """One GPU of a :class:`ClusterState`, read (and for ``mode`` and ``mig_mask`` written) through its arrays."""
 
-    def __init__(self, st: _st.ClusterState, i: int, g: int) -> None:
+    def __init__(self, st: ClusterState, i: int, g: int) -> None:
         self.st, self.i, self.g = st, i, g
 
     @property
@@ -28,11 +32,11 @@ class GpuView:
     @property
     def mode(self) -> str | None:
         """``whole``, ``shared``, ``mig`` (or ``blocked``) while in use, else None."""
-        return _st.MODE_NAME[int(self.st.mode[self.i, self.g])]
+        return MODE_NAME[int(self.st.mode[self.i, self.g])]
 
     @mode.setter
     def mode(self, value: str | None) -> None:
-        self.st.mode[self.i, self.g] = _st.FREE if value is None else _st.MODE_CODE[value]
+        self.st.mode[self.i, self.g] = FREE if value is None else MODE_CODE[value]
         self.st.touch(self.i)
 
     @property
@@ -81,7 +85,7 @@ class GpuView:
 class GpuRows(Sequence[list[GpuView]]):
     """``st.gpus[i][g]``: the GPUs of node ``i`` as views."""
 
-    def __init__(self, st: _st.ClusterState) -> None:
+    def __init__(self, st: ClusterState) -> None:
         self.st = st
 
     def __len__(self) -> int:
@@ -89,5 +93,3 @@ class GpuRows(Sequence[list[GpuView]]):
 
     def __getitem__(self, i: int) -> list[GpuView]:  # type: ignore[override]
         return [GpuView(self.st, i, g) for g in range(int(self.st.gpu_count[i]))]
-
-

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from capplan.lp.highs import ColumnLP
 from capplan.model.catalog import GpuModel
 from capplan.model.units import UNITS_PER_GPU
-from capplan.placement.core.highs import ColumnLP
 from capplan.placement.core.miglayouts import mig_layouts, most_alone
 
 SLACK_PENALTY = 1e4  # per unit of a floor left unmet (a unit is a GPU's 1/UNITS_PER_GPU; weights are <= 1)

@@ -20,18 +20,16 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from capplan.model.families import FAMILIES
 from capplan.model.plan import Assignment
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import MIB_PER_GIB, MILLI, UNITS_PER_GPU, units_to_gpus
 from capplan.placement.core.state import FREE, MIG, SHARED, ClusterState, Placement
 from capplan.placement.core.summary import describe_demand
 
-#: The name each reason starts with, per constraint family.
-FAMILY_LABEL = {
-    "model": "GPU model", "cpu": "host CPU", "memory": "host memory", "gpu": "GPU capacity",
-    "isolation": "isolation", "power": "power", "topology": "topology", "gang": "gang",
-    "one_model": "one GPU model per gang", "capacity": "capacity", "quota": "quota",
-}
+#: The name each reason starts with, per constraint family (:data:`capplan.model.families.FAMILIES`), and
+#: ``capacity`` for work that fits alone but not beside what is placed.
+FAMILY_LABEL = {**{k: f.label for k, f in FAMILIES.items()}, "capacity": "capacity"}
 
 
 class Holdings:
@@ -150,14 +148,8 @@ def _room_in_domain(st: ClusterState, w: Workload, nodes: list[int]) -> int:
     return len(done)
 
 
-#: Text per constraint family, shared with the fleet-scale explanations.
-FAMILY_TEXT = {
-    "cpu": "not enough free CPU", "memory": "not enough free host memory",
-    "gpu": "no free GPU capacity of the right kind",
-    "isolation": "isolation: the GPUs or nodes with room host another tenant",
-    "power": "power budget exhausted where GPUs are free",
-    "quota": "quota: the ClusterQueue's quota is in use",
-}
+#: Text per constraint family a node check can rule out, shared with the fleet-scale explanations.
+FAMILY_TEXT = {k: FAMILIES[k].blocked for k in ("quota", "cpu", "memory", "gpu", "isolation", "power")}
 
 
 def explain(st: ClusterState, w: Workload, missing: int, holdings: Holdings | None = None) -> str:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from capplan.model.plan import Assignment, MigSlot
+from capplan.model.plan import Assignment
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU
+from capplan.placement.core import fit as _fit
 from capplan.placement.core.fleet import BLOCKED as BLOCKED
 from capplan.placement.core.fleet import FREE as FREE
 from capplan.placement.core.fleet import KIND_MODE as KIND_MODE
@@ -34,22 +34,14 @@ from capplan.placement.core.fleet import MODE_NAME as MODE_NAME
 from capplan.placement.core.fleet import SHARED as SHARED
 from capplan.placement.core.fleet import UNLIMITED_W, FleetArrays
 from capplan.placement.core.fleet import WHOLE as WHOLE
+from capplan.placement.core.fleet import Placement as Placement
+from capplan.placement.core.gpuview import GpuRows
 
 _UNITS_PER_MILLI = UNITS_PER_GPU // MILLI
 _NO_TENANT, _MIXED = -1, -2
 
 # Why a replica does not fit on a node, in the order they are checked.
 REASONS = ("model", "quota", "cpu", "memory", "gpu", "isolation", "power")
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where one replica goes: node index, GPU indices, MIG slot or fraction (milli)."""
-
-    node: int
-    gpus: tuple[int, ...] = ()
-    slot: MigSlot | None = None
-    fraction_milli: int = 0
 
 
 class ClusterState(FleetArrays):
@@ -90,8 +82,6 @@ class ClusterState(FleetArrays):
         self._dirty: set[int] = set(range(n))
         self._frac_room = np.zeros(n, dtype=np.int64)
         self._mig_free = np.zeros(n, dtype=np.int64)
-        from capplan.placement.core.gpuview import GpuRows
-
         self.gpus = GpuRows(self)  # st.gpus[i][g]: one GPU's fields, read from the arrays
 
     # ----------------------------------------------------------- per-node summaries (greedy's screens)
@@ -338,5 +328,3 @@ def _count(counter: Counter[str] | Counter[int], key: str | int, sign: int, ids:
     only = next(iter(c))
     return ids[only] if ids is not None else int(only)  # type: ignore[index,call-overload]
 
-
-from capplan.placement.core import fit as _fit  # noqa: E402  (fit.py reads this module's names)

@@ -1,4 +1,4 @@
-"""An LP upper bound per priority stage: a capacity relaxation solved with HiGHS (:mod:`capplan.placement.core.highs`).
+"""An LP upper bound per priority stage: a capacity relaxation solved with HiGHS (:mod:`capplan.lp.highs`).
 
 CP-SAT's own bound on large models can stay at the trivial value for a long time. This
 relaxation keeps only what bounds the demand: replica counts, node CPU and memory, demand units
@@ -13,9 +13,9 @@ from collections import defaultdict
 
 import numpy as np
 
+from capplan.lp.highs import ColumnLP
 from capplan.model.problem import Workload
 from capplan.model.units import UNITS_PER_GPU
-from capplan.placement.core.highs import ColumnLP
 from capplan.placement.cpsat.constraints import SLOT_SHARE, power_budgets, slot_share
 from capplan.placement.cpsat.index import Index
 

@@ -369,6 +369,24 @@ FAMILIES: dict[str, Callable[[PlacementModel], None]] = {
 }
 
 
+#: The constraint families (:data:`capplan.model.families.FAMILIES`) each component keeps; the cuts only
+#: tighten the relaxation and the eviction rules bind running state, so they keep none of their own.
+FAMILY_OF: dict[str, tuple[str, ...]] = {
+    "counts": ("model", "gang"),  # a replica only on eligible nodes; a gang all or nothing
+    "models": ("one_model",),
+    "gpu": ("gpu",),
+    "mig": ("mig",),
+    "fraction": ("fraction",),
+    "node": ("cpu", "memory"),
+    "isolation": ("isolation",),
+    "topology": ("topology",),
+    "power": ("power",),
+    "eviction": (),
+    "cuts": (),
+    "kind_cuts": (),
+}
+
+
 def add_all(pm: PlacementModel, skip: frozenset[str] = frozenset()) -> None:
     """Add every constraint family except those in ``skip``."""
     if skip & {"mig", "fraction", "gpu"}:

@@ -19,28 +19,23 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from capplan.model.families import FAMILIES
 from capplan.model.plan import Plan
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import units_to_gpus
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.summary import describe_demand
-from capplan.placement.cpsat.constraints import FAMILIES, add_all, placed_count
+from capplan.placement.cpsat.constraints import FAMILIES as COMPONENTS
+from capplan.placement.cpsat.constraints import FAMILY_OF, add_all, placed_count
 from capplan.placement.cpsat.index import build_index
 from capplan.placement.cpsat.model import PlacementModel
 
 _RELAXABLE = ("models", "topology", "isolation", "power", "node", "mig", "fraction", "gpu")
-_LABEL = {"models": "one GPU model per gang", "topology": "topology", "isolation": "isolation", "power": "power",
-          "node": "host CPU/memory", "mig": "MIG geometry", "fraction": "GPU shares", "gpu": "GPU capacity"}
-_TEXT = {
-    "models": "no single GPU model has room for the whole gang (set mixed_models: true to allow mixing)",
-    "topology": "the required {lvl} domain is too small",
-    "isolation": "every GPU or node with room would be shared with another tenant",
-    "power": "the power budget of its domain cannot feed the GPUs it needs",
-    "node": "host CPU or memory of the eligible nodes is too small",
-    "mig": "the GPUs cannot be partitioned into enough {what} instances",
-    "fraction": "GPU shares or GPU memory of the eligible GPUs do not add up",
-    "gpu": "not enough GPUs of the right mode on one node",
-}
+# The relaxable components of the placement model, labelled by the constraint family each keeps
+# (capplan.model.families; "node" keeps two, host CPU and memory).
+_LABEL = {f: FAMILIES[FAMILY_OF[f][0]].label for f in _RELAXABLE if f != "node"} | {"node": "host CPU/memory"}
+_TEXT = {f: FAMILIES[FAMILY_OF[f][0]].structural for f in _RELAXABLE if f != "node"} | {
+    "node": "host CPU or memory of the eligible nodes is too small"}
 
 
 @dataclass(frozen=True)
@@ -186,4 +181,4 @@ def explain_workload(p: Problem, name: str, plan: Plan, options: PlanOptions | N
     if placed == w.replicas:
         return Explanation(name, w.replicas, placed, (), f"placed: all {w.replicas} replicas")
     limit = max(1.0, opts.time_limit / 4)
-    return _structural(p, w, opts, limit / len(FAMILIES)) or _competition(p, w, plan, opts, limit)
+    return _structural(p, w, opts, limit / len(COMPONENTS)) or _competition(p, w, plan, opts, limit)

@@ -22,9 +22,9 @@ from collections import Counter
 
 import numpy as np
 
+from capplan.lp.highs import ColumnLP
 from capplan.model.catalog import GpuModel
 from capplan.model.problem import Workload
-from capplan.placement.core.highs import ColumnLP
 from capplan.placement.core.miglayouts import mig_layouts
 from capplan.placement.core.state import FREE, MIG, ClusterState
 

@@ -3,7 +3,7 @@
 LP: maximise the placed GPUs ``sum_j value_j x_j`` subject to ``sum_{j of type t} x_j <= nodes_t``
 and ``sum_j copies_{s,j} x_j <= replicas_s``, ``x >= 0``. Columns (patterns) are added by
 :class:`~capplan.placement.patterns.pricing.Pricer` until none improves or time runs out; each LP
-is re-solved from the last basis (:class:`~capplan.placement.core.highs.ColumnLP`), and patterns are
+is re-solved from the last basis (:class:`~capplan.lp.highs.ColumnLP`), and patterns are
 priced at duals smoothed towards the best seen so far (Wentges), which cuts the iterations of the
 slow tail. Integer counts: the LP solution rounded down; the nodes and replicas the rounding left
 free are *repaired* (integer-feasible columns for them, built node after node within the replicas
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from capplan.placement.core.highs import ColumnLP
+from capplan.lp.highs import ColumnLP
 from capplan.placement.patterns.pricing import Pattern, Pricer, homogeneous
 from capplan.placement.patterns.shapes import NodeType, Shape
 

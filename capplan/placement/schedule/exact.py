@@ -1,7 +1,7 @@
 """The exact time model: list scheduling's schedule as a hint, CP-SAT stages, decoded and compared.
 
-:mod:`capplan.placement.cpsat.schedule` holds the model (its relaxations in
-:mod:`capplan.placement.cpsat.schedule_relax`); :mod:`capplan.placement.schedule.jobs` turns a problem
+:mod:`capplan.placement.schedule.timemodel.model` holds the model (its relaxations in
+:mod:`capplan.placement.schedule.timemodel.relax`); :mod:`capplan.placement.schedule.jobs` turns a problem
 into its jobs and decodes a solution; this module keeps the better of the CP-SAT and list-scheduling
 schedules and turns the stage bounds into the schedule's bound.
 """
@@ -17,13 +17,15 @@ from capplan.model.schedule import Schedule
 from capplan.model.timing import ceil_to
 from capplan.model.units import UNITS_PER_GPU
 from capplan.placement.core.fleet import kind_demands, node_kinds
-from capplan.placement.cpsat.schedule import TimeModel
-from capplan.placement.cpsat.schedule_jobs import TimeSolution
-from capplan.placement.cpsat.schedule_relax import EnergyItem, EnergyRelaxation, pooled
 from capplan.placement.schedule.heuristic import Outcome, best_list_schedule, compact, diagnose, fill
 from capplan.placement.schedule.jobs import Jobs, job_busy, model_inputs, partial_nodes
 from capplan.placement.schedule.result import energy_bound, lex_key, make_schedule
-from capplan.placement.schedule.split import pooled_gains, split_all
+from capplan.placement.schedule.sweep import sweep_schedule
+from capplan.placement.schedule.timemodel.data import TimeSolution
+from capplan.placement.schedule.timemodel.model import TimeModel
+from capplan.placement.schedule.timemodel.relax import EnergyItem, EnergyRelaxation, pooled
+from capplan.placement.schedule.timemodel.split import pooled_gains, split_all
+from capplan.placement.schedule.window import improve
 
 __all__ = ["Jobs", "combined_bound", "job_busy", "model_inputs", "partial_nodes", "relaxation", "schedule_cpsat",
            "unsupported"]
@@ -197,8 +199,6 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: float, seed:
     (``lns``: force one or the other).
     """
     from capplan.placement.schedule import SWEEP_FROM_REPLICAS
-    from capplan.placement.schedule.sweep import sweep_schedule
-    from capplan.placement.schedule.window import improve
 
     t0 = time.perf_counter()
     jobs = Jobs(p, horizon, step)

@@ -1,7 +1,7 @@
 """The jobs of the CP-SAT time model for a problem, its inputs (node capacities, power budgets, running
 replicas) and the decoding of a solution into scheduled replicas.
 
-A job is a gang or one replica of an independent workload (:class:`~capplan.placement.cpsat.schedule_jobs.Job`).
+A job is a gang or one replica of an independent workload (:class:`~capplan.placement.schedule.timemodel.data.Job`).
 Whole-GPU indices are chosen afterwards by interval colouring per node, except on the nodes that may
 host MIG slices or shares (:func:`partial_nodes`), which the model takes GPU by GPU and whose GPUs and
 slice starts the solution names.
@@ -18,8 +18,8 @@ from capplan.model.timing import ceil_to
 from capplan.placement.core.fit import gpu_mode_fits, mig_starts
 from capplan.placement.core.fleet import kind_demands, node_kinds
 from capplan.placement.core.state import MIG, SHARED, WHOLE, ClusterState, Placement
-from capplan.placement.cpsat.schedule_jobs import Busy, Job, MigSpec, NodeCap, Place, TimeSolution
 from capplan.placement.schedule.timeline import Item
+from capplan.placement.schedule.timemodel.data import Busy, Job, MigSpec, NodeCap, Place, TimeSolution
 
 
 def _mig_spec(model: GpuModel, d: Demand) -> MigSpec:

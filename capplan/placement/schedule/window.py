@@ -6,7 +6,7 @@ there but do not), every job on the nodes of one domain (a rack), or a job that 
 every job running, during its run, on the least loaded nodes of one of its domains (room for it:
 those jobs must move, to the least loaded other nodes, or give way) — keep everything else fixed (as busy
 intervals on its nodes), and re-solve the freed jobs with the CP-SAT time model
-(:class:`capplan.placement.cpsat.schedule.TimeModel`), hinted with their current starts and
+(:class:`capplan.placement.schedule.timemodel.model.TimeModel`), hinted with their current starts and
 nodes. Every level of the objective is a sum over jobs, so the neighbourhood's staged
 objective improves exactly when the whole schedule's does; a result is kept when the whole
 schedule's lexicographic key (:func:`capplan.placement.schedule.result.lex_key`) improves.
@@ -30,11 +30,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from capplan.model.problem import Problem
-from capplan.placement.cpsat.schedule import DETERMINISTIC_SHARE, TimeModel
-from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, TimeSolution
-from capplan.placement.schedule.exact import Jobs, job_busy
+from capplan.placement.schedule.jobs import Jobs, job_busy
 from capplan.placement.schedule.result import lex_key
 from capplan.placement.schedule.timeline import Item
+from capplan.placement.schedule.timemodel.data import Busy, Job, NodeCap, TimeSolution
+from capplan.placement.schedule.timemodel.model import TimeModel
+from capplan.placement.schedule.timemodel.stages import DETERMINISTIC_SHARE
 
 #: Most jobs freed in one neighbourhood.
 MAX_FREE = 30

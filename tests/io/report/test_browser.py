@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from capplan.bench.browser import Browser, find_chromium
 from capplan.io.report import build_report, read_result, render_html
 from capplan.io.scenario import load_scenario
 from capplan.model.plan import Assignment, Plan
 from capplan.model.problem import Problem
 from capplan.model.validate import check_assignments
 from capplan.placement import PlanOptions, solve
+from capplan.testing.browser import Browser, find_chromium
 from tests.conftest import EXAMPLES, scenario
 
 

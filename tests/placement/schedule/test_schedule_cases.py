@@ -358,7 +358,7 @@ def test_neighbourhood_search_makes_room_in_a_rack_for_a_missing_gang() -> None:
     4-GPU job in the other rack, and G runs 0..4h on the emptied rack. All work runs: 4 x 4 + 4 x 4 + 16 x 4 GPU-h.
     """
     from capplan.placement.core.state import Placement
-    from capplan.placement.schedule.exact import Jobs, model_inputs
+    from capplan.placement.schedule.jobs import Jobs, model_inputs
     from capplan.placement.schedule.result import make_schedule
     from capplan.placement.schedule.timeline import Item
     from capplan.placement.schedule.window import WindowSearch

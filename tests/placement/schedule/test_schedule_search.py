@@ -12,10 +12,10 @@ from capplan.io.scenario import problem_from_data
 from capplan.model.problem import Problem
 from capplan.model.units import UNITS_PER_GPU
 from capplan.model.validate_schedule import check_schedule
-from capplan.placement.cpsat.schedule import TimeModel
-from capplan.placement.schedule.exact import Jobs, model_inputs
 from capplan.placement.schedule.heuristic import list_schedule
+from capplan.placement.schedule.jobs import Jobs, model_inputs
 from capplan.placement.schedule.result import lex_key, make_schedule
+from capplan.placement.schedule.timemodel.model import TimeModel
 from capplan.placement.schedule.window import WindowSearch, improve
 
 HOUR = 3600

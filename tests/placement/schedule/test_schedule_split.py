@@ -1,4 +1,4 @@
-"""The rack split (:mod:`capplan.placement.cpsat.schedule_split`): a schedule it returns runs every forced job and
+"""The rack split (:mod:`capplan.placement.schedule.timemodel.split`): a schedule it returns runs every forced job and
 passes the independent validator; it never claims room that exhaustive search does not find."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from capplan.io.scenario import problem_from_data
 from capplan.model.problem import Problem
 from capplan.model.schedule import Schedule
 from capplan.model.validate_schedule import assert_valid_schedule
-from capplan.placement.cpsat.schedule_split import rack_parts, split_schedule
 from capplan.placement.schedule.heuristic import diagnose
 from capplan.placement.schedule.jobs import Jobs, model_inputs
 from capplan.placement.schedule.result import make_schedule
+from capplan.placement.schedule.timemodel.split import rack_parts, split_schedule
 
 HOUR = 3600
 
@@ -156,8 +156,8 @@ def test_the_split_runs_the_pooled_relaxations_jobs_when_not_all_fit() -> None:
     d (2 each) would need 10 of the 8 GPUs, so not all the work (28 GPU-h) fits; dropping c (4 GPU-h) is the
     least loss, so the pooled relaxation's optimum is 24. The split runs exactly its jobs: the gang on one
     rack, a and b on one node of the other, d on its second node."""
-    from capplan.placement.cpsat.schedule_relax import pooled
-    from capplan.placement.schedule.split import pooled_gains, split_all
+    from capplan.placement.schedule.timemodel.relax import pooled
+    from capplan.placement.schedule.timemodel.split import pooled_gains, split_all
 
     data = {"schedule": {"horizon": "4h", "step": "1h"}, "cluster": _cluster(), "workloads": [
         {"name": "gang", "kind": "training", "gpus": 2, "replicas": 2, "duration": "2h", "release": "1h",

@@ -15,10 +15,10 @@ import pytest
 from capplan.io.scenario import problem_from_data
 from capplan.model.schedule import Schedule, TimedAssignment, WorkloadTiming
 from capplan.model.validate_schedule import assert_valid_schedule, check_schedule
-from capplan.placement.cpsat.schedule import TimeModel
 from capplan.placement.schedule import schedule
 from capplan.placement.schedule.heuristic import list_schedule
 from capplan.placement.schedule.jobs import Jobs, model_inputs
+from capplan.placement.schedule.timemodel.model import TimeModel
 
 HOUR = 3600
 H100 = "H100-SXM5-80GB"

@@ -16,7 +16,7 @@ MIG, a start on the memory-slice axis among its profile's allowed starts; a whol
 * at most ``max_count`` instances of a profile and ``compute`` compute slices (cumulatives, where
   they could bind).
 
-Preset GPU modes (:class:`~capplan.placement.cpsat.schedule_jobs.NodeCap` ``takes``/``mig_starts``): a
+Preset GPU modes (:class:`~capplan.placement.schedule.timemodel.data.NodeCap` ``takes``/``mig_starts``): a
 job uses only the GPUs that take its kind, and a MIG slice on a GPU with a preset layout only that
 layout's starts.
 
@@ -24,68 +24,21 @@ Symmetry: the GPUs of one preset class on a node without fixed use are interchan
 ``i``-th job (in model order) that may use a node takes GPUs of a class below the GPUs its
 predecessors could take there plus its own; a hint is relabelled the same way.
 
-Power: :meth:`GpuLevel.power_uses` gives the intervals that draw a TDP for the slices and shares,
+Power (:mod:`~capplan.placement.schedule.timemodel.power`): :meth:`GpuLevel.power_uses` gives the intervals that draw a TDP for the slices and shares,
 exact (each GPU's busy time cut into pieces) on the nodes under a budget that could bind.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 
-from ortools.sat.python import cp_model, cp_model_helper
+from ortools.sat.python import cp_model
 
-from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, Place
+from capplan.placement.schedule.timemodel.data import Busy, Job, NodeCap, Place
+from capplan.placement.schedule.timemodel.power import GpuUse, Piece, hint_power, meet, partial_uses, power_uses
 
 #: A share's demand on a GPU's cumulative is in milli-GPU; a whole GPU takes all of it.
 FULL = 1000
-
-
-@dataclass(frozen=True)
-class _Item:
-    """One use of one GPU: a time interval, its memory-slice interval (MIG and whole GPUs on MIG models)."""
-
-    iv: cp_model.IntervalVar
-    y: cp_model.IntervalVar | None
-    kind: str  # whole, mig, share
-    lo: int  # the time window it may occupy
-    hi: int
-    fixed: bool
-    fraction: int = 0
-    gpu_mem: int = 0
-    profile: str = ""
-    compute: int = 0
-    max_count: int = 0
-    tenant: str = ""
-    tenant_isolated: bool = False
-    lit: cp_model.IntVar | None = None  # presence (None: fixed)
-    begin: cp_model.LinearExprT = 0  # start and end (variables of the job's start, or constants when fixed)
-    finish: cp_model.LinearExprT = 0
-
-
-def _meet(a: _Item, b: _Item) -> bool:
-    return not (a.fixed and b.fixed) and a.lo < b.hi and b.lo < a.hi
-
-
-def _may_cover(a: _Item, b: _Item) -> bool:
-    """Use ``a`` may run over the start of use ``b`` on one GPU (see :meth:`GpuLevel.power_uses`): their
-    windows meet and the kinds may run at once (a MIG instance and a share never do)."""
-    kinds = {a.kind, b.kind}
-    if "fixed" in kinds:  # a merged span of fixed slices and shares
-        return a.lo < b.hi and b.lo < a.hi
-    return len(kinds) == 1 and _meet(a, b)
-
-
-@dataclass(frozen=True)
-class _Piece:
-    """The piece of use ``use`` of one GPU drawing its TDP (see :meth:`GpuLevel.power_uses`): its start ``t``,
-    size, whether it starts after the use (``gap``) and, per earlier use that may cover the gap, a literal."""
-
-    use: int
-    t: cp_model.IntVar
-    size: cp_model.IntVar
-    gap: cp_model.IntVar
-    by: dict[int, cp_model.IntVar]
 
 
 class GpuLevel:
@@ -93,7 +46,7 @@ class GpuLevel:
 
     def __init__(self, m: cp_model.CpModel, nodes: list[NodeCap], busy: list[Busy], horizon: int) -> None:
         self.m, self.nodes, self.horizon = m, nodes, horizon
-        self.items: dict[tuple[int, int], list[_Item]] = defaultdict(list)
+        self.items: dict[tuple[int, int], list[GpuUse]] = defaultdict(list)
         self.whole: dict[int, dict[tuple[int, int], cp_model.IntVar]] = {}  # job -> (node, gpu) -> literal
         self.part: dict[int, list[dict[tuple[int, int], cp_model.IntVar]]] = {}  # job -> per replica slot
         self.starts: dict[int, list[dict[int, cp_model.LinearExprT]]] = {}  # job -> per slot: node -> slice start
@@ -107,7 +60,7 @@ class GpuLevel:
         self.prefix: dict[tuple[int, int], int] = defaultdict(int)  # (node, GPU class) -> GPUs earlier jobs may take
         self.intervals = 0
         self._full: dict[int, cp_model.IntervalVar] = {}
-        self.pieces: list[tuple[list[_Item], list[_Piece]]] = []  # per GPU with power pieces: its uses, pieces
+        self.pieces: list[tuple[list[GpuUse], list[Piece]]] = []  # per GPU with power pieces: its uses, pieces
 
     def _full_y(self, slices: int) -> cp_model.IntervalVar:
         if slices not in self._full:
@@ -157,7 +110,7 @@ class GpuLevel:
                 for g in self._usable(n, "whole", most):
                     b = lits[(n, g)] = m.new_bool_var(f"b{j}_{n}_{g}")
                     mine.append(b)
-                    self.items[(n, g)].append(_Item(interval(b, f"g{j}_{n}_{g}"), whole_y, "whole", lo, hi, False))
+                    self.items[(n, g)].append(GpuUse(interval(b, f"g{j}_{n}_{g}"), whole_y, "whole", lo, hi, False))
                 m.add(sum(mine) == jb.gpus * cnt)
             self.whole[j] = lits
             return
@@ -190,7 +143,7 @@ class GpuLevel:
                         m.add_linear_expression_in_domain(begin[n], cp_model.Domain.from_values(allowed[g])
                                                           ).only_enforce_if(b)
                     iv = interval(b, f"g{j}_{r}_{n}_{g}")
-                    self.items[(n, g)].append(_Item(
+                    self.items[(n, g)].append(GpuUse(
                         iv, y, jb.kind, lo, hi, False, fraction=jb.fraction, gpu_mem=jb.gpu_mem,
                         profile=spec.profile if spec else "", compute=spec.compute if spec else 0,
                         max_count=spec.max_count if spec else 0, tenant=jb.tenant,
@@ -215,129 +168,27 @@ class GpuLevel:
         for g in b.gpu_ids:
             if b.kind == "whole":
                 y = self._full_y(cap.slices) if cap.slices else None
-                self.items[(b.node, g)].append(_Item(iv, y, "whole", b.start, b.end, True))
+                self.items[(b.node, g)].append(GpuUse(iv, y, "whole", b.start, b.end, True))
                 continue
             y = None
             if b.mig is not None:
                 y = self.m.new_fixed_size_interval_var(b.slice_start, b.mig.size, f"by{b.node}_{g}_{b.start}")
-            self.items[(b.node, g)].append(_Item(
+            self.items[(b.node, g)].append(GpuUse(
                 iv, y, b.kind, b.start, b.end, True, fraction=b.fraction, gpu_mem=b.gpu_mem,
                 profile=b.mig.profile if b.mig else "", compute=b.mig.compute if b.mig else 0,
                 max_count=b.mig.max_count if b.mig else 0, tenant=b.tenant, tenant_isolated=b.tenant_isolated))
 
-    def _fixed_spans(self, items: list[_Item]) -> list[tuple[int, int]]:
-        """The union of the fixed MIG slices' and shares' time on one GPU, as disjoint spans."""
-        merged: list[list[int]] = []
-        for a, b in sorted((it.lo, it.hi) for it in items if it.fixed and it.kind != "whole"):
-            if merged and a <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], b)
-            else:
-                merged.append([a, b])
-        return [(a, b) for a, b in merged]
-
-    def hint_power(self) -> None:
-        """Complete the model's hint (starts, GPUs) with the power pieces of :meth:`power_uses`: the rule's
-        own split of each GPU's busy time (each use from the latest end of the uses before it)."""
-        hint = self.m.proto.solution_hint
-        known = dict(zip(hint.vars, hint.values, strict=True))
-
-        def value(e: cp_model.LinearExprT) -> int | None:
-            if not isinstance(e, cp_model.LinearExpr):
-                return int(e)
-            flat = cp_model_helper.FlatIntExpr(e)
-            if any(v.index not in known for v in flat.vars):
-                return None
-            return int(sum(known[v.index] * c for v, c in zip(flat.vars, flat.coeffs, strict=True)) + flat.offset)
-
-        for uses, group in self.pieces:
-            times: list[tuple[int, int, int]] = []  # (start, order, end) of the uses the hint runs
-            for j, it in enumerate(uses):
-                on = 1 if it.lit is None else known.get(it.lit.index)
-                b, e = value(it.begin), value(it.finish)
-                if on and b is not None and e is not None:
-                    times.append((b, j, e))
-            cut: dict[int, tuple[int, int | None]] = {}  # use -> (its piece's start, the earlier use covering the gap)
-            latest, by = -1, None
-            for b, j, e in sorted(times):
-                cut[j] = (min(max(b, latest), e), by if latest > b else None)
-                if e > latest:
-                    latest, by = e, j
-            for pc in group:
-                if pc.use not in cut:
-                    continue
-                t, i = cut[pc.use]
-                if i is not None and i not in pc.by:
-                    continue  # a use the model says cannot cover this one: leave the piece to the solver
-                self.m.add_hint(pc.t, t)
-                self.m.add_hint(pc.size, value(uses[pc.use].finish) - t)  # type: ignore[operator]
-                self.m.add_hint(pc.gap, i is not None)
-                for k, a in pc.by.items():
-                    self.m.add_hint(a, k == i)
-
     def partial_uses(self) -> dict[int, int]:
-        """Per node with free MIG slices or shares: how many intervals :meth:`power_uses` gives it at most
-        (free uses and merged fixed spans)."""
-        out: dict[int, int] = defaultdict(int)
-        for (n, _), items in self.items.items():
-            free = sum(1 for it in items if not it.fixed and it.kind != "whole")
-            if free:
-                out[n] += free + len(self._fixed_spans(items))
-        return dict(out)
+        """Per node with free MIG slices or shares: how many intervals :meth:`power_uses` gives it at most."""
+        return partial_uses(self)
 
     def power_uses(self, exact: set[int]) -> list[tuple[int, cp_model.IntervalVar, bool]]:
-        """Intervals that each draw one TDP of their node's GPU model, for the power budgets:
-        ``(node, interval, stricter)``; ``stricter`` marks a free MIG slice or share charged a full TDP of
-        its own, more than the rule when it shares its GPU with another.
+        """Intervals that each draw one TDP (:func:`~capplan.placement.schedule.timemodel.power.power_uses`)."""
+        return power_uses(self, exact)
 
-        A MIG slice or share makes its GPU draw its TDP once however many run on it: per GPU, the union
-        of their intervals. Fixed ones are merged per GPU. On the nodes in ``exact`` (those under a budget
-        that could bind), each GPU's union is cut into *pieces*, one per use ``j``: ``[t_j, end_j)`` with
-        ``start_j <= t_j``, where ``t_j > start_j`` only when ``[start_j, t_j)`` lies inside one earlier use
-        ``i`` (``start_i <= start_j``, ties broken by order, ``end_i >= t_j``). Every instant of the union
-        then lies in the piece of the earliest use that covers it, so the pieces draw at least the rule's
-        power; and the rule's own split (each use from the latest end of the earlier uses) is one choice
-        of pieces, so the model allows every schedule the rule does. Elsewhere, each free use draws a TDP.
-        """
-        m = self.m
-        out: list[tuple[int, cp_model.IntervalVar, bool]] = []
-        self.pieces = []
-        for (n, g), items in sorted(self.items.items()):
-            spans = self._fixed_spans(items)
-            free = [it for it in items if not it.fixed and it.kind != "whole"]
-            if n not in exact or not free:
-                out += [(n, m.new_fixed_size_interval_var(a, b - a, f"pw{n}_{g}_{a}"), False) for a, b in spans]
-                out += [(n, it.iv, True) for it in free]
-                continue
-            uses = [_Item(m.new_fixed_size_interval_var(a, b - a, f"pw{n}_{g}_{a}"), None, "fixed", a, b, True,
-                          begin=a, finish=b) for a, b in spans] + free
-            group: list[_Piece] = []
-            self.pieces.append((uses, group))
-            for j, it in enumerate(uses):
-                cover = [i for i, other in enumerate(uses) if i != j and _may_cover(other, it)]
-                if not cover:
-                    out.append((n, it.iv, False))
-                    continue
-                on = [it.lit] if it.lit is not None else []
-                t = m.new_int_var(it.lo, it.hi, f"pt{n}_{g}_{j}")
-                size = m.new_int_var(0, it.hi - it.lo, f"pz{n}_{g}_{j}")
-                piece = (m.new_optional_interval_var(t, size, it.finish, on[0], f"pc{n}_{g}_{j}") if on
-                         else m.new_interval_var(t, size, it.finish, f"pc{n}_{g}_{j}"))
-                m.add(t >= it.begin).only_enforce_if(on)
-                gap = m.new_bool_var(f"pg{n}_{g}_{j}")
-                m.add(t == it.begin).only_enforce_if([*on, ~gap])
-                by = []
-                group.append(_Piece(j, t, size, gap, {}))
-                for i in cover:
-                    other = uses[i]
-                    a = group[-1].by[i] = m.new_bool_var(f"pa{n}_{g}_{j}_{i}")
-                    by.append(a)
-                    if other.lit is not None:
-                        m.add_implication(a, other.lit)
-                    m.add(other.begin + (1 if i > j else 0) <= it.begin).only_enforce_if(a)
-                    m.add(other.finish >= t).only_enforce_if(a)
-                m.add_bool_or(by).only_enforce_if(gap)
-                out.append((n, piece, False))
-        return out
+    def hint_power(self) -> None:
+        """Hint the power pieces (:func:`~capplan.placement.schedule.timemodel.power.hint_power`)."""
+        hint_power(self)
 
     def constrain(self) -> None:
         """The rules of each GPU over time (see the module docstring)."""
@@ -361,18 +212,18 @@ class GpuLevel:
                 m.add_cumulative([it.iv for it in withmem], [it.gpu_mem for it in withmem], cap.gpu_mem)
             for a in migs:
                 for b in shares:
-                    if _meet(a, b):
+                    if meet(a, b):
                         m.add_no_overlap([a.iv, b.iv])
             parts = migs + shares
             for i, a in enumerate(parts):
                 for b in parts[i + 1:]:
-                    if not _meet(a, b):
+                    if not meet(a, b):
                         continue
                     tenants = a.tenant != b.tenant and (a.tenant_isolated or b.tenant_isolated)
                     modes = cap.homogeneous and a.kind == b.kind == "mig" and a.profile != b.profile
                     if tenants or modes:
                         m.add_no_overlap([a.iv, b.iv])
-            by_profile: dict[str, list[_Item]] = defaultdict(list)
+            by_profile: dict[str, list[GpuUse]] = defaultdict(list)
             for it in migs:
                 by_profile[it.profile].append(it)
             for uses in by_profile.values():

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from capplan.bench.sim import MILLI, Fleet, PodTable, SimState
+from capplan.bench.online.sim import MILLI, Fleet, PodTable, SimState
 
 IntArr = npt.NDArray[np.int64]
 FloatArr = npt.NDArray[np.float64]

@@ -5,7 +5,7 @@ whether the real cluster has room too. The full time model with every such job f
 feasibility problem, but at 200 workloads on 32 nodes CP-SAT found nothing in 12 minutes (seed 2 of
 the scheduling benchmark, docs/benchmarks-schedule.md). Split it in two phases instead:
 
-1. the *pooled model by part* (:func:`capplan.placement.cpsat.schedule_relax.pooled`: each part one
+1. the *pooled model by part* (:func:`capplan.placement.schedule.timemodel.relax.pooled`: each part one
    node with its GPUs pooled, a power-capped part at the GPUs its budget runs, a gang that needs a rack
    in one part; CPU and memory left to phase 2) with every forced job present, and no part given more
    than :data:`BALANCE` times an even share of the jobs while that leaves room: which part each job
@@ -28,9 +28,14 @@ from dataclasses import replace
 
 from ortools.sat.python import cp_model
 
-from capplan.placement.cpsat.schedule import DETERMINISTIC_SHARE, TimeModel
-from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap, TimeSolution
-from capplan.placement.cpsat.schedule_relax import pooled
+from capplan.model.problem import Problem
+from capplan.placement.schedule.jobs import Jobs
+from capplan.placement.schedule.result import work_units
+from capplan.placement.schedule.timeline import Item
+from capplan.placement.schedule.timemodel.data import Busy, Job, NodeCap, TimeSolution
+from capplan.placement.schedule.timemodel.model import TimeModel
+from capplan.placement.schedule.timemodel.relax import pooled
+from capplan.placement.schedule.timemodel.stages import DETERMINISTIC_SHARE
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +128,7 @@ def _phase2(sub: list[Job], chosen: list[int], p_counts: list[dict[int, int]],
         if not ok:
             return ok
         out.exact = out.exact and tm.exact
-        s, c, pl = tm._read(full)
+        s, c, pl = tm.read(full)
         for k, i in enumerate(mine):
             j = chosen[i]
             out.starts[j] = s[k]
@@ -168,7 +173,7 @@ def split_schedule(jobs: Sequence[Job], busy: list[Busy], nodes: list[NodeCap], 
             continue
         if not ok:
             continue
-        _, p_counts, _ = relaxed._read(full)
+        _, p_counts, _ = relaxed.read(full)
         out = TimeSolution(starts=[None] * len(jobs), counts=[{} for _ in jobs], places=[{} for _ in jobs])
         if _phase2(sub, chosen, p_counts, busy, nodes, budgets, horizon, step, part, set(on_time),
                    deadline, seed, workers, out):
@@ -198,3 +203,47 @@ def rack_parts(nodes: list[NodeCap], budgets: list[int], domain_of: list[str]) -
         if tdps:
             gpus[owner[b]] -= max(0, total - budgets[b] // min(tdps))
     return part, gpus
+
+
+
+def pooled_gains(jobs: Jobs, relaxed: TimeSolution | None, items: list[Item]) -> bool:
+    """Whether the pooled relaxation's solution does more work than the schedule ``items``, comparing the
+    priorities highest first (its jobs are then worth running by a split)."""
+    if relaxed is None:
+        return False
+    reached = {name: value for name, value, _, _ in relaxed.stages}
+    done = work_units(items)
+    for q in sorted({jb.priority for jb in jobs.jobs}, reverse=True):
+        have, could = done.get(q, 0), reached.get(f"priority {q}", -1)
+        if could != have:
+            return could > have
+    return False
+
+
+def split_all(p: Problem, jobs: Jobs, inputs: tuple[list[NodeCap], list[int], list[Busy]], time_limit: float,
+              seed: int, workers: int, present: Sequence[int | None] | None = None) -> list[Item] | None:
+    """A schedule running every job with GPU demand (``present``: only the jobs with a start there, e.g. the
+    pooled relaxation's; guaranteed ones always, at their release), by a split of the
+    cluster into the domains just above nodes (racks); None when the cluster has one such domain, a power
+    budget spans them, some node is modelled GPU by GPU (MIG slices, shares: on ``small-mig`` seed 3 the
+    split found nothing in its share and the search, left less time, once stopped 0.31% short of the
+    optimum it reaches without it), or no schedule was found in ``time_limit`` seconds."""
+    cl = p.cluster
+    if len(cl.levels) < 2 or jobs.per_gpu:
+        return None
+    caps, budgets, busy = inputs
+    domains = [cl.domain_of(n, cl.levels[-2]) for n in cl.nodes]
+    parts = rack_parts(caps, budgets, domains)
+    if parts is None or len(set(domains)) < 2:
+        return None
+    force = [j for j, jb in enumerate(jobs.jobs)
+             if jb.guaranteed or (jb.units and (present is None or present[j] is not None))]
+    on_time = [j for j, jb in enumerate(jobs.jobs) if jb.guaranteed]
+    sol = split_schedule(jobs.jobs, busy, caps, budgets, jobs.horizon, jobs.step, parts[0], parts[1], force,
+                         on_time, time_limit=time_limit, seed=seed, workers=workers)
+    if sol is None:
+        return None
+    try:
+        return jobs.decode(sol)
+    except AssertionError:  # a GPU colouring that does not fit: not expected, but never trusted blindly
+        return None

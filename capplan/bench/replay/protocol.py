@@ -16,17 +16,17 @@ run time has passed after their start *in the simulation*. Which pods take part
   (``excluded_never_fits``): it would wait forever under every policy;
 * a file without ``scheduled_time`` on any pod (e.g. ``multigpu*``) cannot be replayed (InputError).
 
-The protocol is three modules: :mod:`capplan.bench.replay_sim` (the pod selection and the simulator
-state), :mod:`capplan.bench.replay_policies` (the policies) and this one (the event loop, the run
+The protocol is three modules: :mod:`capplan.bench.replay.sim` (the pod selection and the simulator
+state), :mod:`capplan.bench.replay.policies` (the policies) and this one (the event loop, the run
 and its metrics; it re-exports the other two's public names). The simulator
-(:class:`~capplan.bench.replay_sim.Replay`) is event-driven over numpy occupancy arrays (the online
-simulator's :class:`~capplan.bench.sim.SimState`): at each instant where something arrives, ends
+(:class:`~capplan.bench.replay.sim.Replay`) is event-driven over numpy occupancy arrays (the online
+simulator's :class:`~capplan.bench.online.sim.SimState`): at each instant where something arrives, ends
 or a policy asked to be woken, departures are applied first, then arrivals join the queue, then
 the policy starts what it decides. Policies (:data:`REPLAY_POLICIES`):
 
 ``fifo-bestfit``, ``fifo-fgd``
     Kubernetes-style: the queue in arrival order, each pod placed with the BestFit or FGD scorer of
-    :mod:`capplan.bench.policies`. As in kube-scheduler, a pod that does not fit is set aside and
+    :mod:`capplan.bench.online.policies`. As in kube-scheduler, a pod that does not fit is set aside and
     the pods behind it are still tried (no head-of-line blocking); set-aside pods are retried, in
     arrival order, after a pod ends (kube-scheduler moves them back on cluster events).
 ``easy-backfill``
@@ -64,11 +64,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from capplan.bench.frag import TypicalPods
-from capplan.bench.policies import BestFitPolicy, FGDPolicy, PolicyContext
-from capplan.bench.replay_policies import MAX_STEPS, Capplan, EasyBackfill, Fifo, ReplayPolicy
-from capplan.bench.replay_sim import Replay, ReplayTrace, fleet_subset, load_replay
-from capplan.bench.sim import MILLI, IntArr, PodTable, Policy
+from capplan.bench.online.frag import TypicalPods
+from capplan.bench.online.policies import BestFitPolicy, FGDPolicy, PolicyContext
+from capplan.bench.online.sim import MILLI, IntArr, PodTable, Policy
+from capplan.bench.replay.policies import MAX_STEPS, Capplan, EasyBackfill, Fifo, ReplayPolicy
+from capplan.bench.replay.sim import Replay, ReplayTrace, fleet_subset, load_replay
 from capplan.model.errors import InputError
 
 if TYPE_CHECKING:

@@ -9,21 +9,19 @@ tightest-fitting GPU for a share, the lowest-numbered free GPUs otherwise) and
 The baselines follow the public descriptions and the FGD authors' simulator
 (hkust-adsl/kubernetes-scheduler-simulator), including its integer score truncation, which
 decides how often ties (and so random tie-breaks) happen. ``capplan`` is capplan's own
-online policy, :class:`capplan.bench.packed.PackedFGD` (:class:`BalancedFGD` with GPU shares packed
+online policy, :class:`capplan.bench.online.packed.PackedFGD` (:class:`BalancedFGD` with GPU shares packed
 by a plan learned online; see docs/benchmarks-online.md); ``capplan-balanced`` is
 :class:`BalancedFGD` alone, the previous ``capplan`` policy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from capplan.bench.frag import FragModel, TypicalPods
-from capplan.bench.sim import MILLI, Fleet, FloatArr, IntArr, Pod, PodTable, Policy, SimState, best_fit_gpus
-from capplan.model.errors import InputError
+from capplan.bench.online.frag import FragModel, TypicalPods
+from capplan.bench.online.sim import MILLI, Fleet, FloatArr, IntArr, Pod, PodTable, SimState, best_fit_gpus
 
 MAX_SPEC_CPU = 128_000  # normalisers of the authors' simulator (milli-CPU, milli-GPU)
 MAX_SPEC_GPU = 8_000
@@ -39,7 +37,7 @@ class PolicyContext:
     seed: int
 
 
-def _f(x: np.ndarray) -> FloatArr:
+def as_float(x: np.ndarray) -> FloatArr:
     return np.asarray(x, dtype=np.float64)
 
 
@@ -56,7 +54,7 @@ class RandomPolicy:
         the first node in the fixed shuffled order: that packs instead of spreading and placed
         1.8-5.2 points more than the authors' Random (which picks one candidate uniformly).
         """
-        return _f(self.rng.random(len(state.cpu_left)))
+        return as_float(self.rng.random(len(state.cpu_left)))
 
     def gpus(self, state: SimState, pod: Pod, node: int) -> tuple[int, ...]:
         """A random GPU with room for a share; lowest-numbered free GPUs otherwise."""
@@ -105,7 +103,7 @@ class AllocatedPolicy:
             part = req * 100 // safe if self.most else (safe - req) * 100 // safe
             total += np.where(has, part, 0)
             weight += has
-        return _f(total // np.maximum(weight, 1))
+        return as_float(total // np.maximum(weight, 1))
 
 
 class BestFitPolicy:
@@ -118,7 +116,7 @@ class BestFitPolicy:
         """``trunc(100 * (1 - 0.5 cpu_free'/128 - 0.5 gpu_free'/8))``."""
         cpu = (state.cpu_left - pod.cpu) / MAX_SPEC_CPU * 0.5
         gpu = (state.gpu_left.sum(axis=1) - pod.num * pod.milli) / MAX_SPEC_GPU * 0.5
-        return _f(np.trunc((1.0 - (cpu + gpu)) * 100))
+        return as_float(np.trunc((1.0 - (cpu + gpu)) * 100))
 
 
 class DotProductPolicy:
@@ -131,7 +129,7 @@ class DotProductPolicy:
         """``trunc(100 * (1 - (free . request) / 2))`` with both vectors scaled by the max spec."""
         dot = (state.cpu_left / MAX_SPEC_CPU) * (pod.cpu / MAX_SPEC_CPU) + \
             (state.gpu_left.sum(axis=1) / MAX_SPEC_GPU) * (pod.num * pod.milli / MAX_SPEC_GPU)
-        return _f(np.trunc(100 * (1 - dot / 2)))
+        return as_float(np.trunc(100 * (1 - dot / 2)))
 
 
 class GpuPackingPolicy:
@@ -156,7 +154,7 @@ class GpuPackingPolicy:
             used = np.where(tight == MILLI, np.maximum(50 - 1, 33), shared)
         else:
             used = np.full(n, float(max(50 - pod.num, 33)))
-        return _f(np.where(idle_node, out, used))
+        return as_float(np.where(idle_node, out, used))
 
 
 class GpuClusteringPolicy:
@@ -170,17 +168,17 @@ class GpuClusteringPolicy:
         n = len(state.cpu_left)
         if not pod.num:
             return np.zeros(n)
-        from capplan.bench.sim import gpu_tag
+        from capplan.bench.online.sim import gpu_tag
 
         tag = gpu_tag(pod.num, pod.milli)
         base = 25 * (MAX_SPEC_GPU - state.gpu_left.sum(axis=1)) // MAX_SPEC_GPU
         kinds = (state.tags > 0).sum(axis=1)
         mine = state.tags[:, tag] > 0
         band = np.where(mine, np.where(kinds == 1, 75, 50), np.where(kinds == 0, 25, 0))
-        return _f(base + band)
+        return as_float(base + band)
 
 
-def _sigmoid_score(delta: np.ndarray) -> FloatArr:
+def sigmoid_score(delta: np.ndarray) -> FloatArr:
     """Upstream's ``int64(sigmoid(delta / 1000) * 100)``."""
     return np.trunc(100.0 / (1.0 + np.exp(-delta / 1000.0)))
 
@@ -202,7 +200,7 @@ MAX_SHAPES = 1024  # cached pod shapes per run (the oldest is dropped beyond); a
 class FGDPolicy:
     """Fragmentation gradient descent: the node (and GPU) whose fragmentation grows least.
 
-    Fragmentation is measured against the workload's typical pod shapes (:mod:`capplan.bench.frag`);
+    Fragmentation is measured against the workload's typical pod shapes (:mod:`capplan.bench.online.frag`);
     the score is upstream's truncated ``100 * sigmoid(decrease / 1000)``. For a share the GPU is
     the first one reaching the node's best score.
 
@@ -280,9 +278,9 @@ class FGDPolicy:
         before = self.frag[rows]
         if pod.shares:
             after = model.after_share(state, pod.cpu, pod.milli, rows)
-            sc = np.nan_to_num(_sigmoid_score(before[:, None] - after), nan=-1.0)
-            return _f(sc.max(axis=1)), sc.argmax(axis=1)
-        return _sigmoid_score(before - model.after_whole(state, pod.cpu, pod.num, rows)), np.zeros(len(rows), np.int64)
+            sc = np.nan_to_num(sigmoid_score(before[:, None] - after), nan=-1.0)
+            return as_float(sc.max(axis=1)), sc.argmax(axis=1)
+        return sigmoid_score(before - model.after_whole(state, pod.cpu, pod.num, rows)), np.zeros(len(rows), np.int64)
 
     def gpus(self, state: SimState, pod: Pod, node: int) -> tuple[int, ...]:
         """The GPU chosen while scoring (shares); lowest-numbered free GPUs otherwise."""
@@ -380,41 +378,3 @@ class BalancedFGD(FGDPolicy):
         lost = np.clip(np.round(self.loss(state, pod, rows) * self.steps) / self.steps, -CLIP, CLIP)
         w = self.weight if pod.num else self.cpu_weight
         return out + w * (1.0 - (lost + CLIP) / (2 * CLIP)), gpu
-
-
-def _packed(ctx: PolicyContext) -> Policy:
-    from capplan.bench.packed import PackedFGD  # imports this module
-
-    return PackedFGD(ctx)
-
-
-POLICIES: dict[str, Callable[[PolicyContext], Policy]] = {
-    "random": RandomPolicy,
-    "firstfit": FirstFitPolicy,
-    "leastallocated": lambda c: AllocatedPolicy(c, most=False),
-    "mostallocated": lambda c: AllocatedPolicy(c, most=True),
-    "bestfit": BestFitPolicy,
-    "dotprod": DotProductPolicy,
-    "gpupacking": GpuPackingPolicy,
-    "gpuclustering": GpuClusteringPolicy,
-    "fgd": FGDPolicy,
-    "capplan": _packed,
-    "capplan-balanced": BalancedFGD,
-}
-ALIASES = {"spread": "leastallocated", "binpack": "mostallocated", "dotproduct": "dotprod", "best-fit": "bestfit"}
-# Names used by the FGD authors' published results, for the reproduction plots.
-PUBLISHED_NAMES = {"random": "01-Random", "dotprod": "02-DotProd", "gpuclustering": "03-GpuClustering",
-                   "gpupacking": "04-GpuPacking", "bestfit": "05-BestFit", "fgd": "06-FGD"}
-
-
-def canonical(name: str) -> str:
-    """The registered name of a policy (aliases resolved), or InputError naming the choices."""
-    key = ALIASES.get(name.strip().lower(), name.strip().lower())
-    if key not in POLICIES:
-        raise InputError("--policies", f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
-    return key
-
-
-def make_policy(name: str, ctx: PolicyContext) -> Policy:
-    """A fresh policy instance for one run."""
-    return POLICIES[canonical(name)](ctx)

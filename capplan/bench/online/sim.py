@@ -200,7 +200,7 @@ class SimResult:
     used_milli: list[int] = field(default_factory=list)  # GPU milli allocated after the pod
 
 
-def _choose(scores: FloatArr, ok: BoolArr, rank: IntArr) -> int:
+def choose_node(scores: FloatArr, ok: BoolArr, rank: IntArr) -> int:
     cand = np.flatnonzero(ok)
     s = scores[cand]
     best = cand[s == s.max()]
@@ -215,7 +215,7 @@ def place(state: SimState, pod: Pod, policy: Policy, rank: IntArr) -> tuple[int,
     ok = state.feasible(pod)
     if not ok.any():
         return None
-    node = _choose(policy.score(state, pod), ok, rank)
+    node = choose_node(policy.score(state, pod), ok, rank)
     pick = getattr(policy, "gpus", None)
     gpus = pick(state, pod, node) if pick is not None else best_fit_gpus(state, pod, node)
     state.apply(pod, node, gpus)
@@ -266,7 +266,7 @@ def simulate(fleet: Fleet, pods: PodTable, order: IntArr, policy: Policy, seed: 
 
 
 class Policy(Protocol):
-    """Scores nodes for a pod (higher is better); see :mod:`capplan.bench.policies` for the optional methods."""
+    """Scores nodes for a pod (higher is better); see :mod:`capplan.bench.online.policies` for the optional methods."""
 
     def score(self, state: SimState, pod: Pod) -> FloatArr:
         """One score per node, higher is better."""

@@ -2,7 +2,7 @@
 
 Every direct HiGHS call of capplan goes through this module:
 
-- :class:`HighsSolver` holds a :class:`~capplan.placement.core.lp.LinearProgram` and is changed in
+- :class:`HighsSolver` holds a :class:`~capplan.lp.program.LinearProgram` and is changed in
   place between solves: the reservation engine's decomposition masters
   (:mod:`capplan.reserve.benders`, :mod:`capplan.reserve.lshaped`) and scenario LPs
   (:mod:`capplan.reserve.recourse`);
@@ -14,7 +14,7 @@ Every direct HiGHS call of capplan goes through this module:
 
 PuLP's own HiGHS interface, used by the extensive form in :mod:`capplan.reserve.milp`, is PuLP's
 business. The adapter lives in ``placement/core`` because that is the lowest layer that solves LPs;
-``reserve/`` imports it (and :mod:`capplan.placement.core.lp`) and nothing else of ``placement/``.
+``reserve/`` imports it (and :mod:`capplan.lp.program`) and nothing else of ``placement/``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import highspy
 import numpy as np
 import numpy.typing as npt
 
-from capplan.placement.core.lp import INF, Arr, Idx, LinearProgram
+from capplan.lp.program import INF, Arr, Idx, LinearProgram
 
 #: what :meth:`HighsSolver.run` reports, from HiGHS's model status
 _STATUS = {

@@ -1,8 +1,8 @@
 """capplan's online policy: FGD with the usable-GPU loss, and GPU shares packed by a learned plan.
 
-:class:`PackedFGD` is :class:`capplan.bench.policies.BalancedFGD` (FGD's integer score, ties broken by
+:class:`PackedFGD` is :class:`capplan.bench.online.policies.BalancedFGD` (FGD's integer score, ties broken by
 the usable-GPU loss, then by the seed-shuffled node order) with the *GPU* a share goes to chosen by a
-packing plan learned from the shares seen so far (:class:`capplan.bench.shareplan.SharePlan`, the
+packing plan learned from the shares seen so far (:class:`capplan.bench.online.shareplan.SharePlan`, the
 cutting-stock LP of their size mix, with the typical pods' shares as a prior). Each (node, GPU)
 candidate of a share falls in one of three levels, ranked above FGD's score:
 
@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from capplan.bench.policies import CLIP, BalancedFGD, PolicyContext, _f, _sigmoid_score
-from capplan.bench.shareplan import SharePlan
-from capplan.bench.sim import MILLI, FloatArr, IntArr, Pod, SimState
+from capplan.bench.online.policies import CLIP, BalancedFGD, PolicyContext, as_float, sigmoid_score
+from capplan.bench.online.shareplan import SharePlan
+from capplan.bench.online.sim import MILLI, FloatArr, IntArr, Pod, SimState
 
 PLANNED_HOLE = 400.0  # level 1: above any FGD score (0..100) plus the loss term (< 1) and level 2
 PLANNED_NEW = 200.0  # level 2
@@ -146,7 +146,7 @@ class PackedFGD(BalancedFGD):
             return out - self.room_weight * took, gpu
         model = self._model(state)
         after = model.after_share(state, pod.cpu, pod.milli, rows)
-        sc = np.nan_to_num(_sigmoid_score(self.frag[rows][:, None] - after), nan=-1.0)
+        sc = np.nan_to_num(sigmoid_score(self.frag[rows][:, None] - after), nan=-1.0)
         left = state.gpu_left[rows]
         rest = np.maximum(left - pod.milli, 0)  # GPUs without room score -1 anyway
         need_cpu = rc.sum(axis=1)[:, None] - rc + self.room_cpu[rest]
@@ -154,4 +154,4 @@ class PackedFGD(BalancedFGD):
         kept = (cpu_after[:, None] >= need_cpu) & (mem_after[:, None] >= need_mem)
         sc = np.where(sc >= 0, sc + np.where(kept, self.levels(pod.milli)[left], 0.0), sc)
         lost = np.clip(np.round(self.loss(state, pod, rows) * self.steps) / self.steps, -CLIP, CLIP)
-        return _f(sc.max(axis=1) + self.weight * (1.0 - (lost + CLIP) / (2 * CLIP))), sc.argmax(axis=1)
+        return as_float(sc.max(axis=1) + self.weight * (1.0 - (lost + CLIP) / (2 * CLIP))), sc.argmax(axis=1)

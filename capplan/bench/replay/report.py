@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from capplan.bench.replay import REPLAY_POLICIES, SHAPES, wait_cdf
+from capplan.bench.replay.protocol import REPLAY_POLICIES, SHAPES, wait_cdf
 from capplan.io.files import write_text_atomic
 
 #: The right panel of allocation_time.png: hourly allocation over the last days of the replay.

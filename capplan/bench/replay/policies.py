@@ -1,6 +1,6 @@
-"""The replay policies: FIFO, EASY backfill and capplan re-planning (see :mod:`capplan.bench.replay`).
+"""The replay policies: FIFO, EASY backfill and capplan re-planning (see :mod:`capplan.bench.replay.protocol`).
 
-Each policy is a :class:`ReplayPolicy` acting on the shared :class:`~capplan.bench.replay_sim.Replay`
+Each policy is a :class:`ReplayPolicy` acting on the shared :class:`~capplan.bench.replay.sim.Replay`
 state: ``dispatch`` starts pods at an event and ``wakeup`` asks for an extra event time.
 """
 
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from capplan.bench.replay_sim import Replay, _fit_gpus, _fits_row, _shape_key
-from capplan.bench.sim import MILLI, IntArr, SimState, _choose
+from capplan.bench.online.sim import MILLI, IntArr, SimState, choose_node
+from capplan.bench.replay.sim import Replay, fit_gpus, fits_row, shape_key
 
 if TYPE_CHECKING:
     from capplan.model.problem import Problem
@@ -47,7 +47,7 @@ class Fifo(ReplayPolicy):
         sim = self.sim
         failed: set[tuple[int, int, int, int, tuple[str, ...]]] = set()
         for i in list(sim.queue) if departed else arrived:
-            key = _shape_key(sim.view(i))
+            key = shape_key(sim.view(i))
             if key in failed:  # the state only filled up since this shape failed
                 continue
             if not sim.place_now(i):
@@ -79,7 +79,7 @@ class EasyBackfill(ReplayPolicy):
         for node in (int(x) for x in np.flatnonzero(pv.allowed)):
             cpu, mem, left = int(st.cpu_left[node]), int(st.mem_left[node]), st.gpu_left[node].copy()
             at = None
-            if _fits_row(cpu, mem, left, pv):
+            if fits_row(cpu, mem, left, pv):
                 at = sim.t
             else:
                 for end, i in sorted(by_node.get(node, ())):
@@ -88,7 +88,7 @@ class EasyBackfill(ReplayPolicy):
                     mem += o.mem
                     for g in sim.where[i][1]:
                         left[g] += o.milli
-                    if _fits_row(cpu, mem, left, pv):
+                    if fits_row(cpu, mem, left, pv):
                         at = end
                         break
             if at is None:
@@ -99,7 +99,7 @@ class EasyBackfill(ReplayPolicy):
                 self.cpu, self.mem, self.gpu = cpu, mem, left
         assert best is not None, "the head fits the empty fleet (load_replay), so some node frees room"
         self.head, self.shadow, self.node = h, best[0], best[2]
-        gpus = _fit_gpus(self.gpu, pv)  # the head's place at the reservation time
+        gpus = fit_gpus(self.gpu, pv)  # the head's place at the reservation time
         self.cpu -= pv.cpu
         self.mem -= pv.mem
         for g in gpus:
@@ -114,20 +114,20 @@ class EasyBackfill(ReplayPolicy):
         r = self.node
         late = sim.t + int(sim.tr.duration[i]) > self.shadow
         if late and ok[r]:  # on the reserved node it must also fit beside the head at the reservation time
-            ok[r] = _fits_row(min(int(st.cpu_left[r]), self.cpu), min(int(st.mem_left[r]), self.mem),
+            ok[r] = fits_row(min(int(st.cpu_left[r]), self.cpu), min(int(st.mem_left[r]), self.mem),
                               np.minimum(st.gpu_left[r], self.gpu), pv)
         if not ok.any():
             return False
         assert sim.scorer is not None
-        node = _choose(sim.scorer.score(st, pv), ok, sim.rank)
+        node = choose_node(sim.scorer.score(st, pv), ok, sim.rank)
         if node == r and late:
-            gpus = _fit_gpus(np.minimum(st.gpu_left[r], self.gpu), pv)
+            gpus = fit_gpus(np.minimum(st.gpu_left[r], self.gpu), pv)
             self.cpu -= pv.cpu
             self.mem -= pv.mem
             for g in gpus:
                 self.gpu[g] -= pv.milli
         else:
-            gpus = _fit_gpus(st.gpu_left[node], pv)
+            gpus = fit_gpus(st.gpu_left[node], pv)
         sim.begin(i, node, gpus)
         self.metrics["backfilled"] += 1
         return True
@@ -148,7 +148,7 @@ class EasyBackfill(ReplayPolicy):
                     continue
                 self._reserve(i)
                 continue
-            key = (*_shape_key(sim.view(i)), sim.t + int(sim.tr.duration[i]) > self.shadow)
+            key = (*shape_key(sim.view(i)), sim.t + int(sim.tr.duration[i]) > self.shadow)
             if key in failed:
                 continue
             if not self._backfill(i):
@@ -312,8 +312,8 @@ class Capplan(ReplayPolicy):
                 if not ok.any():
                     continue
                 assert sim.scorer is not None
-                node = _choose(sim.scorer.score(free, pv), ok, sim.rank)
-                gpus = _fit_gpus(free.gpu_left[node], pv)
+                node = choose_node(sim.scorer.score(free, pv), ok, sim.rank)
+                gpus = fit_gpus(free.gpu_left[node], pv)
             views.start(i, node, gpus)
             del self.plan[i]
             self._begin(i, node, gpus)
@@ -333,7 +333,7 @@ class Capplan(ReplayPolicy):
         for i in cands:
             pv = sim.view(i)
             end = sim.t + int(self.known[i])
-            key = (*_shape_key(pv), views.cut(end))
+            key = (*shape_key(pv), views.cut(end))
             if key in failed:
                 continue
             free = views.beside(end)
@@ -342,8 +342,8 @@ class Capplan(ReplayPolicy):
                 failed.add(key)
                 continue
             assert sim.scorer is not None
-            node = _choose(sim.scorer.score(free, pv), ok, sim.rank)
-            gpus = _fit_gpus(free.gpu_left[node], pv)
+            node = choose_node(sim.scorer.score(free, pv), ok, sim.rank)
+            gpus = fit_gpus(free.gpu_left[node], pv)
             views.start(i, node, gpus)
             self._begin(i, node, gpus)
             self.metrics["fallback_starts"] += 1

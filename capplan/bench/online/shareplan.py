@@ -32,8 +32,8 @@ from itertools import product
 import numpy as np
 import numpy.typing as npt
 
-from capplan.placement.core.highs import HighsSolver
-from capplan.placement.core.lp import LinearProgram
+from capplan.lp.highs import HighsSolver
+from capplan.lp.program import LinearProgram
 
 MILLI = 1000
 BoolArr = npt.NDArray[np.bool_]

@@ -1,11 +1,11 @@
 """The replay simulator: which pods take part, and the event-driven state the policies act on.
 
-:func:`load_replay` selects the pods of a trace (the rules are in :mod:`capplan.bench.replay`) and their
+:func:`load_replay` selects the pods of a trace (the rules are in :mod:`capplan.bench.replay.protocol`) and their
 arrival and run times. :class:`Replay` is event-driven over numpy occupancy arrays (the online
-simulator's :class:`~capplan.bench.sim.SimState`): it holds the queue, the running pods and their end
+simulator's :class:`~capplan.bench.online.sim.SimState`): it holds the queue, the running pods and their end
 times, and the allocation record; the helpers pick GPUs on a node and check a pod against one node's
-free resources. The policies are in :mod:`capplan.bench.replay_policies`, the driver and metrics in
-:mod:`capplan.bench.replay`.
+free resources. The policies are in :mod:`capplan.bench.replay.policies`, the driver and metrics in
+:mod:`capplan.bench.replay.protocol`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from capplan.bench.sim import MILLI, BoolArr, Fleet, IntArr, Pod, PodTable, Policy, SimState, _choose, pod_view
+from capplan.bench.online.sim import (
+    MILLI,
+    BoolArr,
+    Fleet,
+    IntArr,
+    Pod,
+    PodTable,
+    Policy,
+    SimState,
+    choose_node,
+    pod_view,
+)
 from capplan.model.errors import InputError
 
 if TYPE_CHECKING:
@@ -102,7 +113,7 @@ def load_replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], fleet_frac
                        duration=np.array([duration[i] for i in idx], dtype=np.int64), trace_end=end, counts=counts)
 
 
-def _shape_key(pv: Pod) -> tuple[int, int, int, int, tuple[str, ...]]:
+def shape_key(pv: Pod) -> tuple[int, int, int, int, tuple[str, ...]]:
     return (pv.cpu, pv.mem, pv.num, pv.milli, pv.spec)
 
 
@@ -166,9 +177,9 @@ class Replay:
         if not ok.any():
             return False
         assert self.scorer is not None
-        node = _choose(self.scorer.score(st, pv), ok, self.rank)
+        node = choose_node(self.scorer.score(st, pv), ok, self.rank)
         pick = getattr(self.scorer, "gpus", None)
-        gpus = pick(st, pv, node) if pick is not None else _fit_gpus(st.gpu_left[node], pv)
+        gpus = pick(st, pv, node) if pick is not None else fit_gpus(st.gpu_left[node], pv)
         self.begin(i, node, gpus)
         return True
 
@@ -181,7 +192,7 @@ class Replay:
         return all(st.gpu_left[node, g] >= pv.milli for g in gpus)
 
 
-def _fit_gpus(left: IntArr, pv: Pod) -> tuple[int, ...]:
+def fit_gpus(left: IntArr, pv: Pod) -> tuple[int, ...]:
     """The tightest-fitting GPU for a share; the lowest-numbered free GPUs otherwise (``left``: one node)."""
     if not pv.num:
         return ()
@@ -190,7 +201,7 @@ def _fit_gpus(left: IntArr, pv: Pod) -> tuple[int, ...]:
     return tuple(int(g) for g in np.flatnonzero(left >= pv.milli)[: pv.num])
 
 
-def _fits_row(cpu: int, mem: int, left: IntArr, pv: Pod) -> bool:
+def fits_row(cpu: int, mem: int, left: IntArr, pv: Pod) -> bool:
     if cpu < pv.cpu or mem < pv.mem:
         return False
     if not pv.num:

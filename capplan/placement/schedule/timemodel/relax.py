@@ -1,4 +1,4 @@
-"""Relaxations of the CP-SAT time model (:mod:`capplan.placement.cpsat.schedule`) whose optima bound
+"""Relaxations of the CP-SAT time model (:mod:`capplan.placement.schedule.timemodel.model`) whose optima bound
 the schedule's work per priority: the pooled model (parts of the cluster as single nodes) and the
 energy relaxation (which jobs run, subject to energetic reasoning over time windows)."""
 
@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from capplan.placement.cpsat.schedule import TimeModel, _one_worker, _reduced
-from capplan.placement.cpsat.schedule_jobs import Busy, Job, NodeCap
+from capplan.placement.schedule.timemodel.data import Busy, Job, NodeCap
+from capplan.placement.schedule.timemodel.model import TimeModel
+from capplan.placement.schedule.timemodel.stages import one_worker, reduced
 
 
 def pooled(jobs: list[Job], busy: list[Busy], nodes: list[NodeCap], horizon: int, step: int,
@@ -114,21 +115,21 @@ class EnergyRelaxation:
         for idx, coef, rhs in self.rows:
             terms = [(c, x[j]) for j, c in zip(idx, coef, strict=True) if j in x]
             if terms and sum(c for c, _ in terms) > rhs:
-                expr, g = _reduced(terms)
+                expr, g = reduced(terms)
                 m.add(expr <= rhs // g)
         for h, floor in floors.items():
             terms = [(self.items[j].work, x[j]) for j in use if self.items[j].priority == h]
             if sum(c for c, _ in terms) < floor:
                 return None
             if terms and floor > 0:
-                expr, g = _reduced(terms)
+                expr, g = reduced(terms)
                 m.add(expr >= -(-floor // g))
         terms = [(self.items[j].work, x[j]) for j in use if self.items[j].priority == q and self.items[j].work]
         if not terms:
             return 0
-        expr, g = _reduced(terms)
+        expr, g = reduced(terms)
         m.maximize(expr)
-        solver = _one_worker(time_limit, seed)
+        solver = one_worker(time_limit, seed)
         status = solver.solve(m)
         if status == cp_model.INFEASIBLE:
             return None

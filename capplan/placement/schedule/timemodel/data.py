@@ -1,6 +1,6 @@
-"""The inputs and solution of the CP-SAT time model (:mod:`capplan.placement.cpsat.schedule`): jobs,
+"""The inputs and solution of the CP-SAT time model (:mod:`capplan.placement.schedule.timemodel.model`): jobs,
 fixed uses of nodes, node capacities and the solved starts, replica counts and (on nodes modelled GPU
-by GPU, see :mod:`capplan.placement.cpsat.schedule_gpu`) GPU indices and MIG slice starts."""
+by GPU, see :mod:`capplan.placement.schedule.timemodel.gpu`) GPU indices and MIG slice starts."""
 
 from __future__ import annotations
 

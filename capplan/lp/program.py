@@ -1,4 +1,4 @@
-"""Linear programs as arrays, the input of :class:`capplan.placement.core.highs.HighsSolver`.
+"""Linear programs as arrays, the input of :class:`capplan.lp.highs.HighsSolver`.
 
 :class:`LinearProgram` is an LP/MIP in row-wise (CSR) arrays; :class:`ProgramBuilder` grows one row
 and column at a time. Plain data: no solver is imported here.
