@@ -28,7 +28,7 @@ MIN_SOLVE_SECONDS = 0.05
 
 
 #: The placement strategies that honour ClusterQueue quotas (the occupancy state's :class:`QuotaBook`).
-QUOTA_STRATEGIES = ("greedy",)
+QUOTA_STRATEGIES = ("greedy", "cpsat")
 
 
 def uses_quotas(p: Problem) -> bool:
@@ -69,13 +69,15 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
 
     opts = replace(options or PlanOptions(), **kw)
     quotas = uses_quotas(p)
-    name = ("greedy" if quotas else choose_strategy(p)) if strategy == "auto" else strategy
+    name = choose_strategy(p) if strategy == "auto" else strategy
+    if quotas and strategy == "auto" and name not in QUOTA_STRATEGIES:
+        name = "greedy"
     if name not in STRATEGIES:
         raise InputError("strategy", f"unknown strategy {name!r}{suggest(name, STRATEGIES)}; "
                                      f"choose from {', '.join(sorted(STRATEGIES))} or auto")
     if quotas and name not in QUOTA_STRATEGIES:
         raise InputError("strategy", f"strategy {name} does not model ClusterQueue quotas (quotas: in the scenario); "
-                                     f"use {' or '.join(QUOTA_STRATEGIES)} (auto picks greedy)")
+                                     f"use {' or '.join(QUOTA_STRATEGIES)} (auto picks one of them)")
     fn = loaded(STRATEGIES[name])  # the import counts against the limit, outside the strategy's clock
     keep = reserve(p, opts.time_limit, VALIDATE_COST)
     left = opts.time_limit - (time.perf_counter() - start) - keep

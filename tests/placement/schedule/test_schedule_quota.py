@@ -35,14 +35,14 @@ def test_quota_never_fits_reason() -> None:
     assert s.unscheduled[0].reason.startswith("quota: q has 0 of 8 GPUs (h100) in use, needs 16 GPUs;")
 
 
-def test_greedy_plan_honours_quota_and_others_decline() -> None:
-    """Plan at one instant: quota 16 lets two of four 8-GPU replicas run; cpsat declines the scenario."""
+def test_greedy_plan_honours_quota_and_patterns_declines() -> None:
+    """Plan at one instant: quota 16 lets two of four 8-GPU replicas run; patterns declines the scenario."""
     p = quota_problem([gpus("q", 16)], [{"name": "A", "gpus": 8, "replicas": 4, "queue": "q"}])
     plan = solve(p, "auto", time_limit=10)
     assert len(plan.assignments) == 2 and check_plan(p, plan) == []
     assert plan.unplaced[0].reason == "quota: q has 16 of 16 GPUs (h100) in use, needs 8 GPUs"
     with pytest.raises(InputError, match="does not model ClusterQueue quotas"):
-        solve(p, "cpsat", time_limit=10)
+        solve(p, "patterns", time_limit=10)
 
 
 def test_cohort_borrowing_in_schedule() -> None:
@@ -55,3 +55,17 @@ def test_cohort_borrowing_in_schedule() -> None:
     s = schedule(p, "heuristic", horizon="24h", time_limit=10)
     assert sorted(r.start_s for r in s.workloads) == [0, 0, 3600]
     assert check_schedule(p, s) == []
+
+
+def test_cpsat_plan_honours_quota_and_cohort() -> None:
+    """a (nominal 8, lending_limit 0: keeps all 8) and b (nominal 8, lends all) in one cohort, four 8-GPU nodes.
+    The pool is b's 8. a at 16 draws 8 from it, B (8 GPUs of b) draws 8 too: 16 > 8, so at most 16 GPUs run
+    (a at 16, or a at 8 and B); 24 never."""
+    qa = {"name": "a", "cohort": "c", "quotas": [{"flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 8,
+                                                  "lending_limit": 0}]}
+    qb = {"name": "b", "cohort": "c", "quotas": [{"flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 8}]}
+    p = quota_problem([qa, qb], [{"name": "A", "gpus": 8, "replicas": 3, "queue": "a"},
+                                 {"name": "B", "gpus": 8, "queue": "b"}])
+    plan = solve(p, "cpsat", time_limit=10)
+    assert check_plan(p, plan) == [] and "fallback_from" not in plan.metrics
+    assert sum(8 for _ in plan.assignments) == 16 and plan.status == "optimal"
