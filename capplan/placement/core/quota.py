@@ -66,23 +66,26 @@ class QuotaBook:
                 group.append(-1 if q.cohort is None else groups.setdefault(cohort_key, len(groups)))
                 rows.setdefault(e.resource, []).append((k, members[e.flavor]))
             self.rows.append(rows)
-        self.cap = np.array(cap, dtype=np.int64)
-        self.kept = np.array(kept, dtype=np.int64)
-        self.group = np.array(group, dtype=np.int64)
-        self.pool = np.zeros(len(groups), dtype=np.int64)
+        # plain lists: read one element at a time on hot paths, where numpy scalars cost more
+        self.cap: list[int] = cap
+        self.kept: list[int] = kept
+        self.group: list[int] = group
+        self.pool: list[int] = [0] * len(groups)
         for k, g in enumerate(group):
             if g >= 0:
                 self.pool[g] += lend[k]
-        self.usage = np.zeros(len(self.entries), dtype=np.int64)
-        self.borrowed = np.zeros(len(groups), dtype=np.int64)
-        self._charges: dict[tuple[str, int], Charges | None] = {}
+        self.usage: list[int] = [0] * len(self.entries)
+        self.borrowed: list[int] = [0] * len(groups)
+        self._charges: dict[tuple[object, ...], Charges | None] = {}  # by what decides them: queue, asks, node
+        self._fits: dict[tuple[Charges, int], bool] = {}  # room per (charges, count) until the usage changes
         self.cohorts = {v: k[0] for k, v in groups.items()}
 
     def charges(self, w: Workload, d: Demand | None, i: int) -> Charges | None:
         """The entries one replica of ``w`` on node ``i`` charges (empty: no queue), or None: not covered."""
         if w.queue is None:
             return ()
-        key = (w.name, i)
+        key = (w.queue, w.cpu_milli, w.memory_mib, d.kind if d else None, d.gpus if d else 0,
+               d.profile.name if d is not None and d.profile is not None else None, i)
         if key in self._charges:
             return self._charges[key]
         rows = self.rows[self.queue_id[w.queue]]
@@ -100,7 +103,7 @@ class QuotaBook:
 
     def _extra(self, k: int, add: int) -> int:
         """How much more of the cohort pool entry ``k`` draws with ``add`` more usage."""
-        u, kept = int(self.usage[k]), int(self.kept[k])
+        u, kept = self.usage[k], self.kept[k]
         return max(0, u + add - kept) - max(0, u - kept)
 
     def room(self, w: Workload, d: Demand | None, i: int, count: int = 1) -> bool:
@@ -108,12 +111,20 @@ class QuotaBook:
         ch = self.charges(w, d, i)
         if ch is None:
             return False
+        key = (ch, count)
+        hit = self._fits.get(key)
+        if hit is None:
+            hit = self._fits[key] = self._room(ch, count)
+        return hit
+
+    def _room(self, ch: Charges, count: int) -> bool:
+        usage, cap, group = self.usage, self.cap, self.group
         for k, amt in ch:
             add = amt * count
-            if int(self.usage[k]) + add > int(self.cap[k]):
+            if usage[k] + add > cap[k]:
                 return False
-            g = int(self.group[k])
-            if g >= 0 and int(self.borrowed[g]) + self._extra(k, add) > int(self.pool[g]):
+            g = group[k]
+            if g >= 0 and self.borrowed[g] + self._extra(k, add) > self.pool[g]:
                 return False
         return True
 
@@ -122,8 +133,9 @@ class QuotaBook:
         ch = self.charges(w, d, i)
         if not ch:
             return
+        self._fits.clear()
         for k, amt in ch:
-            g = int(self.group[k])
+            g = self.group[k]
             if g >= 0:
                 self.borrowed[g] += self._extra(k, amt * count)
             self.usage[k] += amt * count
@@ -142,10 +154,12 @@ class QuotaBook:
             return ""
         best: tuple[int, int, int] | None = None  # (room, entry, amount)
         seen: set[tuple[int, int]] = set()
+        tried: set[Charges] = set()
         for i in nodes:
             ch = self.charges(w, d_of.get(i), i)
-            if ch is None:
+            if ch is None or ch in tried:
                 continue
+            tried.add(ch)
             if self.room(w, d_of.get(i), i, count):
                 return ""
             for k, one in ch:

@@ -27,12 +27,14 @@ import heapq
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from capplan.model.plan import Assignment
 from capplan.model.problem import Problem, Workload
 from capplan.model.schedule import Schedule, Unscheduled
 from capplan.model.timing import ceil_to, describe_seconds
 from capplan.placement.core.reasons import explain
-from capplan.placement.core.state import ClusterState
+from capplan.placement.core.state import ClusterState, Placement
 from capplan.placement.greedy import GreedyPlacer, place_workload, shape_key
 from capplan.placement.schedule.result import make_schedule
 from capplan.placement.schedule.timeline import Item
@@ -59,6 +61,7 @@ class KueueSim:
         self.running: dict[str, list[Assignment]] = {}
         self.starts: dict[str, int] = {}
         self.reasons: dict[str, str] = {}
+        self._charge_nodes: dict[object, list[int]] = {}  # per shape: one eligible node per distinct quota charge
         ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
         nodes = p.cluster.nodes
         for a in p.running:
@@ -94,17 +97,56 @@ class KueueSim:
         key = (shape_key(w), n)
         if key in failed:
             return False
-        placed = place_workload(self.placer, w, n, self.running.get(w.name, []))
+        if not self._may_fit(w, n):
+            placed: list[Placement] = []
+        else:
+            placed = place_workload(self.placer, w, n, self.running.get(w.name, []))
         if len(placed) < n:
             self.placer.undo(w, placed)
             failed.add(key)
-            self.reasons.setdefault(w.name, self._why(w, t, n))
+            if w.name not in self.reasons:
+                self.reasons[w.name] = self._why(w, t, n)
             return False
         end = self._end(w, t)
         for r, pl in zip(self.todo.pop(w.name), placed, strict=True):
             self._add(Item(w=w, replica=r, d=self.st.demand_at(w, pl.node), pl=pl, start=t, end=end))
         self.starts[w.name] = t
         return True
+
+    def _may_fit(self, w: Workload, n: int) -> bool:
+        """A quick necessary condition for ``n`` replicas of ``w`` now: its quota has room for all of them on
+        some node's flavors, and the free whole GPUs, CPU and memory of its eligible nodes (of one domain
+        of its required level) hold them. False only when the placer would fail too."""
+        st = self.st
+        idx, per = st.eligible(w)
+        if idx.size == 0:
+            return False
+        if st.quota is not None and w.queue is not None:
+            book = st.quota
+            shape = (w.queue, w.cpu_milli, w.memory_mib, w.gpus, w.mig, w.gpu_fraction, w.gpu_models)
+            distinct = self._charge_nodes.get(shape)
+            if distinct is None:
+                seen: dict[object, int] = {}
+                for i in idx.tolist():
+                    seen.setdefault(book.charges(w, per.get(st.model_of[i]), i), i)
+                distinct = self._charge_nodes[shape] = list(seen.values())
+            need = n if (w.is_gang or w.topology.required) else 1
+            if not any(book.room(w, per.get(st.model_of[i]), i, need) for i in distinct):
+                return False
+        big = np.int64(1 << 40)
+        room = np.full(idx.size, big)
+        if w.cpu_milli:
+            room = np.minimum(room, st.cpu[idx] // w.cpu_milli)
+        if w.memory_mib:
+            room = np.minimum(room, st.mem[idx] // w.memory_mib)
+        if w.gpus is not None:
+            room = np.minimum(room, st.free_whole[idx] // w.gpus)
+        room = np.minimum(room, n)
+        lvl = w.topology.required
+        if lvl and lvl != "node" and n > 1:
+            ids, _ = st.domain_ids(lvl)
+            return bool(np.bincount(ids[idx], weights=room).max() >= n)
+        return bool(room.sum() >= (n if w.is_gang else 1))
 
     def _why(self, w: Workload, t: int, n: int) -> str:
         return explain(self.st, w, n)
@@ -113,24 +155,30 @@ class KueueSim:
         """Admit what the queues admit at ``t``; whether anything was admitted."""
         any_admitted = False
         failed: set[tuple[object, int]] = set()
+        ready = {q: [w for w in ws if w.release <= t] for q, ws in self.queues.items()}
+        order = kueue_order(self.p)
+        noted: set[str] = set()  # StrictFIFO queues whose waiting workloads got their reason at this instant
         while True:
-            ready = {q: [w for w in ws if w.name in self.todo and w.release <= t] for q, ws in self.queues.items()}
-            heads = sorted((q for q in ready if ready[q]), key=lambda q: kueue_order(self.p)(ready[q][0]))
-            admitted = False
+            heads = sorted((q for q in ready if ready[q]), key=lambda q: order(ready[q][0]))
+            admitted: tuple[str, Workload] | None = None
             for q in heads:
-                cands = ready[q][:1] if self.strict.get(q, False) else ready[q]
-                for w in cands:
+                strict = self.strict.get(q, False)
+                for w in ready[q][:1] if strict else ready[q]:
                     if self._try(w, t, failed):
-                        admitted = True
+                        admitted = (q, w)
                         break
-                if self.strict.get(q, False) and not admitted:
+                if strict and admitted is None and q not in noted:
+                    noted.add(q)
                     head = ready[q][0]
                     for w in ready[q][1:]:
                         self.reasons.setdefault(w.name, f"queue: behind {head.name} in StrictFIFO ClusterQueue {q}")
-                if admitted:
+                if admitted is not None:
                     break
-            if not admitted:
+            if admitted is None:
                 return any_admitted
+            q, w = admitted
+            ready[q].remove(w)
+            self.queues[q].remove(w)
             any_admitted = True
 
     def run(self) -> None:
@@ -167,9 +215,12 @@ def schedule_kueue(p: Problem, horizon: int, step: int, seed: int = 0) -> Schedu
     waited = {name: why for name, why in sim.reasons.items()
               if name in sim.starts and sim.starts[name] > ceil_to(p.workload(name).release, step)}
     unscheduled = []
+    late_reps: dict[str, set[int]] = {}
+    for it in sim.items:
+        if it.w.name in late:
+            late_reps.setdefault(it.w.name, set()).add(it.replica)
     for w in p.workloads:
-        missing = sorted(set(sim.todo.get(w.name, ())) | {it.replica for it in sim.items
-                                                            if it.w.name == w.name and w.name in late})
+        missing = sorted(set(sim.todo.get(w.name, ())) | late_reps.get(w.name, set()))
         if not missing:
             if w.name in sim.starts and sim.starts[w.name] > ceil_to(w.release, step) and w.name in reasons:
                 reasons[w.name] = f"{reasons[w.name]} (admitted at {describe_seconds(sim.starts[w.name])})"
