@@ -63,7 +63,7 @@ def _r(x: float, nd: int = 4) -> float:
 
 
 def build_report(p: Problem, plan: Plan, prices: Prices | None = None, timeline: Timeline | None = None,
-                 title: str | None = None) -> dict[str, Any]:
+                 title: str | None = None, compare: dict[str, Any] | None = None) -> dict[str, Any]:
     """The report's data for plan ``plan`` of problem ``p`` (assumed to match; see :func:`check_matches`).
 
     Parameters
@@ -78,6 +78,8 @@ def build_report(p: Problem, plan: Plan, prices: Prices | None = None, timeline:
         The schedule's timeline, when the report is about a schedule.
     title
         Page title; the cluster's name by default.
+    compare
+        Two schedules side by side (:func:`capplan.io.report.compare.compare_schedules`), drawn beside the timeline.
 
     Returns
     -------
@@ -131,6 +133,8 @@ def build_report(p: Problem, plan: Plan, prices: Prices | None = None, timeline:
     data["totals"] = _totals(views)
     if timeline is not None:
         data["schedule"] = {"horizon_s": timeline.horizon_s, "workloads": list(timeline.workloads)}
+    if compare is not None:
+        data["compare"] = compare
     return data
 
 
