@@ -79,6 +79,10 @@ class KueueSim:
             missing = [r for r in range(w.replicas) if r not in have]
             if missing:
                 self.todo[w.name] = missing
+        #: what decides whether a workload fits now: its shape and its replicas to place (failures are shared)
+        self.keys: dict[str, tuple[object, int]] = {  # replicas already running pin a domain: then its own key
+            name: ((name,) if name in self.running else shape_key(p.workload(name)), len(reps))
+            for name, reps in self.todo.items()}
         order = kueue_order(p)
         self.queues: dict[str, list[Workload]] = {}
         for w in sorted((w for w in p.workloads if w.name in self.todo), key=order):
@@ -94,7 +98,7 @@ class KueueSim:
 
     def _try(self, w: Workload, t: int, failed: set[tuple[object, int]]) -> bool:
         n = len(self.todo[w.name])
-        key = (shape_key(w), n)
+        key = self.keys[w.name]
         if key in failed:
             return False
         if not self._may_fit(w, n):
@@ -163,8 +167,9 @@ class KueueSim:
             admitted: tuple[str, Workload] | None = None
             for q in heads:
                 strict = self.strict.get(q, False)
+                keys = self.keys
                 for w in ready[q][:1] if strict else ready[q]:
-                    if self._try(w, t, failed):
+                    if keys[w.name] not in failed and self._try(w, t, failed):
                         admitted = (q, w)
                         break
                 if strict and admitted is None and q not in noted:
