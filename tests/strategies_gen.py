@@ -77,3 +77,32 @@ def scenario_data(draw: st.DrawFn) -> dict[str, Any]:
     levels = ["rack", "node"]
     workloads = [draw(workload_entry(f"w{i}", levels)) for i in range(draw(st.integers(1, 6)))]
     return {"cluster": {"name": "h", "levels": levels, "racks": racks}, "workloads": workloads}
+
+
+@st.composite
+def quota_section(draw: st.DrawFn, data: dict[str, Any]) -> dict[str, Any]:
+    """Kueue quotas for ``data``: 1-3 ClusterQueues (maybe in a cohort, with borrowing and lending limits) over
+    a flavor of the first rack's nodes and one of every node, each workload in a queue or in none."""
+    first = [n["name"] for n in data["cluster"]["racks"][0]["nodes"]]
+    flavors = [{"name": "first", "nodes": first}, {"name": "all"}]
+    queues = []
+    for q in range(draw(st.integers(1, 3))):
+        cohort = draw(st.sampled_from([None, "c"]))
+        entries = []
+        for flavor in draw(st.sampled_from([["first"], ["all"], ["first", "all"]])):
+            for res, sizes in (("nvidia.com/gpu", [0, 1, 4, 8, 16]), ("cpu", [4, 16, 64]), ("memory", [64, 512])):
+                e: dict[str, Any] = {"flavor": flavor, "resource": res, "nominal": draw(st.sampled_from(sizes))}
+                if cohort and draw(st.booleans()):
+                    e["borrowing_limit"] = draw(st.sampled_from([0, 4]))
+                if cohort and draw(st.booleans()):
+                    e["lending_limit"] = min(e["nominal"], draw(st.sampled_from([0, 2])))
+                entries.append(e)
+            entries.append({"flavor": flavor, "resource": "amd.com/gpu", "nominal": draw(st.sampled_from([0, 8]))})
+        queues.append({"name": f"q{q}", "strategy": draw(st.sampled_from(["StrictFIFO", "BestEffortFIFO"])),
+                       "quotas": entries, **({"cohort": cohort} if cohort else {})})
+    for w in data["workloads"]:
+        queue = draw(st.sampled_from([None, *(q["name"] for q in queues)]))
+        if queue:
+            w["queue"] = queue
+            w["created"] = -draw(st.integers(0, 3)) * 600
+    return {"flavors": flavors, "queues": queues}

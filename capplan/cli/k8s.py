@@ -15,7 +15,7 @@ from typing import Any
 from capplan.cli.common import add_catalog_option
 from capplan.model.errors import InputError
 
-EXPORTS = ("mig-parted", "bindings", "kueue-topology", "volcano-hypernodes")
+EXPORTS = ("mig-parted", "bindings", "kueue-topology", "volcano-hypernodes", "kueue-eta")
 KUEUE_DEFAULT = "0.19"  # = capplan.io.k8s.topology.KUEUE_DEFAULT (kept here so --help needs no import)
 VOLCANO_DEFAULT = "1.15"  # = capplan.io.k8s.topology.VOLCANO_DEFAULT
 
@@ -79,7 +79,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("format", choices=EXPORTS, help="what to write: " + ", ".join(EXPORTS))
     p.add_argument("scenario", help="scenario file (from `capplan import kubernetes` or hand-written)")
-    p.add_argument("plan", nargs="?", help="plan JSON (required for mig-parted and bindings)")
+    p.add_argument("plan", nargs="?", help="plan JSON (required for mig-parted and bindings); kueue-eta: the schedule")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="file to write (atomically)")
     p.add_argument("--meta", metavar="FILE", help="import metadata (default: <scenario>.k8s.json if present)")
     p.add_argument(
@@ -127,6 +127,8 @@ def add_parser(sub: Any) -> None:
         metavar="RELEASE|GROUP/VERSION",
         help=f"Volcano release (1.12 to 1.16; default {VOLCANO_DEFAULT}) or topology.volcano.sh/v1alpha1",
     )
+    p.add_argument("--format", dest="eta_format", choices=("patches", "prometheus"), default="patches",
+                   help="kueue-eta: a v1 List of Workload patches (default) or a Prometheus text exposition")
     _catalog_arg(p)
     p.set_defaults(func=run_export)
 
@@ -226,6 +228,10 @@ def _flavor_labels(specs: list[str]) -> dict[str, str]:
 
 def run_export(args: argparse.Namespace) -> int:
     """Run ``capplan export``; exit code."""
+    if args.format == "kueue-eta":
+        from capplan.cli.kueue import run_eta
+
+        return run_eta(args)
     from capplan.io.files import load_yaml_or_json, write_text_atomic
     from capplan.io.k8s.export import actions, bindings, mig_parted_yaml
     from capplan.io.k8s.labels import parse_level_labels

@@ -19,7 +19,21 @@ from collections.abc import Sequence
 from types import FrameType
 
 from capplan import __version__
-from capplan.cli import alibaba, bench, check, common, console, explain, k8s, outcome, report, reserve, schedule, sweep
+from capplan.cli import (
+    alibaba,
+    bench,
+    check,
+    common,
+    console,
+    explain,
+    k8s,
+    kueue,
+    outcome,
+    report,
+    reserve,
+    schedule,
+    sweep,
+)
 from capplan.cli.common import (
     EXIT_GUARANTEE,
     EXIT_INPUT,
@@ -171,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # The command modules, listed explicitly; each imports its heavy modules inside its ``run``.
 COMMANDS = (schedule, explain, reserve, bench, k8s, sweep, report)
-IMPORT_SOURCES = (alibaba, k8s)
+IMPORT_SOURCES = (alibaba, k8s, kueue)
 
 
 class _Interrupt:

@@ -23,12 +23,27 @@ if TYPE_CHECKING:
 
 
 def write_report(problem: Problem, plan: Plan, output: str | Path, prices: Prices | None,
-                 timeline: Timeline | None = None) -> None:
+                 timeline: Timeline | None = None, compare: dict[str, Any] | None = None) -> None:
     """Build the HTML report of ``plan`` and write it to ``output`` atomically (catalog prices when None)."""
     from capplan.io.files import write_text_atomic
     from capplan.io.report import build_report, render_html
 
-    write_text_atomic(output, render_html(build_report(problem, plan, prices, timeline)))
+    write_text_atomic(output, render_html(build_report(problem, plan, prices, timeline, compare=compare)))
+
+
+def _compare(args: argparse.Namespace, problem: Problem, plan: Plan, timeline: Timeline | None) -> dict[str, Any]:
+    """The ``--compare`` schedule beside the main one (both must be schedules of the scenario)."""
+    from capplan.io.files import load_yaml_or_json
+    from capplan.io.report import check_matches, read_result
+    from capplan.io.report.compare import compare_schedules
+    from capplan.model.errors import InputError
+
+    other_data = load_yaml_or_json(args.compare, "schedule to compare")
+    other_plan, other = read_result(other_data)
+    if timeline is None or other is None:
+        raise InputError("--compare", "compares two schedules (capplan schedule output), not plans")
+    check_matches(problem, other_plan, other)
+    return compare_schedules(problem, timeline, other, (plan.strategy, other_plan.strategy))
 
 
 def _load(args: argparse.Namespace) -> tuple[Problem, Plan, Timeline | None]:
@@ -47,7 +62,8 @@ def run_report(args: argparse.Namespace) -> int:
     from capplan.io.report import load_prices
 
     problem, plan, timeline = _load(args)
-    write_report(problem, plan, args.output, load_prices(args.prices, problem.catalog), timeline)
+    compare = _compare(args, problem, plan, timeline) if args.compare else None
+    write_report(problem, plan, args.output, load_prices(args.prices, problem.catalog), timeline, compare)
     print(f"wrote {args.output} ({len(plan.assignments)} assignments"
           f"{', with timeline' if timeline else ''})", file=sys.stderr)
     return EXIT_OK
@@ -69,6 +85,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("scenario", help="scenario file (YAML or JSON)")
     p.add_argument("plan", help="plan (or schedule) JSON written by `capplan plan` (or `capplan schedule`)")
     p.add_argument("-o", "--output", default="report.html", help="HTML file to write (default report.html)")
+    p.add_argument("--compare", metavar="SCHEDULE.json",
+                   help="a second schedule of the scenario, drawn beside the first per workload (e.g. --policy kueue "
+                        "against the optimum): starts under each and GPU-hours of waiting saved")
     add_prices_option(p)
     add_catalog_option(p)
     p.set_defaults(func=run_report)

@@ -40,6 +40,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--strategy", choices=("auto", "cpsat", "heuristic"), default="auto",
                    help="auto (exact model when it covers the problem and it is small), cpsat or heuristic "
                         "(default auto)")
+    p.add_argument("--policy", choices=("optimal", "kueue"), default="optimal",
+                   help="optimal (default): optimise; kueue: simulate Kueue's admission (queueing strategy, quotas, "
+                        "topology) to see what Kueue will do")
     p.add_argument("--seed", type=common.seed, default=0, help="random seed (default 0)")
     p.add_argument("--workers", type=common.workers, default=1, help="parallel solver workers (default 1)")
     p.add_argument("-q", "--quiet", action="store_true", help="only the one-line summary on stderr")
@@ -84,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
     problem = load_scenario(args.scenario, args.catalog)
     opts = PlanOptions(time_limit=args.time_limit, deadline=deadline, seed=args.seed, workers=args.workers)
-    sch = schedule(problem, args.strategy, opts, horizon=args.horizon, step=args.step)
+    sch = schedule(problem, args.strategy, opts, horizon=args.horizon, step=args.step, policy=args.policy)
     text = sch.to_json()
     if args.output:
         write_text_atomic(args.output, text)

@@ -22,11 +22,13 @@ from capplan.model.decode import LIMITS
 from capplan.model.errors import ErrorList, InputError, describe, suggest
 from capplan.model.plan import MigSlot, input_error_from
 from capplan.model.problem import Cluster, Domain, GpuMode, Node, Problem, Workload
+from capplan.model.quota import ClusterQueue, Flavor
 from capplan.model.timing import RunningEnd, format_seconds
 from capplan.model.units import MIB_PER_GIB, MILLI, cores_to_milli, gib_to_mib
 
 _NODE_KEYS = {"name", "name_prefix", "count", "gpu", "gpus", "cpu", "memory_gib", "gpu_modes", "mig_strategy"}
-_TOP_KEYS = {"cluster", "workloads", "running", "name", "description", "schedule", "interruptions"}
+_TOP_KEYS = {"cluster", "workloads", "running", "name", "description", "schedule", "interruptions", "quotas", "now"}
+_QUOTA_KEYS = {"flavors", "queues"}
 
 
 def plural(level: str) -> str:
@@ -258,8 +260,8 @@ def problem_from_data(data: Any, catalog: Catalog | None = None) -> Problem:
     extra = set(d) - _TOP_KEYS
     for bad in sorted(map(str, extra)):
         errors.add(InputError(bad, f"unknown top-level field{suggest(bad, _TOP_KEYS)}; "
-                                   "expected cluster, workloads, running, schedule, interruptions"))
-    for key in ("name", "description"):
+                                   "expected cluster, workloads, running, schedule, interruptions, quotas, now"))
+    for key in ("name", "description", "now"):
         if d.get(key) is not None and not isinstance(d[key], str):
             errors.add(InputError(key, f"expected a string, got {d[key]!r}"))
     cluster: Cluster | None = None
@@ -286,12 +288,37 @@ def problem_from_data(data: Any, catalog: Catalog | None = None) -> Problem:
     if inter is not None:
         _require_mapping(inter, "interruptions", "a mapping with gpu_failure_rate, models, node_repair, restart, "
                                                  "restart_without_spare")
+    flavors, queues = _quotas(d.get("quotas"))
     try:
         return Problem.model_validate({"cluster": cluster, "workloads": workloads, "running": running,
                                        "catalog": cat, "schedule": spec, "ends_in": ends_in,
-                                       "interruptions": inter})
+                                       "interruptions": inter, "flavors": flavors, "queues": queues,
+                                       "now": d.get("now")})
     except ValidationError as exc:
         raise input_error_from(exc, "", Problem) from None
+
+
+def _quotas(raw: Any) -> tuple[list[Flavor], list[ClusterQueue]]:
+    """The ``quotas: {flavors, queues}`` section (Kueue's ResourceFlavors and ClusterQueues)."""
+    if raw is None:
+        return [], []
+    q = _require_mapping(raw, "quotas", "a mapping with flavors and queues")
+    extra = set(q) - _QUOTA_KEYS
+    if extra:
+        key = sorted(map(str, extra))[0]
+        raise InputError(f"quotas.{key}", f"unknown field{suggest(key, _QUOTA_KEYS)}; use flavors and queues")
+    out: dict[str, list[Any]] = {}
+    for key, model in (("flavors", Flavor), ("queues", ClusterQueue)):
+        items = q.get(key) or []
+        if not isinstance(items, list):
+            raise InputError(f"quotas.{key}", f"expected a list, got {describe(items)}")
+        out[key] = []
+        for i, item in enumerate(items):
+            try:
+                out[key].append(model.model_validate(item))
+            except ValidationError as exc:
+                raise input_error_from(exc, f"quotas.{key}[{i}]", model) from None
+    return out["flavors"], out["queues"]
 
 
 def _running_ends(raw: list[Any]) -> tuple[list[Any], list[RunningEnd]]:
@@ -364,6 +391,11 @@ def problem_to_data(p: Problem) -> dict[str, Any]:
         data["running"] = [a.model_dump(mode="json", exclude_defaults=True)
                            | ({"ends_in": format_seconds(ends[a.key])} if a.key in ends else {})
                            for a in p.running]
+    if p.flavors or p.queues:
+        data["quotas"] = {"flavors": [f.model_dump(mode="json", exclude_defaults=True) for f in p.flavors],
+                          "queues": [q.model_dump(mode="json", exclude_defaults=True) for q in p.queues]}
+    if p.now is not None:
+        data["now"] = p.now
     if p.schedule is not None:
         data["schedule"] = {"horizon": format_seconds(p.schedule.horizon), "step": format_seconds(p.schedule.step)}
     if p.interruptions is not None:

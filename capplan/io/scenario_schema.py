@@ -16,6 +16,7 @@ from typing import Any
 from capplan.model.interruptions import Interruptions
 from capplan.model.plan import Assignment
 from capplan.model.problem import Workload
+from capplan.model.quota import ClusterQueue, Flavor
 
 _TIME = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[smhd]?\s*$"}]}
 _NUMBER = {"type": "number", "minimum": 0}
@@ -44,6 +45,9 @@ def _workload() -> dict[str, Any]:
     schema = Workload.model_json_schema()
     for key in Workload.TIME_FIELDS:
         schema["properties"][key] = {**_TIME, "description": "seconds, or 90s, 15m, 2h, 3d"}
+    schema["properties"]["created"] = {"anyOf": [{"type": "integer"}, {"type": "string", "pattern":
+                                       r"^\s*-?\s*\d+(\.\d+)?\s*[smhd]?\s*$"}],
+                                       "description": "seconds from time 0 (negative: before), or -2h, 15m, ..."}
     schema["properties"]["remove"] = _REMOVE
     return schema
 
@@ -62,6 +66,13 @@ def scenario_json_schema() -> dict[str, Any]:
     for key in Interruptions.TIME_FIELDS:
         interruptions["properties"][key] = {**_TIME, "description": "seconds, or 90s, 15m, 2h, 3d"}
     defs["interruptions"] = interruptions
+    for model in (Flavor, ClusterQueue):
+        sub = copy.deepcopy(model.model_json_schema())
+        defs.update(sub.pop("$defs", {}))
+        defs[model.__name__] = sub
+    quotas = {"type": "object", "additionalProperties": False,
+              "properties": {"flavors": {"type": "array", "items": {"$ref": "#/$defs/Flavor"}},
+                             "queues": {"type": "array", "items": {"$ref": "#/$defs/ClusterQueue"}}}}
     # A domain holds `name`, an optional `power_kw`, and its children under a plural key (racks:, nodes:, ...).
     defs["domain"] = {"type": "object", "required": ["name"],
                       "properties": {"name": _NAME, "power_kw": _NUMBER, "nodes": {"type": "array",
@@ -85,6 +96,8 @@ def scenario_json_schema() -> dict[str, Any]:
             "schedule": {"type": "object", "additionalProperties": False,
                          "properties": {"horizon": _TIME, "step": _TIME}},
             "interruptions": {"$ref": "#/$defs/interruptions"},
+            "quotas": quotas,
+            "now": {"type": "string", "description": "RFC 3339 wall-clock time of time 0 (a live cluster's import)"},
         },
         "$defs": defs,
     }

@@ -61,6 +61,8 @@ def check_problem(p: Problem) -> None:
         _check_interruptions(p)
     with errors.catch():
         _check_workloads(p, set(levels))
+    with errors.catch():
+        _check_queues(p)
     if not errors:  # the running state is checked against a sound cluster and workloads
         with errors.catch():
             _check_running(p)
@@ -162,6 +164,38 @@ def _check_interruptions(p: Problem) -> None:
         model = p.catalog.get(name, f"interruptions.models.{name}")
         if model.name != name:
             raise InputError(f"interruptions.models.{name}", f"use the canonical model name {model.name!r}")
+def _check_queues(p: Problem) -> None:
+    """Flavors and ClusterQueues: unique names, known flavors and nodes, one entry per flavor and resource."""
+    flavors: set[str] = set()
+    for i, f in enumerate(p.flavors):
+        if f.name in flavors:
+            raise InputError(f"quotas.flavors[{i}].name", f"duplicate flavor name {f.name!r}")
+        flavors.add(f.name)
+        for n in f.nodes or ():
+            if n not in p.cluster.node_index:
+                raise InputError(f"quotas.flavors[{i}].nodes", f"unknown node {n!r}{suggest(n, p.cluster.node_index)}")
+    queues: set[str] = set()
+    for i, q in enumerate(p.queues):
+        path = f"quotas.queues[{i}]"
+        if q.name in queues:
+            raise InputError(f"{path}.name", f"duplicate ClusterQueue name {q.name!r}")
+        queues.add(q.name)
+        seen: set[tuple[str, str]] = set()
+        for j, e in enumerate(q.quotas):
+            if e.flavor not in flavors:
+                raise InputError(f"{path}.quotas[{j}].flavor",
+                                 f"unknown flavor {e.flavor!r}{suggest(e.flavor, flavors)}; "
+                                 "list it under quotas.flavors")
+            if (e.flavor, e.resource) in seen:
+                raise InputError(f"{path}.quotas[{j}]", f"{e.resource} of flavor {e.flavor} is given twice")
+            seen.add((e.flavor, e.resource))
+            if q.cohort is None and (e.borrowing_limit is not None or e.lending_limit is not None):
+                raise InputError(f"{path}.quotas[{j}]", "borrowing_limit and lending_limit need a cohort; "
+                                                        f"give {q.name} a cohort or drop them")
+    for i, w in enumerate(p.workloads):
+        if w.queue is not None and w.queue not in queues:
+            raise InputError(f"workloads[{i}].queue", f"unknown ClusterQueue {w.queue!r}{suggest(w.queue, queues)}"
+                                                      "; list it under quotas.queues")
 
 
 def _check_running(p: Problem) -> None:

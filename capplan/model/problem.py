@@ -20,6 +20,7 @@ from capplan.model.decode import LIMITS
 from capplan.model.errors import InputError, suggest
 from capplan.model.interruptions import Interruptions
 from capplan.model.plan import Assignment, MigSlot
+from capplan.model.quota import ClusterQueue, Flavor
 from capplan.model.timing import RunningEnd, ScheduleSpec, format_seconds, parse_seconds
 from capplan.model.units import MILLI, UNITS_PER_GPU, Bool, Float, Frozen, Int, Name, Str, cores_to_milli, gib_to_mib
 
@@ -170,6 +171,8 @@ class Workload(Frozen):
     checkpoint: int | None = Field(default=None, gt=0)
     checkpoint_interval: int | None = Field(default=None, gt=0)
     spares: int | Literal["auto"] = 0
+    queue: Name | None = None
+    created: int = 0
 
     #: Fields given in seconds or as ``90s``/``15m``/``2h``/``3d`` (the file format's times; the schema follows).
     TIME_FIELDS: ClassVar[tuple[str, ...]] = ("duration", "release", "deadline", "checkpoint", "checkpoint_interval")
@@ -185,6 +188,14 @@ class Workload(Frozen):
         if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_SPARES):
             return v
         raise ValueError(f"expected a number of spare nodes 0..{MAX_SPARES} or auto, got {v!r}")
+    @field_validator("created", mode="before")
+    @classmethod
+    def _signed_seconds(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.strip().startswith("-"):
+            return -parse_seconds(v.strip()[1:])
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+        return parse_seconds(v)
 
     @model_validator(mode="after")
     def _times(self) -> Workload:
@@ -270,6 +281,11 @@ class Problem(Frozen):
         Remaining run time of running replicas that end (the others run to the horizon).
     interruptions
         Failure rates and restart times of the goodput model (gangs with ``checkpoint``).
+    flavors, queues
+        Kueue's ResourceFlavors and ClusterQueues: the quota per queue over time (:mod:`capplan.model.quota`);
+        a workload's ``queue`` names its ClusterQueue.
+    now
+        The wall-clock time (RFC 3339) of time 0, when the scenario was taken from a live cluster.
     """
 
     cluster: Cluster
@@ -279,6 +295,9 @@ class Problem(Frozen):
     schedule: ScheduleSpec | None = None
     ends_in: tuple[RunningEnd, ...] = ()
     interruptions: Interruptions | None = None
+    flavors: tuple[Flavor, ...] = ()
+    queues: tuple[ClusterQueue, ...] = ()
+    now: Str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Problem:
@@ -290,7 +309,7 @@ class Problem(Frozen):
     def replace(self, **changes: Any) -> Problem:
         """Return a new problem with ``changes`` applied, validated again."""
         data = {k: getattr(self, k) for k in ("cluster", "workloads", "running", "catalog", "schedule", "ends_in",
-                                                 "interruptions")}
+                                          "interruptions", "flavors", "queues", "now")}
         data.update(changes)
         if "ends_in" not in changes:  # keep the remaining run times of replicas still running
             keys = {(a.workload, a.replica) for a in data["running"]}

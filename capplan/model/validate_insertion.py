@@ -8,7 +8,9 @@ workload with replicas left out (gangs of more than one replica excepted: their 
 together), each node that can host it and each grid start, it tries one placement per GPU (whole GPUs:
 the lowest free indices) and checks every plan rule (:func:`~capplan.model.validate_rules.check_assignments`
 on the replicas running at each instant of the run where something starts, the nodes sharing a power
-budget included, and the workload-wide rules of :func:`~capplan.model.validate_rules.check_groups`).
+budget included, the workload-wide rules of :func:`~capplan.model.validate_rules.check_groups`, and for a
+workload admitted through a ClusterQueue the quotas over the whole schedule,
+:func:`~capplan.model.validate_quota.check_quota_spans`).
 
 It is sound, not complete: a replica it reports fits (the schedule with it added passes every rule); a
 replica that fits only in a placement it does not try is not reported. Starts tried: the release and
@@ -25,6 +27,7 @@ from capplan.model.plan import Assignment, MigSlot
 from capplan.model.problem import Demand, Node, Problem, Workload
 from capplan.model.schedule import Schedule, TimedAssignment
 from capplan.model.units import MILLI
+from capplan.model.validate_quota import Span, check_quota_spans
 from capplan.model.validate_rules import check_assignments, check_groups
 
 
@@ -93,13 +96,16 @@ def _candidates(p: Problem, w: Workload, replica: int, node: Node, d: Demand,
 
 
 def _fits(p: Problem, cand: Assignment, start: int, end: int, group: list[TimedAssignment],
-          placed: dict[tuple[str, int], Assignment]) -> bool:
+          placed: dict[tuple[str, int], Assignment], spans: list[Span] | None) -> bool:
     instants = [start, *sorted({a.start_s for a in group if start < a.start_s < end})]
     for t in instants:
         active = [space(a) for a in group if a.start_s <= t < a.end_s]
         if check_assignments(p, [*active, cand]):
             return False
-    return not check_groups(p, {**placed, (cand.workload, cand.replica): cand})
+    if check_groups(p, {**placed, (cand.workload, cand.replica): cand}):
+        return False
+    # ClusterQueue quotas are fleet-wide: the whole schedule with the candidate, checked last (the costliest)
+    return spans is None or not check_quota_spans(p, [*spans, (start, end, cand, True)])
 
 
 def _run(w: Workload, t: int, horizon: int) -> int:
@@ -118,13 +124,17 @@ def insertions(p: Problem, s: Schedule, first_only: bool = True) -> list[Inserti
     for a in s.assignments:
         by_node[a.node].append(a)
     groups = budget_groups(p)
+    running = {a.key for a in p.running}
+    spans: list[Span] | None = [(a.start_s, a.end_s, space(a), a.key not in running)
+                                for a in s.assignments] if p.queues else None
     found: list[Insertion] = []
     for w in p.workloads:
         missing = [r for r in range(w.replicas) if (w.name, r) not in placed_t]
         if not missing or (w.is_gang and w.replicas > 1):
             continue
         limit = min(w.deadline, horizon) if w.deadline is not None else horizon
-        hit = _first_fit(p, w, missing[0], limit, step, horizon, by_node, groups, placed)
+        hit = _first_fit(p, w, missing[0], limit, step, horizon, by_node, groups, placed,
+                         spans if w.queue is not None else None)
         if hit is not None:
             found.append(hit)
             if first_only:
@@ -134,7 +144,7 @@ def insertions(p: Problem, s: Schedule, first_only: bool = True) -> list[Inserti
 
 def _first_fit(p: Problem, w: Workload, replica: int, limit: int, step: int, horizon: int,
                by_node: dict[str, list[TimedAssignment]], groups: dict[str, list[str]],
-               placed: dict[tuple[str, int], Assignment]) -> Insertion | None:
+               placed: dict[tuple[str, int], Assignment], spans: list[Span] | None) -> Insertion | None:
     earliest = -(-w.release // step) * step
     for node in p.cluster.nodes:
         d = p.can_host(w, node)
@@ -149,6 +159,6 @@ def _first_fit(p: Problem, w: Workload, replica: int, limit: int, step: int, hor
                 break
             busy = [a for a in here if a.start_s < end and t < a.end_s]
             for cand in _candidates(p, w, replica, node, d, busy):
-                if _fits(p, cand, t, end, group, placed):
+                if _fits(p, cand, t, end, group, placed, spans):
                     return Insertion(w.name, replica, cand, t, end, d.units)
     return None

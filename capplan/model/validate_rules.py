@@ -15,6 +15,7 @@ from capplan.model.catalog import GpuModel, MigProfile
 from capplan.model.plan import Assignment
 from capplan.model.problem import Node, Problem, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU, gib_to_mib
+from capplan.model.validate_quota import check_plan_quotas, check_quota_spans
 
 
 def _smallest_fitting(model: GpuModel, mem_mib: int) -> MigProfile | None:
@@ -328,6 +329,7 @@ def check_groups(p: Problem, placed: dict[tuple[str, int], Assignment]) -> list[
 #: The rule of each constraint family (:data:`capplan.model.families.FAMILIES`) in the independent validator.
 RULES: dict[str, tuple[Callable[..., list[str]] | Callable[..., tuple[list[str], int, int]], ...]] = {
     "model": (check_shape,),
+    "quota": (check_plan_quotas, check_quota_spans),
     "cpu": (check_assignments,),
     "memory": (check_assignments,),
     "gpu": (check_shape, _check_gpu),

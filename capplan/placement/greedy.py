@@ -24,7 +24,7 @@ from capplan.placement.core.summary import make_plan
 def shape_key(w: Workload) -> tuple[object, ...]:
     """Everything about a workload but its name and replica count that decides where it fits."""
     return (w.kind, w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.cpu, w.memory_gib, w.gpu_models,
-            w.topology.required, w.topology.preferred, w.tenant, w.isolation)
+            w.topology.required, w.topology.preferred, w.tenant, w.isolation, w.queue)
 
 
 def workload_order(p: Problem) -> list[Workload]:

@@ -28,6 +28,15 @@ MIN_SOLVE_SECONDS = 0.05
 """The least time a strategy is given, however little of the limit is left (it then returns its fastest plan)."""
 
 
+#: The placement strategies that honour ClusterQueue quotas (the occupancy state's :class:`QuotaBook`).
+QUOTA_STRATEGIES = ("greedy", "cpsat")
+
+
+def uses_quotas(p: Problem) -> bool:
+    """Whether ``p`` has ClusterQueue quotas that bind a workload."""
+    return bool(p.queues) and any(w.queue is not None for w in p.workloads)
+
+
 def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None, **kw: Any) -> Plan:
     """Plan ``p`` with ``strategy`` and return a validated :class:`~capplan.model.plan.Plan`.
 
@@ -63,10 +72,16 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     opts = replace(options or PlanOptions(), **kw)
     handed = opts.deadline is not None
     deadline = opts.clock()  # the one deadline of this solve; every budget below is cut from it
+    quotas = uses_quotas(p)
     name = choose_strategy(p) if strategy == "auto" else strategy
+    if quotas and strategy == "auto" and name not in QUOTA_STRATEGIES:
+        name = "greedy"
     if name not in STRATEGIES:
         raise InputError("strategy", f"unknown strategy {name!r}{suggest(name, STRATEGIES)}; "
                                      f"choose from {', '.join(sorted(STRATEGIES))} or auto")
+    if quotas and name not in QUOTA_STRATEGIES:
+        raise InputError("strategy", f"strategy {name} does not model ClusterQueue quotas (quotas: in the scenario); "
+                                     f"use {' or '.join(QUOTA_STRATEGIES)} (auto picks one of them)")
     fn = loaded(STRATEGIES[name])  # the import counts against the limit, outside the strategy's clock
     # a deadline handed in also covers writing the plan out (the caller's next step)
     keep = reserve(p, deadline.budget, VALIDATE_COST) + (reserve(p, deadline.budget, WRITE_COST) if handed else 0.0)

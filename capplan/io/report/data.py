@@ -64,7 +64,7 @@ def _r(x: float, nd: int = 4) -> float:
 
 
 def build_report(p: Problem, plan: Plan, prices: Prices | None = None, timeline: Timeline | None = None,
-                 title: str | None = None) -> dict[str, Any]:
+                 title: str | None = None, compare: dict[str, Any] | None = None) -> dict[str, Any]:
     """The report's data for plan ``plan`` of problem ``p`` (assumed to match; see :func:`check_matches`).
 
     Parameters
@@ -79,6 +79,8 @@ def build_report(p: Problem, plan: Plan, prices: Prices | None = None, timeline:
         The schedule's timeline, when the report is about a schedule.
     title
         Page title; the cluster's name by default.
+    compare
+        Two schedules side by side (:func:`capplan.io.report.compare.compare_schedules`), drawn beside the timeline.
 
     Returns
     -------
@@ -143,6 +145,8 @@ def build_report(p: Problem, plan: Plan, prices: Prices | None = None, timeline:
         work = work_per_priority(p, timeline)
         for row in data["priorities"]:
             row.update(work[row["priority"]])
+    if compare is not None:
+        data["compare"] = compare
     return data
 
 

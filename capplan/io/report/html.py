@@ -64,6 +64,10 @@ provisioned including the hot spares held idle for it (marked "spare" on the map
 <p class="note">One row per node and one thin lane per GPU in it: a bar is a replica from its start to its end
 (MIG instances at their memory slices, shares stacked within the GPU; CPU-only replicas below the GPUs).</p>
 <div id="timeline" class="tl"></div><div id="timeline-rows"></div></section>
+<section id="compare-sec"{compare_hidden}><h2>Policies side by side</h2>
+<p class="note">Per workload still to start: its run under each schedule (upper bar: the first, lower: the second),
+and the GPU-hours of waiting (demand x (start - release)) the second saves.</p>
+<div id="compare" class="tl"></div><div id="compare-rows"></div></section>
 </main>
 <div id="tip"></div>
 <div id="details"></div>
@@ -104,4 +108,5 @@ def render_html(data: dict[str, Any]) -> str:
     """
     return _PAGE.format(version=escape(_version()), title=escape(str(data["title"])), css=_asset("report.css"),
                         js=_asset("report.js"), data=_json_for_script(data),
-                        timeline_hidden="" if "schedule" in data else ' style="display:none"')
+                        timeline_hidden="" if "schedule" in data else ' style="display:none"',
+                        compare_hidden="" if "compare" in data else ' style="display:none"')

@@ -25,6 +25,7 @@ from capplan.placement.core.state import WHOLE, ClusterState
 #: Why a free piece is stranded, deepest check first reached last (the deepest failure is reported).
 STRANDED_TEXT = {
     "model": "no workload may use this GPU model",
+    "quota": "the ClusterQueues of every workload that could use it have no quota left here",
     "cpu": "the node's free CPU is too small for every workload that could use it",
     "memory": "the node's free host memory is too small for every workload that could use it",
     "isolation": "isolation: another tenant holds the node or GPU",

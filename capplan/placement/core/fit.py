@@ -21,8 +21,11 @@ if TYPE_CHECKING:
 
 
 def node_reason(st: ClusterState, w: Workload, i: int) -> str:
-    """Why node ``i`` cannot take one more replica of ``w`` before any GPU is looked at (CPU, memory, node
-    isolation, in that order), or ``""``."""
+    """Why node ``i`` cannot take one more replica of ``w`` before any GPU is looked at (its ClusterQueue's
+    quota, CPU, memory, node isolation, in that order), or ``""``."""
+    if st.quota is not None and w.queue is not None and not st.quota.room(w, st.eligible(w)[1].get(st.model_of[i]),
+                                                                          i):
+        return "quota"
     if st.cpu[i] < w.cpu_milli:
         return "cpu"
     if st.mem[i] < w.memory_mib:
@@ -200,6 +203,7 @@ def _placements_left(model: GpuModel, mask: int, layout: tuple[MigSlot, ...] | N
 #: the greedy placer, named by path because it sits above this module.
 FITS: dict[str, str] = {
     "model": "capplan.placement.core.fleet.FleetArrays.eligible",
+    "quota": "capplan.placement.core.quota.QuotaBook.room",
     "cpu": "capplan.placement.core.fit.node_reason",
     "memory": "capplan.placement.core.fit.node_reason",
     "gpu": "capplan.placement.core.fit.gpu_takes",

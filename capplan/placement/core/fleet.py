@@ -16,6 +16,7 @@ from capplan.model.catalog import GpuModel
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import gib_to_mib
+from capplan.placement.core.quota import QuotaBook
 
 # GPU modes in :attr:`ClusterState.mode` (and preset modes in :attr:`FleetArrays.fixed`, -1: none).
 # BLOCKED is a mode no replica asks for (the scheduler's window union marks GPUs used two ways).
@@ -80,6 +81,8 @@ class FleetArrays:
         self._init_domains(problem)
         #: Nodes grouped by what :meth:`Problem.can_host` looks at (see :func:`node_kinds`).
         self.kinds = node_kinds(problem)
+        #: ClusterQueue quotas (usage included: the occupancy state charges it); None without queues.
+        self.quota: QuotaBook | None = QuotaBook(problem) if problem.queues else None
         self._eligible: dict[object, tuple[np.ndarray, dict[str | None, Demand], list[Demand | None]]] = {}
 
     def _init_models(self, p: Problem) -> None:
@@ -143,7 +146,8 @@ class FleetArrays:
         # (at fleet scale thousands of workloads share a handful of shapes).
         cpu_only = w.gpus is None and w.mig is None and w.gpu_fraction is None
         key: object = w.name if cpu_only else (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.mig_strategy,
-                                               None if w.gpu_models is None else tuple(w.gpu_models))
+                                               None if w.gpu_models is None else tuple(w.gpu_models),
+                                               w.queue, w.cpu > 0, w.memory_gib > 0)
         hit = self._eligible.get(key)
         if hit is None:
             per_model: dict[str | None, Demand] = {}
@@ -152,6 +156,10 @@ class FleetArrays:
                 per_model[self.model_of[group[0]]] = d
                 parts.append(group)
             nodes = np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+            if self.quota is not None and w.queue is not None:  # only nodes a flavor of its queue covers
+                book = self.quota
+                nodes = nodes[[book.charges(w, per_model[self.model_of[i]], i) is not None
+                               for i in nodes.tolist()]] if nodes.size else nodes
             hit = self._eligible[key] = (nodes, per_model, [per_model.get(m) for m in self.model_names])
         return hit
 

@@ -96,6 +96,9 @@ def _ever_fits(st: ClusterState, w: Workload) -> str | None:
     p = st.p
     idx, _ = st.eligible(w)
     what = describe_demand(p, w)
+    if idx.size == 0 and st.quota is not None and w.queue is not None:
+        return (f"quota: ClusterQueue {w.queue} has no flavor with quota for {what} on a node that could host it; "
+                "add the flavor and its quota to the ClusterQueue")
     if idx.size == 0:
         models = sorted({n.gpu_model for n in p.cluster.nodes if n.gpu_model})
         if w.gpus is not None and any(n.gpu_model for n in p.cluster.nodes):
@@ -146,7 +149,7 @@ def _room_in_domain(st: ClusterState, w: Workload, nodes: list[int]) -> int:
 
 
 #: Text per constraint family a node check can rule out, shared with the fleet-scale explanations.
-FAMILY_TEXT = {k: FAMILIES[k].blocked for k in ("cpu", "memory", "gpu", "isolation", "power")}
+FAMILY_TEXT = {k: FAMILIES[k].blocked for k in ("quota", "cpu", "memory", "gpu", "isolation", "power")}
 
 
 def explain(st: ClusterState, w: Workload, missing: int, holdings: Holdings | None = None) -> str:
@@ -160,7 +163,12 @@ def explain(st: ClusterState, w: Workload, missing: int, holdings: Holdings | No
     if base:
         return base
     what = describe_demand(p, w)
-    idx, _ = st.eligible(w)
+    idx, per_model = st.eligible(w)
+    if st.quota is not None and w.queue is not None:
+        count = missing if (w.is_gang or w.topology.required) else 1
+        why = st.quota.blocking(w, {i: per_model.get(st.model_of[i]) for i in idx.tolist()}, idx.tolist(), count)
+        if why:
+            return why
     need = f"{missing} x {what} ({value_text(p, w, missing)})" if w.has_gpu_demand else f"{missing} x {what}"
 
     def held(family: str) -> str:

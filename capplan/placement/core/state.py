@@ -41,7 +41,7 @@ _UNITS_PER_MILLI = UNITS_PER_GPU // MILLI
 _NO_TENANT, _MIXED = -1, -2
 
 # Why a replica does not fit on a node, in the order they are checked.
-REASONS = ("model", "cpu", "memory", "gpu", "isolation", "power")
+REASONS = ("model", "quota", "cpu", "memory", "gpu", "isolation", "power")
 
 
 class ClusterState(FleetArrays):
@@ -147,8 +147,19 @@ class ClusterState(FleetArrays):
 
     def node_ok(self, w: Workload, idx: np.ndarray, count: int = 1) -> np.ndarray:
         """Mask over ``idx``: CPU, memory and node isolation allow ``count`` more replicas of ``w``."""
-        return np.asarray((self.cpu[idx] >= count * w.cpu_milli) & (self.mem[idx] >= count * w.memory_mib)
-                          & self.node_tenant_ok(w, idx))
+        ok = ((self.cpu[idx] >= count * w.cpu_milli) & (self.mem[idx] >= count * w.memory_mib)
+              & self.node_tenant_ok(w, idx))
+        if self.quota is not None and w.queue is not None:
+            ok &= self.quota_ok(w, idx, count)
+        return np.asarray(ok)
+
+    def quota_ok(self, w: Workload, idx: np.ndarray, count: int = 1) -> np.ndarray:
+        """Mask over ``idx``: ``count`` more replicas of ``w`` stay within its ClusterQueue's quotas."""
+        if self.quota is None or w.queue is None:
+            return np.ones(np.size(idx), dtype=bool)
+        per = self.demands(w)[0]
+        at = np.atleast_1d(idx)
+        return self.quota.mask(w, at, [per[int(self.model_id[i])] for i in at.tolist()], count)
 
     def tenant_ok_at(self, w: Workload, i: int) -> bool:
         """Whether node isolation lets ``w`` join the replicas on node ``i`` (one node of :meth:`node_tenant_ok`)."""
@@ -226,6 +237,8 @@ class ClusterState(FleetArrays):
         i, k = cs[0].node, sign * len(cs)
         t = self.tenant_id(w.tenant)
         self.touch(i)
+        if self.quota is not None:
+            self.quota.apply(w, d, i, k)
         self.cpu[i] -= k * w.cpu_milli
         self.mem[i] -= k * w.memory_mib
         self.node_iso[i] += k * (w.isolation == "node")

@@ -77,8 +77,11 @@ def restrict(p: Problem, nodes: Sequence[Node], free: Mapping[str, list[int]],
             back[(name, j)] = (name, r)
         running += [a.model_copy(update={"replica": j}) for j, a in enumerate(fixed.get(name, []))]
         works.append(w.model_copy(update={"replicas": len(ids)}))
+    names = {n.name for n in nodes}
+    flavors = tuple(f if f.nodes is None else f.model_copy(update={"nodes": tuple(x for x in f.nodes if x in names)})
+                    for f in p.flavors)
     sub = p.replace(cluster=Cluster(name=cl.name, levels=cl.levels, domains=doms, nodes=tuple(nodes)),
-                    workloads=tuple(works), running=tuple(running))
+                    workloads=tuple(works), running=tuple(running), flavors=flavors)
     return sub, back
 
 
@@ -87,8 +90,9 @@ def neighbourhood(p: Problem, assignments: Sequence[Assignment], nodes: set[str]
     """The sub-problem on ``nodes`` of a plan: their replicas (free or fixed) plus ``offer`` (workload, replicas).
 
     A replica stays fixed when it is running, or when its gang or required-topology workload also has
-    replicas outside ``nodes``; offered workloads tied to a domain outside are left out. Power budgets
-    keep what the busy GPUs outside do not draw.
+    replicas outside ``nodes``, or when its workload is in a ClusterQueue (its quota is charged outside too);
+    offered workloads tied to a domain outside, or in a ClusterQueue, are left out. Power budgets keep what
+    the busy GPUs outside do not draw.
     """
     running_keys = {a.key for a in p.running}
     by_w: dict[str, list[Assignment]] = defaultdict(list)
@@ -102,7 +106,8 @@ def neighbourhood(p: Problem, assignments: Sequence[Assignment], nodes: set[str]
             continue
         w = p.workload(name)
         tied = (w.is_gang or w.topology.required) and len(inside) < len(ass)
-        if tied or any(a.key in running_keys for a in inside):
+        queued = w.queue is not None and bool(p.queues)  # its quota is shared with replicas outside: keep it
+        if tied or queued or any(a.key in running_keys for a in inside):
             fixed[name] = inside
         else:
             free[name] = [a.replica for a in inside]
@@ -110,6 +115,8 @@ def neighbourhood(p: Problem, assignments: Sequence[Assignment], nodes: set[str]
         outside = any(a.node not in nodes for a in by_w.get(w.name, ()))
         if (w.is_gang or w.topology.required) and outside:
             continue  # its other replicas pin the domain; the sub-problem cannot see them
+        if w.queue is not None and p.queues:
+            continue  # its ClusterQueue's quota is charged outside the neighbourhood too
         if w.name not in fixed:
             free[w.name] = free.get(w.name, []) + reps
     sorted_free = {k: sorted(v) for k, v in free.items()}

@@ -120,13 +120,15 @@ def _hint_node_gpus(pm: PlacementModel, i: int, al: list[Any], hint: dict[Any, i
 
 
 def identical_node_groups(pm: PlacementModel) -> list[list[int]]:
-    """Groups of interchangeable nodes: same domains, hardware, preset modes, and nothing running."""
+    """Groups of interchangeable nodes: same domains, hardware, preset modes, quota flavors, and nothing running."""
     groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+    flavors = [(f.name, None if f.nodes is None else set(f.nodes)) for f in pm.p.flavors]
     for ni in pm.ix.nodes:
         n = ni.node
         if ni.runs:
             continue
-        groups[(n.path, n.gpu_model, n.gpus, n.cpu_milli, n.memory_mib, n.gpu_modes)].append(ni.index)
+        held = tuple(name for name, members in flavors if members is None or n.name in members)
+        groups[(n.path, n.gpu_model, n.gpus, n.cpu_milli, n.memory_mib, n.gpu_modes, held)].append(ni.index)
     return [g for g in groups.values() if len(g) > 1]
 
 

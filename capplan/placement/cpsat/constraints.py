@@ -16,6 +16,7 @@ from capplan.model.problem import Demand, Workload
 from capplan.model.units import MILLI
 from capplan.placement.cpsat.index import Index, NodeInfo, Run, released_gpus
 from capplan.placement.cpsat.model import PlacementModel
+from capplan.placement.cpsat.quota import add_quota
 
 
 def _sum(xs: Any) -> Any:
@@ -366,6 +367,7 @@ FAMILIES: dict[str, Callable[[PlacementModel], None]] = {
     "eviction": add_eviction_rules,
     "cuts": add_capacity_cuts,
     "kind_cuts": add_kind_cuts,
+    "quota": add_quota,
 }
 
 
@@ -384,6 +386,7 @@ FAMILY_OF: dict[str, tuple[str, ...]] = {
     "eviction": (),
     "cuts": (),
     "kind_cuts": (),
+    "quota": ("quota",),
 }
 
 

@@ -30,7 +30,10 @@ from capplan.placement.schedule.strategies import (
 
 ScheduleStrategy = Literal["auto", "cpsat", "heuristic"]
 SCHEDULE_STRATEGIES = ("auto", *SCHEDULE_TABLE)
-__all__ = ["SCHEDULE_STRATEGIES", "SWEEP_FROM_REPLICAS", "choose_schedule_strategy", "schedule"]
+#: ``optimal``: the best schedule the strategy finds; ``kueue``: Kueue's admission simulated
+#: (:mod:`capplan.placement.schedule.kueue`).
+SCHEDULE_POLICIES = ("optimal", "kueue")
+__all__ = ["SCHEDULE_POLICIES", "SCHEDULE_STRATEGIES", "SWEEP_FROM_REPLICAS", "choose_schedule_strategy", "schedule"]
 #: The least time a strategy is given, however little of the limit is left (it then returns its fastest schedule).
 MIN_SCHEDULE_SECONDS = 0.05
 
@@ -51,7 +54,8 @@ def _spec(p: Problem, horizon: int | str | None, step: int | str | None) -> Sche
 
 
 def schedule(problem: Problem, strategy: str = "auto", options: PlanOptions | None = None, *,
-             horizon: int | str | None = None, step: int | str | None = None, **kw: Any) -> Schedule:
+             horizon: int | str | None = None, step: int | str | None = None, policy: str = "optimal",
+             **kw: Any) -> Schedule:
     """Schedule ``problem`` over a horizon and return a validated :class:`Schedule`.
 
     Parameters
@@ -69,6 +73,9 @@ def schedule(problem: Problem, strategy: str = "auto", options: PlanOptions | No
     horizon, step
         Override the scenario's ``schedule: {horizon, step}`` (seconds or ``90s``/``15m``/``2h``/``3d``).
         Without either, 7 days and 1 minute.
+    policy
+        ``optimal`` (the default) optimises; ``kueue`` simulates Kueue's admission (queueing strategies,
+        quotas, topology) instead, and ``strategy`` is not used.
 
     Returns
     -------
@@ -88,8 +95,16 @@ def schedule(problem: Problem, strategy: str = "auto", options: PlanOptions | No
     if strategy != "auto" and strategy not in SCHEDULE_TABLE:
         raise InputError("strategy", f"unknown schedule strategy {strategy!r}{suggest(strategy, SCHEDULE_TABLE)}; "
                                      f"use one of {list(SCHEDULE_STRATEGIES)}")
+    if policy not in SCHEDULE_POLICIES:
+        raise InputError("policy", f"unknown policy {policy!r}{suggest(policy, SCHEDULE_POLICIES)}; "
+                                   f"use one of {list(SCHEDULE_POLICIES)}")
     spec = _spec(problem, horizon, step)
     timed = with_expected_durations(problem)  # gangs with checkpoint run for duration / goodput
+    if policy == "kueue":
+        from capplan.placement.schedule.kueue import schedule_kueue
+
+        simulated = schedule_kueue(timed, spec.horizon, spec.step, opts.seed)
+        return assert_valid_schedule(problem, expected_ends(problem, simulated))
     chosen = choose_schedule_strategy(timed) if strategy == "auto" else strategy
     keep = reserve(problem, deadline.budget, VALIDATE_COST) + (
         reserve(problem, deadline.budget, WRITE_COST) if handed else 0.0)

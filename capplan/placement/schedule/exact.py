@@ -231,7 +231,7 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: Deadline | f
     left = time_limit - (time.perf_counter() - t0)
     extra: dict[str, object] = {}
     if jobs.jobs and left - relax_time > 0.1 and not lns:
-        tm = TimeModel(jobs.jobs, busy, caps, budgets, horizon, step)
+        tm = TimeModel(jobs.jobs, busy, caps, budgets, horizon, step, quota=jobs.quota)
         sol = tm.solve(jobs.hint(heuristic), left - relax_time, seed, workers)
         if sol is not None:
             cand = jobs.decode(sol)
@@ -240,6 +240,9 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: Deadline | f
                 items = cand
             else:
                 strategy = "cpsat+heuristic"
+    elif jobs.jobs and lns and jobs.quota is not None:
+        extra["cpsat_declined"] = ("ClusterQueue quotas: the neighbourhood search over time windows does not model "
+                                   "them; list scheduling's schedule is kept")
     elif jobs.jobs and left > 0.1 and lns:
         # keep time for what follows the search: reasons and the validator take seconds on thousands of
         # replicas; below that scale, compaction (one list-scheduling pass) and the reasons

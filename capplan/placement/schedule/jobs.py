@@ -17,6 +17,7 @@ from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.timing import ceil_to
 from capplan.placement.core.fit import gpu_mode_fits, mig_starts
 from capplan.placement.core.fleet import kind_demands, node_kinds
+from capplan.placement.core.quota import QuotaBook
 from capplan.placement.core.state import MIG, SHARED, WHOLE, ClusterState, Placement
 from capplan.placement.schedule.timeline import Item
 from capplan.placement.schedule.timemodel.data import Busy, Job, MigSpec, NodeCap, Place, TimeSolution
@@ -73,6 +74,8 @@ class Jobs:
         presets = gpu_presets(p)
         self.per_gpu = partial_nodes(p, presets)
         self.takes = {i: takes for i, (takes, _, _) in presets.items()}  # nodes with preset GPU modes
+        #: ClusterQueue quotas (entry ids of the jobs' and running replicas' charges); None without queues.
+        self.quota: QuotaBook | None = QuotaBook(p) if p.queues else None
         running = {a.key for a in p.running}
         cl = p.cluster
         kinds = node_kinds(p)
@@ -92,15 +95,25 @@ class Jobs:
             sig: tuple[object, ...] = tuple(id(group) for _, group in elig)
             if presets and (w.mig is not None or w.gpu_fraction is not None):  # groups less nodes presets rule out
                 sig = (*sig, "presets", w.mig, w.gpu_memory_gib, w.gpu_fraction is None)
+            if self.quota is not None and w.queue is not None:  # its queue's flavors filter the nodes (below)
+                sig = (*sig, "queue", w.queue, w.cpu > 0, w.memory_gib > 0)
             if sig not in node_memo:
                 node_memo[sig] = tuple(sorted(i for _, group in elig for i in group))
             nodes = node_memo[sig]
+            charges: tuple[tuple[tuple[int, int], ...], ...] = ()
+            if self.quota is not None and w.queue is not None:  # only nodes a flavor of its queue covers
+                book = self.quota
+                each = {i: book.charges(w, p.can_host(w, cl.nodes[i]), i) for i in nodes}
+                nodes = tuple(i for i in nodes if each[i] is not None)
+                charges = tuple(each[i] or () for i in nodes)
             lvl = w.topology.required
             if lvl:
                 fixed = {cl.domain_of(cl.nodes[cl.node_index[a.node]], lvl) for a in p.running
                          if a.workload == w.name}
                 if fixed:
-                    nodes = tuple(i for i in nodes if cl.domain_of(cl.nodes[i], lvl) in fixed)
+                    keep = [k for k, i in enumerate(nodes) if cl.domain_of(cl.nodes[i], lvl) in fixed]
+                    nodes = tuple(nodes[k] for k in keep)
+                    charges = tuple(charges[k] for k in keep) if charges else ()
                     sig = (*sig, *sorted(fixed))
             if not nodes:
                 continue
@@ -135,7 +148,7 @@ class Jobs:
                           domains=domains, group=wi if lvl else -1, models=models,
                           tenant=w.tenant, isolated=w.isolation == "node", kind=kind, mig=mig,
                           fraction=d.fraction_milli, gpu_mem=d.memory_mib if kind == "share" else 0,
-                          tenant_isolated=w.isolation == "tenant")
+                          tenant_isolated=w.isolation == "tenant", charges=charges)
             groups = [todo] if w.is_gang else [[r] for r in todo]
             for g in groups:
                 self.jobs.append(Job(replicas=len(g), **common))  # type: ignore[arg-type]
@@ -318,9 +331,11 @@ def model_inputs(p: Problem, horizon: int) -> tuple[list[NodeCap], list[int], li
                             homogeneous=model is not None and model.homogeneous))
     ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
     busy = []
+    book = QuotaBook(p) if p.queues else None
     for a in p.running:
         i, w = cl.node_index[a.node], p.workload(a.workload)
         d = p.can_host(w, cl.nodes[i])
+        charges = (book.charges(w, d, i) or ()) if book is not None else ()
         model = p.gpu_model(cl.nodes[i])
         kind = _partial_kind(d) if d is not None else "whole"
         mig = _mig_spec(model, d) if d is not None and kind == "mig" and model is not None else None
@@ -330,17 +345,19 @@ def model_inputs(p: Problem, horizon: int) -> tuple[list[NodeCap], list[int], li
                          slice_start=a.mig.start if a.mig is not None else 0,
                          fraction=d.fraction_milli if d is not None and kind == "share" else 0,
                          gpu_mem=d.memory_mib if d is not None and kind == "share" else 0,
-                         tenant_isolated=w.isolation == "tenant"))
+                         tenant_isolated=w.isolation == "tenant", charges=charges))
     return caps, budgets, busy
 
 
 def job_busy(jb: Job, n: int, count: int, start: int, end: int, places: list[Place] | None) -> list[Busy]:
     """Job ``jb``'s ``count`` replicas on node ``n`` from ``start`` to ``end`` as fixed uses: one per
     replica with its GPUs when ``places`` are given (a node modelled GPU by GPU), else one for all."""
+    one = jb.charges[jb.nodes.index(n)] if jb.charges else ()
     common = dict(node=n, start=start, end=end, tenant=jb.tenant, isolated=jb.isolated, kind=jb.kind,
                   fraction=jb.fraction, gpu_mem=jb.gpu_mem, tenant_isolated=jb.tenant_isolated,
                   mig=jb.mig[jb.nodes.index(n)] if jb.mig else None)
     if places is None:
-        return [Busy(gpus=jb.gpus * count, cpu=jb.cpu * count, mem=jb.mem * count, **common)]  # type: ignore[arg-type]
-    return [Busy(gpus=jb.gpus, cpu=jb.cpu, mem=jb.mem, gpu_ids=gs, slice_start=first, **common)  # type: ignore[arg-type]
+        total = tuple((k, a * count) for k, a in one)
+        return [Busy(gpus=jb.gpus * count, cpu=jb.cpu * count, mem=jb.mem * count, charges=total, **common)]  # type: ignore[arg-type]
+    return [Busy(gpus=jb.gpus, cpu=jb.cpu, mem=jb.mem, gpu_ids=gs, slice_start=first, charges=one, **common)  # type: ignore[arg-type]
             for gs, first in places]

@@ -432,6 +432,28 @@
     document.getElementById("timeline-rows").innerHTML = wr.length ?
       table(["workload", "#start", "#end", "#wait", "deadline"], wr) : "";
   }
+  /* two schedules side by side (capplan report --compare) */
+  if (D.compare) {
+    var C = D.compare, CH = C.horizon_s || 1, cout = "";
+    C.rows.forEach(function (r) {
+      function span(sp, top, cls) {
+        if (sp[0] === null) { return ""; }
+        return '<i class="a ' + cls + '" style="left:' + (100 * sp[0] / CH).toFixed(3) + "%;width:" +
+          Math.max(0.2, 100 * (sp[1] - sp[0]) / CH).toFixed(3) + "%;top:" + top + 'px;height:5px"></i>';
+      }
+      cout += '<div class="row"><div class="lab">' + esc(r.name) + '</div><div class="trk" style="height:14px">' +
+        span(r.first, 1, "cmp1") + span(r.second, 8, "cmp2") + "</div></div>";
+    });
+    document.getElementById("compare").innerHTML = cout;
+    var cr = C.rows.map(function (r) {
+      return [esc(r.name), esc(r.queue || "-"), r.first[0] === null ? "-" : dur(r.first[0]),
+        r.second[0] === null ? "-" : dur(r.second[0]), r.wait_gpu_h[0], r.wait_gpu_h[1], r.saved_gpu_h];
+    });
+    cr.push(["<b>total</b>", "", "", "", C.wait_gpu_h[0], C.wait_gpu_h[1], "<b>" + C.saved_gpu_h + "</b>"]);
+    document.getElementById("compare-rows").innerHTML = table(["workload", "queue", "#start (" + esc(C.labels[0]) + ")",
+      "#start (" + esc(C.labels[1]) + ")", "#wait GPU-h (" + esc(C.labels[0]) + ")",
+      "#wait GPU-h (" + esc(C.labels[1]) + ")", "#GPU-h saved"], cr);
+  }
   window.capplanReport = {renderMs: performance.now() - t0, nodes: N.length, assignments: A.length, drawAll: drawAll,
     colourBy: function () { return mode; }};
   document.documentElement.setAttribute("data-rendered", "1");

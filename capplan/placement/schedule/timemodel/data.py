@@ -49,6 +49,7 @@ class Job:
     fraction: int = 0  # share: milli-GPU per replica
     gpu_mem: int = 0  # share: MiB of GPU memory per replica
     tenant_isolated: bool = False  # tenant isolation: no other tenant on its GPU while it runs
+    charges: tuple[tuple[tuple[int, int], ...], ...] = ()  # per candidate node: (quota entry, amount) per replica
 
     @property
     def partial(self) -> bool:
@@ -77,6 +78,7 @@ class Busy:
     fraction: int = 0
     gpu_mem: int = 0
     tenant_isolated: bool = False
+    charges: tuple[tuple[int, int], ...] = ()  # (quota entry, amount) in all
 
 
 @dataclass(frozen=True)

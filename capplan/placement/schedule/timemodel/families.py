@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ortools.sat.python import cp_model
 
+from capplan.placement.core.quota import QuotaBook
 from capplan.placement.schedule.timemodel.data import Busy, NodeCap
 
 if TYPE_CHECKING:
@@ -43,6 +44,11 @@ class Inputs:
     per_node: dict[int, list[Use]] = field(default_factory=dict)
     tenancy: Tenancy = field(default_factory=dict)
     fixed: dict[int, list[Use]] = field(default_factory=dict)
+    quota: QuotaBook | None = None
+    #: Intervals that charge quota entries: (interval, count, most, ((entry, amount per replica), ...), presence
+    #: literal of a job's interval or None for a fixed one).
+    charged: list[tuple[cp_model.IntervalVar, cp_model.LinearExprT, int, tuple[tuple[int, int], ...],
+                        cp_model.IntVar | None]] = field(default_factory=list)
 
 
 def add_running(tm: TimeModel, inp: Inputs) -> None:
@@ -53,6 +59,8 @@ def add_running(tm: TimeModel, inp: Inputs) -> None:
         name = f"busy{b.node}_{len(inp.fixed.get(b.node, []))}"
         iv = tm.m.new_fixed_size_interval_var(b.start, b.end - b.start, name)
         inp.fixed.setdefault(b.node, []).append(Use(iv, 1, 1, (b.gpus, b.cpu, b.mem)))
+        if b.charges:
+            inp.charged.append((iv, 1, 1, b.charges, None))
         tm.gpu.add_busy(b, iv)
         if b.isolated or any(t != b.tenant and isolated for _, t, isolated in inp.tenancy.get(b.node, [])):
             inp.tenancy.setdefault(b.node, []).append((iv, b.tenant, b.isolated))
@@ -134,6 +142,48 @@ def add_power(tm: TimeModel, inp: Inputs) -> None:
                 tm.exact = False
 
 
+def add_quota(tm: TimeModel, inp: Inputs) -> None:
+    """ClusterQueue quotas at every instant: a cumulative per quota entry (queue, flavor, resource) over the
+    intervals that charge it. In a cohort each entry's capacity is what it keeps plus a share of the pool
+    (a variable, the shares summing to the pool): stricter than the rule, where the draw may move between
+    members over time, so the model is then inexact. An entry the fixed intervals alone may overfill keeps
+    new work off (the validator faults only what starts)."""
+    book = inp.quota
+    if book is None or not inp.charged:
+        return
+    per: dict[int, list[tuple[cp_model.IntervalVar, cp_model.LinearExprT, int, cp_model.IntVar | None]]] = {}
+    for iv, cnt, most, charges, lit in inp.charged:
+        for k, amt in charges:
+            per.setdefault(k, []).append((iv, cnt * amt, most * amt, lit))
+    share: dict[int, cp_model.IntVar] = {}
+    groups: dict[int, list[int]] = {}
+    for k in per:
+        if int(book.group[k]) >= 0:
+            groups.setdefault(int(book.group[k]), []).append(k)
+    for g, keys in groups.items():
+        pool = int(book.pool[g])
+        share.update({k: tm.m.new_int_var(0, pool, f"share{k}") for k in keys})
+        tm.m.add(sum(share[k] for k in keys) <= pool)
+        tm.exact = False
+    for k, uses in per.items():
+        fixed = sum(u[2] for u in uses if u[3] is None)
+        cap = int(book.cap[k])
+        limits: list[cp_model.LinearExprT] = [cap] if cap < 1 << 60 else []
+        if k in share:
+            limits.append(int(book.kept[k]) + share[k])
+            cap = min(cap, int(book.kept[k]) + int(book.pool[int(book.group[k])]))
+        if fixed > cap:
+            for _, _, _, lit in uses:
+                if lit is not None:
+                    tm.m.add(lit == 0)
+            tm.exact = False
+            continue
+        if sum(u[2] for u in uses) <= min(cap, int(book.cap[k])) and k not in share:
+            continue  # never binding
+        for limit in limits:
+            tm.m.add_cumulative([u[0] for u in uses], [u[1] for u in uses], limit)
+
+
 def add_isolation(tm: TimeModel, inp: Inputs) -> None:
     """Node isolation: an isolated job's interval on a node overlaps no interval of another tenant there."""
     for uses in inp.tenancy.values():
@@ -178,6 +228,7 @@ FAMILIES: dict[str, Callable[[TimeModel, Inputs], None]] = {
     "symmetry": add_symmetry,
     "running": add_running,
     "capacity": add_node_capacity,
+    "quota": add_quota,
     "power": add_power,
     "isolation": add_isolation,
     "gpu": add_gpu_level,
@@ -193,6 +244,7 @@ FAMILY_OF: dict[str, tuple[str, ...]] = {
     "symmetry": (),
     "running": (),
     "capacity": ("gpu", "cpu", "memory"),
+    "quota": ("quota",),
     "power": ("power",),
     "isolation": ("isolation",),
     "gpu": ("gpu", "mig", "fraction", "isolation"),

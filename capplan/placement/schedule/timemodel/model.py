@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
+from capplan.placement.core.quota import QuotaBook
 from capplan.placement.schedule.timemodel.data import Busy, Job, NodeCap, Place, TimeSolution
 from capplan.placement.schedule.timemodel.families import FAMILIES, Inputs, Use
 from capplan.placement.schedule.timemodel.gpu import GpuLevel
@@ -34,7 +35,7 @@ class TimeModel:
 
     def __init__(self, jobs: list[Job], busy: list[Busy], nodes: list[NodeCap], budgets: list[int],
                  horizon: int, step: int, with_wait: bool = True, exact_power: bool = True,
-                 last_level: bool = True) -> None:
+                 last_level: bool = True, quota: QuotaBook | None = None) -> None:
         self.jobs, self.horizon, self.step = jobs, horizon, step
         self.exact_power = exact_power  # False: a slice or share draws a full TDP of its own (stricter, smaller)
         self.with_wait = with_wait
@@ -53,7 +54,7 @@ class TimeModel:
         self.exact = True  # False once a constraint is stricter than the rules (see _resources)
         self.gpu = GpuLevel(m, nodes, busy, horizon)
         self.chains: list[list[int]] = []  # runs of identical jobs ordered by start (families.add_symmetry)
-        inp = Inputs(busy, nodes, budgets)
+        inp = Inputs(busy, nodes, budgets, quota=quota)
         per_node, tenancy = inp.per_node, inp.tenancy
         for j, jb in enumerate(jobs):
             k = self.k[j]
@@ -85,6 +86,8 @@ class TimeModel:
                 cs[n], ps[n] = cnt, p
                 self.intervals += 1
                 per_node.setdefault(n, []).append(Use(iv, cnt, most, (jb.gpus, jb.cpu, jb.mem)))
+                if jb.charges:
+                    inp.charged.append((iv, cnt, most, jb.charges[jb.nodes.index(n)], p))
                 tenancy.setdefault(n, []).append((iv, jb.tenant, jb.isolated))
             m.add(sum(cs.values()) == jb.replicas * self.x[j])
             self.c.append(cs)
