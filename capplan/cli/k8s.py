@@ -128,7 +128,7 @@ def add_parser(sub: Any) -> None:
         help=f"Volcano release (1.12 to 1.16; default {VOLCANO_DEFAULT}) or topology.volcano.sh/v1alpha1",
     )
     p.add_argument("--format", dest="eta_format", choices=("patches", "prometheus"), default="patches",
-                   help="kueue-eta: a v1 List of Workload patches (default) or a Prometheus text exposition")
+                   help="kueue-eta: patches, a v1 List of Workload patches (default), or prometheus, a text exposition")
     _catalog_arg(p)
     p.set_defaults(func=run_export)
 
