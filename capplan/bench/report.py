@@ -22,6 +22,7 @@ from typing import Any
 
 from capplan.bench.metrics import allocation_curve
 from capplan.bench.online.table import PUBLISHED_NAMES
+from capplan.bench.plots import finish_plot
 from capplan.io.files import write_text_atomic
 
 
@@ -148,7 +149,7 @@ def plots(results: list[dict[str, Any]], out: Path, published: dict[str, dict[in
         ax.set_xlabel("arrived workload (% of GPU capacity)")
         ax.set_ylabel("GPU allocation (%)")
         ax.set_title("Online protocol: allocation vs arrived workload (mean over seeds)")
-        written.append(_finish(plt, fig, ax, out / "allocation.png"))
+        written.append(finish_plot(plt, fig, ax, out / "allocation.png"))
     pts2: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for res in results:
         f = res["final"]
@@ -161,27 +162,8 @@ def plots(results: list[dict[str, Any]], out: Path, published: dict[str, dict[in
         ax.set_xlabel("pods per run (online) / GPU demand (batch)")
         ax.set_ylabel("seconds per run")
         ax.set_yscale("log")
-        written.append(_finish(plt, fig, ax, out / "time.png"))
+        written.append(finish_plot(plt, fig, ax, out / "time.png"))
     return written
-
-
-def _finish(plt: Any, fig: Any, ax: Any, path: Path) -> Path:
-    """Grid, legend, atomic PNG write and close: the common end of every plot."""
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    _save(fig, path)
-    plt.close(fig)
-    return path
-
-
-def _save(fig: Any, path: Path) -> None:
-    import io
-
-    from capplan.io.files import write_bytes_atomic
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    write_bytes_atomic(path, buf.getvalue())
 
 
 def write_report(results: list[dict[str, Any]], out: Path, expected_csv: Path | None, workload: str) -> Path:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from capplan.bench.plots import finish_plot
 from capplan.bench.replay.protocol import REPLAY_POLICIES, SHAPES, wait_cdf
 from capplan.io.files import write_text_atomic
 
@@ -110,8 +111,6 @@ def replay_plots(results: list[dict[str, Any]], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from capplan.bench.report import _finish
-
     by_pol: dict[str, dict[str, Any]] = {}
     rank = {p: k for k, p in enumerate(REPLAY_POLICIES)}
     for res in sorted(results, key=lambda r: (rank.get(r["job"]["policy"], len(rank)), r["job"]["seed"])):
@@ -131,7 +130,7 @@ def replay_plots(results: list[dict[str, Any]], out: Path) -> list[Path]:
     ax.set_xlabel("wait (s, log scale; 0 drawn at 0.5 s; 1 h = 3,600 s, 1 day = 86,400 s)")
     ax.set_ylabel("pods that waited at most this long (%)")
     ax.set_title(f"Replay: wait CDF per policy ({fleet})")
-    written.append(_finish(plt, fig, ax, out / "wait_cdf.png"))
+    written.append(finish_plot(plt, fig, ax, out / "wait_cdf.png"))
     fig, (ax0, ax) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [1, 2]})
     fig.suptitle(f"Replay: GPU allocation over time ({fleet}; lines that coincide overlap)")
     last = max((int(t) for res in by_pol.values() for t, _ in res.get("allocation", [])), default=0)
@@ -151,5 +150,5 @@ def replay_plots(results: list[dict[str, Any]], out: Path) -> list[Path]:
     ax.set_xlabel("trace day")
     ax.set_ylabel("GPU allocation (% of the fleet)")
     ax.set_title(f"hourly mean, last {ZOOM_DAYS} days")
-    written.append(_finish(plt, fig, ax, out / "allocation_time.png"))
+    written.append(finish_plot(plt, fig, ax, out / "allocation_time.png"))
     return written
