@@ -57,7 +57,7 @@ class NodesResult:
 
     cluster: Cluster
     facts: dict[str, NodeFacts]
-    today: Cluster  # the same nodes with MIG-disabled GPUs preset `whole`, to place running pods
+    today: Cluster  # the nodes with every GPU's mode today (MIG off: `whole`), to place running pods
     warnings: list[str] = field(default_factory=list)
 
 
@@ -70,7 +70,7 @@ def _modes(layouts: Sequence[tuple[MigSlot, ...] | None]) -> tuple[GpuMode, ...]
 
 
 def relaxed(modes: tuple[GpuMode, ...]) -> tuple[GpuMode, ...]:
-    """Preset modes for planning: MIG layouts stay, MIG-disabled GPUs are free to be partitioned."""
+    """Today's MIG layouts alone (MIG-disabled GPUs left for the planner to choose)."""
     return tuple(m for m in modes if m.mode != "whole")
 
 
@@ -221,7 +221,7 @@ class _NodeReader:
                 )
                 per_gpu = None
         if per_gpu is None and not counts:
-            return ()  # no MIG on this node: the planner may choose
+            return _modes([None] * n)  # MIG off on every GPU: today each is a whole GPU
         if per_gpu is None:
             whole_key = f'{path}.status.allocatable["{L.NVIDIA_GPU}"]'
             whole = count(alloc.get(L.NVIDIA_GPU, 0), whole_key, MAX_DEVICES)
@@ -287,15 +287,16 @@ class _NodeReader:
 
 
 def _planned(today: Sequence[Node], keep_mig: bool) -> tuple[Node, ...]:
-    """The nodes to plan: today's MIG layouts preset (``keep_mig``), MIG-disabled GPUs free.
+    """The nodes to plan: with ``keep_mig`` every GPU keeps today's mode (MIG off is ``whole``), so
+    nothing is re-partitioned; without it the modes are dropped and the planner may choose.
 
-    A single-strategy node keeps its layout even without ``keep_mig``: its MIG devices are what its
-    pods call ``nvidia.com/gpu``, and capplan never re-partitions such a node.
+    A single-strategy node keeps its MIG layouts even without ``keep_mig``: its MIG devices are what
+    its pods call ``nvidia.com/gpu``, and capplan never re-partitions such a node.
     """
+    if keep_mig:
+        return tuple(today)
     return tuple(
-        n.model_copy(
-            update={"gpu_modes": relaxed(n.gpu_modes) if keep_mig or n.mig_strategy == "single" else ()}
-        )
+        n.model_copy(update={"gpu_modes": relaxed(n.gpu_modes) if n.mig_strategy == "single" else ()})
         for n in today
     )
 
@@ -322,8 +323,9 @@ def import_nodes(
         Optional nvidia-mig-parted configs (by name) to read exact per-GPU layouts from the
         ``nvidia.com/mig.config`` label; otherwise standard names or the count labels are used.
     keep_mig
-        Keep today's MIG/partition layouts as preset ``gpu_modes`` (default); with False the
-        planner may re-partition every GPU except those of ``single``-strategy nodes.
+        Keep today's mode of every GPU as preset ``gpu_modes`` (default): MIG/partition layouts,
+        and ``whole`` for GPUs with MIG off; with False the planner may re-partition every GPU
+        except those of ``single``-strategy nodes.
     name
         Cluster name.
     """

@@ -241,8 +241,15 @@ def test_affinity_patch_adds_to_existing_terms() -> None:
 
 
 def test_mig_config_of_plan(tmp_path: Path) -> None:
-    """A plan that puts MIG slices on a free H100 turns that GPU's MIG on in the exported config."""
-    p = import_kubernetes(json.loads((DATA / "nodes.json").read_text()), None, LEVELS, load_catalog()).problem
+    """A plan that puts MIG slices on an H100 (--reconfigure-mig) turns that GPU's MIG on in the exported config."""
+    nodes = json.loads((DATA / "nodes.json").read_text())
+    kept = import_kubernetes(nodes, None, LEVELS, load_catalog()).problem
+    kept = kept.replace(
+        workloads=({"name": "x", "mig": "3g.40gb", "replicas": 2, "gpu_models": ["H100-SXM5-80GB"]},)
+    )
+    # today's layouts kept: every H100 has MIG off (whole), so nothing may be carved
+    assert solve(kept, "greedy").assignments == ()
+    p = import_kubernetes(nodes, None, LEVELS, load_catalog(), keep_mig=False).problem
     p = p.replace(
         workloads=({"name": "x", "mig": "3g.40gb", "replicas": 2, "gpu_models": ["H100-SXM5-80GB"]},)
     )
