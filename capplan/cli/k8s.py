@@ -30,6 +30,33 @@ def _catalog_arg(p: argparse.ArgumentParser) -> None:
     add_catalog_option(p)
 
 
+def add_sla_options(p: argparse.ArgumentParser) -> None:
+    """``--guaranteed-priority N`` and ``--guaranteed-classes NAME,...`` (import kubernetes and kueue)."""
+    p.add_argument(
+        "--guaranteed-priority",
+        type=int,
+        metavar="N",
+        help="pods (workloads) of priority N or higher are sla: guaranteed (the capplan.io/sla annotation overrides)",
+    )
+    p.add_argument(
+        "--guaranteed-classes",
+        action="append",
+        default=[],
+        metavar="NAME,...",
+        help="PriorityClass / Kueue WorkloadPriorityClass names whose pods are sla: guaranteed; repeatable",
+    )
+
+
+def sla_policy(args: argparse.Namespace) -> Any:
+    """The :class:`~capplan.io.k8s.pods.SlaPolicy` of ``--guaranteed-priority`` and ``--guaranteed-classes``."""
+    from capplan.io.k8s.pods import SlaPolicy
+
+    names = [c.strip() for spec in args.guaranteed_classes for c in spec.split(",")]
+    if any(not c for c in names):
+        raise InputError("--guaranteed-classes", "expected class names separated by commas, e.g. prod-high,critical")
+    return SlaPolicy(priority=args.guaranteed_priority, classes=frozenset(names))
+
+
 def add_import_parser(sub: Any) -> None:
     """Register ``capplan import kubernetes``."""
     p = sub.add_parser(
@@ -66,6 +93,7 @@ def add_import_parser(sub: Any) -> None:
         action="store_true",
         help="do not keep today's MIG/partition layouts: the planner may re-partition every GPU",
     )
+    add_sla_options(p)
     p.add_argument("--name", default="kubernetes", help="cluster name (default kubernetes)")
     p.add_argument("-o", "--output", required=True, metavar="SCENARIO.yaml", help="scenario file to write")
     _catalog_arg(p)
@@ -150,7 +178,8 @@ def run_import(args: argparse.Namespace) -> int:
         parse_mig_parted(load_yaml_or_json(args.mig_parted, "mig-parted config")) if args.mig_parted else None
     )
     res = import_kubernetes(
-        nodes, pods, levels, catalog, configs, keep_mig=not args.reconfigure_mig, name=args.name
+        nodes, pods, levels, catalog, configs, keep_mig=not args.reconfigure_mig, name=args.name,
+        sla_policy=sla_policy(args),
     )
     for w in res.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -163,7 +192,8 @@ def run_import(args: argparse.Namespace) -> int:
     p = res.problem
     print(
         f"imported {len(p.cluster.nodes)} nodes ({p.cluster.gpus_total} GPUs), {len(p.workloads)} workloads, "
-        f"{len(p.running)} running replicas -> {args.output}",
+        f"{len(p.running)} running replicas, {sum(w.sla == 'guaranteed' for w in p.workloads)} guaranteed "
+        f"-> {args.output}",
         file=sys.stderr,
     )
     return 0

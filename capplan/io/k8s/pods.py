@@ -20,6 +20,8 @@ from capplan.model.errors import InputError
 KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 SLA_ANNOTATION = "capplan.io/sla"
+#: The label Kueue puts on a pod (or job) to name its WorkloadPriorityClass.
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 PREEMPTIBLE_ANNOTATION = "capplan.io/preemptible"
 #: Built-in PriorityClasses of every cluster.
 SYSTEM_PRIORITIES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
@@ -27,6 +29,23 @@ SYSTEM_PRIORITIES = {"system-cluster-critical": 2_000_000_000, "system-node-crit
 CRITICAL_PRIORITY = 1_000_000_000
 _MIG = re.compile(r"^nvidia\.com/mig-(.+)$")
 _AMD_MIXED = re.compile(r"^amd\.com/(spx|dpx|qpx|cpx)_nps\d$")
+
+
+@dataclass(frozen=True)
+class SlaPolicy:
+    """Which pods are ``sla: guaranteed``: priority at or above ``priority``, or a class in ``classes``.
+
+    ``classes`` names PriorityClasses (``spec.priorityClassName``) and Kueue WorkloadPriorityClasses (the
+    ``kueue.x-k8s.io/priority-class`` label, a Workload's ``priorityClassRef``). The pod annotation
+    ``capplan.io/sla`` overrides both. The default policy makes no pod guaranteed.
+    """
+
+    priority: int | None = None
+    classes: frozenset[str] = frozenset()
+
+    def guaranteed(self, priority: int, classes: tuple[str, ...]) -> bool:
+        """Whether a pod of ``priority`` and priority class names ``classes`` is guaranteed."""
+        return (self.priority is not None and priority >= self.priority) or any(c in self.classes for c in classes)
 
 
 @dataclass(frozen=True)
@@ -60,6 +79,7 @@ class PodSpec:
     required: str | None = None
     preferred: str | None = None
     affinity_terms: list[dict[str, Any]] = field(default_factory=list)  # required nodeSelectorTerms as given
+    priority_classes: tuple[str, ...] = ()  # PriorityClass and WorkloadPriorityClass names behind `priority`
 
     def clone_virtual(self, path: str) -> PodSpec:
         """A not-yet-created sibling with the same template."""
@@ -202,6 +222,11 @@ def read_pod(
             )
     node = spec.get("nodeName") if not template else None
     phase = status.get("phase", "Pending")
+    labels = L.string_map(meta.get("labels"), f"{path}.metadata.labels")
+    pc = spec.get("priorityClassName")
+    classes_named = tuple(
+        c for c in (pc if isinstance(pc, str) else None, labels.get(KUEUE_PRIORITY_LABEL)) if c
+    )
     return PodSpec(
         path=path,
         namespace=ns,
@@ -212,10 +237,11 @@ def read_pod(
         memory_mib=int(-(-req.get("memory", Fraction(0)) / 2**20 // 1)),
         gpu=gpu_ask(req, f"{path}.spec"),
         priority=priority_of(spec, classes, default_priority, f"{path}.spec", warnings),
-        labels=L.string_map(meta.get("labels"), f"{path}.metadata.labels"),
+        labels=labels,
         annotations=L.string_map(meta.get("annotations"), f"{path}.metadata.annotations"),
         selector=_selector(spec, f"{path}.spec", warnings),
         affinity_terms=node_selector_terms(spec, f"{path}.spec"),
+        priority_classes=classes_named,
     )
 
 
