@@ -131,7 +131,12 @@ def add_parser(sub: Any) -> None:
         "--patch",
         choices=("nodeSelector", "affinity"),
         default="nodeSelector",
-        help="bindings: pin pods with a nodeSelector (default) or a required node affinity added to theirs",
+        help="bindings: pin gated pods with a nodeSelector (default) or a required node affinity added to theirs",
+    )
+    p.add_argument(
+        "--gated",
+        metavar="FILE",
+        help="bindings: where to write the gated pods' patches (pin + capplan's gate removed; default FILE.gated.json)",
     )
     p.add_argument(
         "--actions",
@@ -263,7 +268,7 @@ def run_export(args: argparse.Namespace) -> int:
 
         return run_eta(args)
     from capplan.io.files import load_yaml_or_json, write_text_atomic
-    from capplan.io.k8s.export import actions, bindings, mig_parted_yaml
+    from capplan.io.k8s.export import actions, apply_warnings, bindings, gated_patches, mig_parted_yaml
     from capplan.io.k8s.labels import parse_level_labels
     from capplan.io.k8s.topology import (
         gpu_selectors,
@@ -317,13 +322,20 @@ def run_export(args: argparse.Namespace) -> int:
     elif args.format == "bindings":
         assert plan is not None
         acts = actions(problem, plan, meta, args.patch)
-        pods = bindings(problem, plan, meta, args.patch)
+        binds = bindings(problem, plan, meta, args.patch)
+        patches = gated_patches(problem, plan, meta, args.patch)
         actions_out = args.actions or f"{args.output}.actions.json"
+        patches_out = args.gated or f"{args.output}.gated.json"
         write_text_atomic(actions_out, json.dumps(acts, indent=1) + "\n")
-        write_text_atomic(args.output, json.dumps(pods, indent=1) + "\n")
+        write_text_atomic(patches_out, json.dumps(patches, indent=1) + "\n")
+        write_text_atomic(args.output, json.dumps(binds, indent=1) + "\n")
+        for w in apply_warnings(problem, plan, meta):
+            print(f"warning: {w}", file=sys.stderr)
         print(
-            f"{len(pods['items'])} pod patch(es); {len(acts['bindings'])} binding(s), "
-            f"{len(acts['evictions'])} eviction(s), {len(acts['migrations'])} migration(s) -> {actions_out}",
+            f"{len(binds['items'])} Binding(s) (kubectl create -f {args.output}); {len(patches['items'])} gated-pod "
+            f"patch(es) -> {patches_out}; {len(acts['bindings'])} replica(s) to start, {len(acts['evictions'])} "
+            f"eviction(s), {len(acts['migrations'])} migration(s), {len(acts['owner_changes'])} owner change(s) "
+            f"-> {actions_out}",
             file=sys.stderr,
         )
     elif args.format == "kueue-topology":

@@ -91,7 +91,7 @@ def run_import(args: argparse.Namespace) -> int:
 
 def run_eta(args: argparse.Namespace) -> int:
     """Run ``capplan export kueue-eta SCENARIO SCHEDULE -o FILE``; exit code."""
-    from capplan.cli.k8s import meta_path, sla_policy
+    from capplan.cli.k8s import meta_path
     from capplan.io.files import load_yaml_or_json, write_text_atomic
     from capplan.io.k8s.eta import estimates, prometheus_text, workload_patches
     from capplan.io.scenario import load_scenario

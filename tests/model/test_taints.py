@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from capplan import schedule
 from capplan.io.scenario import dump_scenario, problem_from_data
 from capplan.model.plan import Plan
 from capplan.model.problem import Problem, Taint, Toleration, untolerated
 from capplan.model.validate import check_plan
 from capplan.model.validate_rules import check_taints, running_taint_warnings
-from capplan import schedule
 from capplan.placement import solve
 from capplan.placement.strategies import STRATEGIES
 

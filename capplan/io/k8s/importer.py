@@ -23,7 +23,7 @@ from capplan.io.k8s.pods import CRITICAL_PRIORITY, PREEMPTIBLE_ANNOTATION, SLA_A
 from capplan.model.catalog import Catalog
 from capplan.model.errors import InputError
 from capplan.model.plan import Assignment, input_error_from
-from capplan.model.problem import Cluster, Problem
+from capplan.model.problem import Cluster, Problem, untolerated
 from capplan.placement.core.state import ClusterState
 
 META_FORMAT = "capplan-k8s/v1"
@@ -161,6 +161,7 @@ def _group(
             p.priority,
             sla,
             pre,
+            p.tolerations,
         )
         if sig not in groups:
             groups[sig] = []
@@ -176,6 +177,7 @@ def _group(
                 "sla": sla,
                 "preemptible": pre,
                 **({"topology": topo} if topo else {}),
+                **({"tolerations": p.tolerations} if p.tolerations else {}),
             }
         groups[sig].append(p)
     used: set[str] = set()
@@ -226,6 +228,13 @@ def _running(
             continue
         st.apply(w, d, fit)  # type: ignore[arg-type]
         out.append(st.assignment(w, r, fit))
+        node = problem.cluster.nodes[i]
+        if problem.can_host(w, node) is None:
+            bad = untolerated(node.taints, w.tolerations)[0]
+            warnings.append(
+                f"pod {p.namespace}/{p.name} runs on {p.node} without tolerating its taint {bad}; kept as running "
+                "state (new pods of its workload never land there)"
+            )
     return sorted(out, key=lambda a: (a.workload, a.replica))
 
 
@@ -299,6 +308,10 @@ def import_kubernetes(
                     "owner_kind": p.key[0],
                     "owner": p.key[2],
                     "role": p.role,
+                    **({"uid": p.uid} if p.uid else {}),
+                    **({"node_name": p.node} if p.node else {}),
+                    **({"gates": list(p.gates)} if p.gates else {}),
+                    **({"controller": {"kind": p.controller[0], "name": p.controller[1]}} if p.controller else {}),
                     **({"node_selector_terms": p.affinity_terms} if p.affinity_terms else {}),
                 }
                 for p in ps

@@ -31,7 +31,7 @@ from capplan.io.k8s.quantity import MAX_DEVICES, count, cpu_milli, memory_mib
 from capplan.model.catalog import Catalog, GpuModel
 from capplan.model.errors import InputError
 from capplan.model.plan import MigSlot
-from capplan.model.problem import Cluster, GpuMode, Node
+from capplan.model.problem import Cluster, GpuMode, Node, Taint
 from capplan.model.units import MIB_PER_GIB
 
 log = logging.getLogger("capplan.io.k8s")
@@ -72,6 +72,25 @@ def _modes(layouts: Sequence[tuple[MigSlot, ...] | None]) -> tuple[GpuMode, ...]
 def relaxed(modes: tuple[GpuMode, ...]) -> tuple[GpuMode, ...]:
     """Today's MIG layouts alone (MIG-disabled GPUs left for the planner to choose)."""
     return tuple(m for m in modes if m.mode != "whole")
+
+
+def node_taints(item: dict[str, Any], path: str) -> tuple[Taint, ...]:
+    """``spec.taints`` of a Node (``timeAdded`` dropped)."""
+    raw = L.mapping(item.get("spec"), f"{path}.spec").get("taints") or []
+    if not isinstance(raw, list):
+        raise InputError(f"{path}.spec.taints", "expected a list of {key, value, effect}")
+    out = []
+    for j, t in enumerate(raw):
+        tp = f"{path}.spec.taints[{j}]"
+        t = L.mapping(t, tp)
+        effect = t.get("effect")
+        if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise InputError(f"{tp}.effect", f"expected NoSchedule, PreferNoSchedule or NoExecute, got {effect!r}")
+        key = t.get("key")
+        if not isinstance(key, str) or not key:
+            raise InputError(f"{tp}.key", "a taint needs a key")
+        out.append(Taint(key=key, value=str(t.get("value") or ""), effect=effect))
+    return tuple(out)
 
 
 def _alloc(item: dict[str, Any], path: str) -> dict[str, Any]:
@@ -364,6 +383,7 @@ def import_nodes(
                 memory_mib=memory_mib(alloc["memory"], f"{path}.status.allocatable.memory"),
                 gpu_modes=modes,
                 mig_strategy=f.mig_strategy,
+                taints=node_taints(item, path),
             )
         )
     paths, domains = topology_paths(raw, level_labels, warnings)

@@ -12,10 +12,13 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
+from pydantic import ValidationError
+
 from capplan.io.k8s import labels as L
 from capplan.io.k8s.mig import profile_from_resource
 from capplan.io.k8s.quantity import MAX_DEVICES, count, parse_quantity
 from capplan.model.errors import InputError
+from capplan.model.problem import Toleration
 
 KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
@@ -80,6 +83,10 @@ class PodSpec:
     preferred: str | None = None
     affinity_terms: list[dict[str, Any]] = field(default_factory=list)  # required nodeSelectorTerms as given
     priority_classes: tuple[str, ...] = ()  # PriorityClass and WorkloadPriorityClass names behind `priority`
+    tolerations: tuple[Toleration, ...] = ()
+    gates: tuple[str, ...] = ()  # spec.schedulingGates names
+    uid: str | None = None
+    controller: tuple[str, str] | None = None  # (kind, name) of the ownerReference with controller: true
 
     def clone_virtual(self, path: str) -> PodSpec:
         """A not-yet-created sibling with the same template."""
@@ -178,6 +185,32 @@ def _selector(spec: dict[str, Any], path: str, warnings: list[str]) -> dict[str,
     return out
 
 
+def tolerations_of(spec: dict[str, Any], path: str, warnings: list[str]) -> tuple[Toleration, ...]:
+    """``spec.tolerations`` in Kubernetes' matching terms; ``tolerationSeconds`` is dropped (the scheduler's
+    filter ignores it too) and an operator other than Exists/Equal is dropped with a warning (it tolerates
+    nothing, as upstream's matching says for an unknown operator)."""
+    raw = spec.get("tolerations") or []
+    if not isinstance(raw, list):
+        raise InputError(f"{path}.tolerations", "expected a list of {key, operator, value, effect}")
+    out = []
+    for j, t in enumerate(raw):
+        tp = f"{path}.tolerations[{j}]"
+        t = L.mapping(t, tp)
+        op = t.get("operator") or "Equal"
+        if op not in ("Exists", "Equal"):
+            warnings.append(f"{tp}.operator: {op!r} is not modelled; the toleration is dropped")
+            continue
+        effect = t.get("effect") or ""
+        if effect not in ("", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise InputError(f"{tp}.effect", f"expected NoSchedule, PreferNoSchedule or NoExecute, got {effect!r}")
+        try:
+            out.append(Toleration(key=str(t.get("key") or ""), operator=op, value=str(t.get("value") or ""),
+                                  effect=effect))
+        except ValidationError as exc:
+            raise InputError(tp, exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
+    return tuple(out)
+
+
 def priority_of(
     spec: dict[str, Any], classes: Mapping[str, int], default: int, path: str, warnings: list[str]
 ) -> int:
@@ -223,6 +256,10 @@ def read_pod(
     node = spec.get("nodeName") if not template else None
     phase = status.get("phase", "Pending")
     labels = L.string_map(meta.get("labels"), f"{path}.metadata.labels")
+    gates = tuple(
+        str(g.get("name")) for g in spec.get("schedulingGates") or [] if isinstance(g, dict) and g.get("name")
+    )
+    refs = [r for r in meta.get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller") is True]
     pc = spec.get("priorityClassName")
     classes_named = tuple(
         c for c in (pc if isinstance(pc, str) else None, labels.get(KUEUE_PRIORITY_LABEL)) if c
@@ -242,6 +279,10 @@ def read_pod(
         selector=_selector(spec, f"{path}.spec", warnings),
         affinity_terms=node_selector_terms(spec, f"{path}.spec"),
         priority_classes=classes_named,
+        tolerations=tolerations_of(spec, f"{path}.spec", warnings),
+        gates=() if template else gates,
+        uid=str(meta["uid"]) if meta.get("uid") and not template else None,
+        controller=(str(refs[0].get("kind")), str(refs[0].get("name"))) if refs and not template else None,
     )
 
 
