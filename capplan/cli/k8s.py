@@ -268,7 +268,8 @@ def run_export(args: argparse.Namespace) -> int:
 
         return run_eta(args)
     from capplan.io.files import load_yaml_or_json, write_text_atomic
-    from capplan.io.k8s.export import actions, apply_warnings, bindings, gated_patches, mig_parted_yaml
+    from capplan.io.k8s.bindings import actions, apply_warnings, bindings, gated_patches
+    from capplan.io.k8s.export import mig_parted_yaml
     from capplan.io.k8s.labels import parse_level_labels
     from capplan.io.k8s.topology import (
         gpu_selectors,

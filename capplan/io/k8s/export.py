@@ -22,16 +22,32 @@ from typing import Any
 
 import yaml
 
-from capplan.io.k8s.bindings import (  # noqa: F401  (re-exported: the export module's public names)
-    ACTIONS_FORMAT,
-    SCHEDULING_GATE,
-    actions,
-    apply_warnings,
-    bindings,
-    gated_patches,
-    owner_changes,
-    pin_patch,
-    route,
+from capplan.io.k8s.bindings import (  # re-exported: the export module's public names
+    ACTIONS_FORMAT as ACTIONS_FORMAT,
+)
+from capplan.io.k8s.bindings import (
+    SCHEDULING_GATE as SCHEDULING_GATE,
+)
+from capplan.io.k8s.bindings import (
+    actions as actions,
+)
+from capplan.io.k8s.bindings import (
+    apply_warnings as apply_warnings,
+)
+from capplan.io.k8s.bindings import (
+    bindings as bindings,
+)
+from capplan.io.k8s.bindings import (
+    gated_patches as gated_patches,
+)
+from capplan.io.k8s.bindings import (
+    owner_changes as owner_changes,
+)
+from capplan.io.k8s.bindings import (
+    pin_patch as pin_patch,
+)
+from capplan.io.k8s.bindings import (
+    route as route,
 )
 from capplan.io.k8s.labels import MIG_CONFIG
 from capplan.io.k8s.mig import parse_mig_parted
