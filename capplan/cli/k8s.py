@@ -30,6 +30,33 @@ def _catalog_arg(p: argparse.ArgumentParser) -> None:
     add_catalog_option(p)
 
 
+def add_sla_options(p: argparse.ArgumentParser) -> None:
+    """``--guaranteed-priority N`` and ``--guaranteed-classes NAME,...`` (import kubernetes and kueue)."""
+    p.add_argument(
+        "--guaranteed-priority",
+        type=int,
+        metavar="N",
+        help="pods (workloads) of priority N or higher are sla: guaranteed (the capplan.io/sla annotation overrides)",
+    )
+    p.add_argument(
+        "--guaranteed-classes",
+        action="append",
+        default=[],
+        metavar="NAME,...",
+        help="PriorityClass / Kueue WorkloadPriorityClass names whose pods are sla: guaranteed; repeatable",
+    )
+
+
+def sla_policy(args: argparse.Namespace) -> Any:
+    """The :class:`~capplan.io.k8s.pods.SlaPolicy` of ``--guaranteed-priority`` and ``--guaranteed-classes``."""
+    from capplan.io.k8s.pods import SlaPolicy
+
+    names = [c.strip() for spec in args.guaranteed_classes for c in spec.split(",")]
+    if any(not c for c in names):
+        raise InputError("--guaranteed-classes", "expected class names separated by commas, e.g. prod-high,critical")
+    return SlaPolicy(priority=args.guaranteed_priority, classes=frozenset(names))
+
+
 def add_import_parser(sub: Any) -> None:
     """Register ``capplan import kubernetes``."""
     p = sub.add_parser(
@@ -66,6 +93,7 @@ def add_import_parser(sub: Any) -> None:
         action="store_true",
         help="do not keep today's MIG/partition layouts: the planner may re-partition every GPU",
     )
+    add_sla_options(p)
     p.add_argument("--name", default="kubernetes", help="cluster name (default kubernetes)")
     p.add_argument("-o", "--output", required=True, metavar="SCENARIO.yaml", help="scenario file to write")
     _catalog_arg(p)
@@ -103,7 +131,12 @@ def add_parser(sub: Any) -> None:
         "--patch",
         choices=("nodeSelector", "affinity"),
         default="nodeSelector",
-        help="bindings: pin pods with a nodeSelector (default) or a required node affinity added to theirs",
+        help="bindings: pin gated pods with a nodeSelector (default) or a required node affinity added to theirs",
+    )
+    p.add_argument(
+        "--gated",
+        metavar="FILE",
+        help="bindings: where to write the gated pods' patches (pin + capplan's gate removed; default FILE.gated.json)",
     )
     p.add_argument(
         "--actions",
@@ -150,7 +183,8 @@ def run_import(args: argparse.Namespace) -> int:
         parse_mig_parted(load_yaml_or_json(args.mig_parted, "mig-parted config")) if args.mig_parted else None
     )
     res = import_kubernetes(
-        nodes, pods, levels, catalog, configs, keep_mig=not args.reconfigure_mig, name=args.name
+        nodes, pods, levels, catalog, configs, keep_mig=not args.reconfigure_mig, name=args.name,
+        sla_policy=sla_policy(args),
     )
     for w in res.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -163,7 +197,8 @@ def run_import(args: argparse.Namespace) -> int:
     p = res.problem
     print(
         f"imported {len(p.cluster.nodes)} nodes ({p.cluster.gpus_total} GPUs), {len(p.workloads)} workloads, "
-        f"{len(p.running)} running replicas -> {args.output}",
+        f"{len(p.running)} running replicas, {sum(w.sla == 'guaranteed' for w in p.workloads)} guaranteed "
+        f"-> {args.output}",
         file=sys.stderr,
     )
     return 0
@@ -233,7 +268,8 @@ def run_export(args: argparse.Namespace) -> int:
 
         return run_eta(args)
     from capplan.io.files import load_yaml_or_json, write_text_atomic
-    from capplan.io.k8s.export import actions, bindings, mig_parted_yaml
+    from capplan.io.k8s.bindings import actions, apply_warnings, bindings, gated_patches
+    from capplan.io.k8s.export import mig_parted_yaml
     from capplan.io.k8s.labels import parse_level_labels
     from capplan.io.k8s.topology import (
         gpu_selectors,
@@ -287,13 +323,20 @@ def run_export(args: argparse.Namespace) -> int:
     elif args.format == "bindings":
         assert plan is not None
         acts = actions(problem, plan, meta, args.patch)
-        pods = bindings(problem, plan, meta, args.patch)
+        binds = bindings(problem, plan, meta, args.patch)
+        patches = gated_patches(problem, plan, meta, args.patch)
         actions_out = args.actions or f"{args.output}.actions.json"
+        patches_out = args.gated or f"{args.output}.gated.json"
         write_text_atomic(actions_out, json.dumps(acts, indent=1) + "\n")
-        write_text_atomic(args.output, json.dumps(pods, indent=1) + "\n")
+        write_text_atomic(patches_out, json.dumps(patches, indent=1) + "\n")
+        write_text_atomic(args.output, json.dumps(binds, indent=1) + "\n")
+        for w in apply_warnings(problem, plan, meta):
+            print(f"warning: {w}", file=sys.stderr)
         print(
-            f"{len(pods['items'])} pod patch(es); {len(acts['bindings'])} binding(s), "
-            f"{len(acts['evictions'])} eviction(s), {len(acts['migrations'])} migration(s) -> {actions_out}",
+            f"{len(binds['items'])} Binding(s) (kubectl create -f {args.output}); {len(patches['items'])} gated-pod "
+            f"patch(es) -> {patches_out}; {len(acts['bindings'])} replica(s) to start, {len(acts['evictions'])} "
+            f"eviction(s), {len(acts['migrations'])} migration(s), {len(acts['owner_changes'])} owner change(s) "
+            f"-> {actions_out}",
             file=sys.stderr,
         )
     elif args.format == "kueue-topology":

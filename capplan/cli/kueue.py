@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from capplan.cli.common import add_catalog_option
+from capplan.cli.k8s import add_sla_options
 from capplan.model.errors import InputError
 
 
@@ -46,6 +47,7 @@ def add_import_parser(sub: Any) -> None:
                    help="run time of workloads that give none, per ClusterQueue or for all; repeat")
     p.add_argument("--level-label", action="append", default=[], metavar="LEVEL=LABEL",
                    help="topology level from a node label, outermost first (default: the TAS Topology's levels)")
+    add_sla_options(p)
     p.add_argument("--name", default="kueue", help="cluster name (default kueue)")
     p.add_argument("-o", "--output", required=True, metavar="SCENARIO.yaml", help="scenario file to write")
     add_catalog_option(p)
@@ -56,7 +58,7 @@ def run_import(args: argparse.Namespace) -> int:
     """Run ``capplan import kueue``; exit code."""
     from datetime import UTC, datetime
 
-    from capplan.cli.k8s import meta_path
+    from capplan.cli.k8s import meta_path, sla_policy
     from capplan.io.files import load_yaml_or_json, write_text_atomic
     from capplan.io.k8s.kueue import import_kueue, parse_time
     from capplan.io.k8s.labels import parse_level_labels
@@ -72,7 +74,8 @@ def run_import(args: argparse.Namespace) -> int:
     res = import_kueue(load(args.nodes, "nodes file"), load(args.pods, "pods file"),
                        load(args.workloads, "workloads file"), load(args.cluster_queues, "ClusterQueues file"),
                        load(args.local_queues, "LocalQueues file"), load(args.priority_classes, "priority classes"),
-                       parse_level_labels(args.level_label), load_catalog(args.catalog), now, defaults, args.name)
+                       parse_level_labels(args.level_label), load_catalog(args.catalog), now, defaults, args.name,
+                       sla_policy(args))
     for w in res.warnings:
         print(f"warning: {w}", file=sys.stderr)
     head = f"# Imported from Kueue by `capplan import kueue` at {res.problem.now}; metadata in " \

@@ -21,12 +21,13 @@ from capplan.model.catalog import Catalog, load_catalog
 from capplan.model.decode import LIMITS
 from capplan.model.errors import ErrorList, InputError, describe, suggest
 from capplan.model.plan import MigSlot, input_error_from
-from capplan.model.problem import Cluster, Domain, GpuMode, Node, Problem, Workload
+from capplan.model.problem import Cluster, Domain, GpuMode, Node, Problem, Taint, Workload
 from capplan.model.quota import ClusterQueue, Flavor
 from capplan.model.timing import RunningEnd, format_seconds
 from capplan.model.units import MIB_PER_GIB, MILLI, cores_to_milli, gib_to_mib
 
-_NODE_KEYS = {"name", "name_prefix", "count", "gpu", "gpus", "cpu", "memory_gib", "gpu_modes", "mig_strategy"}
+_NODE_KEYS = {"name", "name_prefix", "count", "gpu", "gpus", "cpu", "memory_gib", "gpu_modes", "mig_strategy",
+              "taints"}
 _TOP_KEYS = {"cluster", "workloads", "running", "name", "description", "schedule", "interruptions", "quotas", "now"}
 _QUOTA_KEYS = {"flavors", "queues"}
 
@@ -94,6 +95,20 @@ def _gpu_modes(raw: Any, gpus: int, path: str) -> tuple[GpuMode, ...]:
     return tuple(out)
 
 
+def _taints(raw: Any, path: str) -> tuple[Taint, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise InputError(path, "expected a list of {key, value, effect: NoSchedule|PreferNoSchedule|NoExecute}")
+    out = []
+    for i, t in enumerate(raw):
+        try:
+            out.append(Taint.model_validate(_require_mapping(t, f"{path}[{i}]")))
+        except ValidationError as exc:
+            raise input_error_from(exc, f"{path}[{i}]") from None
+    return tuple(out)
+
+
 class _Budget:
     """Running totals of the cluster, checked before a node entry is expanded."""
 
@@ -141,7 +156,8 @@ def _node(e: dict[str, Any], p: str, parents: tuple[str, ...], catalog: Catalog,
     common = dict(path=parents, gpu_model=model, gpus=gpus,
                   cpu_milli=cores_to_milli(_number(e, "cpu", p, most=LIMITS.cpu_cores)),
                   memory_mib=gib_to_mib(_number(e, "memory_gib", p, most=LIMITS.memory_gib)),
-                  gpu_modes=_gpu_modes(e.get("gpu_modes"), gpus, f"{p}.gpu_modes"))
+                  gpu_modes=_gpu_modes(e.get("gpu_modes"), gpus, f"{p}.gpu_modes"),
+                  taints=_taints(e.get("taints"), f"{p}.taints"))
     strategy = e.get("mig_strategy", "mixed")
     if strategy not in ("mixed", "single"):
         raise InputError(f"{p}.mig_strategy", f"expected mixed or single, got {strategy!r}")
@@ -368,6 +384,8 @@ def problem_to_data(p: Problem) -> dict[str, Any]:
                               for m in n.gpu_modes]
         if n.mig_strategy != "mixed":
             e["mig_strategy"] = n.mig_strategy
+        if n.taints:
+            e["taints"] = [t.model_dump(mode="json", exclude_defaults=True) for t in n.taints]
         return e
 
     def children(depth: int, parents: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from capplan.model.interruptions import Interruptions
 from capplan.model.plan import Assignment
-from capplan.model.problem import Workload
+from capplan.model.problem import Taint, Workload
 from capplan.model.quota import ClusterQueue, Flavor
 
 _TIME = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[smhd]?\s*$"}]}
@@ -37,6 +37,7 @@ def _node() -> dict[str, Any]:
                            "gpu": {"type": "string", "description": "GPU model or alias (`capplan catalog`)"},
                            "gpus": {"type": "integer", "minimum": 0}, "cpu": _NUMBER, "memory_gib": _NUMBER,
                            "gpu_modes": {"type": "array", "items": mode}, "mig_strategy": {"enum": ["mixed", "single"]},
+                           "taints": {"type": "array", "items": {"$ref": "#/$defs/Taint"}},
                            "remove": _REMOVE},
             "oneOf": [{"required": ["name"]}, {"required": ["name_prefix", "count"]}]}
 
@@ -58,6 +59,7 @@ def scenario_json_schema() -> dict[str, Any]:
     defs: dict[str, Any] = workload.pop("$defs", {})
     defs["workload"] = workload
     defs["node"] = _node()
+    defs["Taint"] = Taint.model_json_schema()
     running = copy.deepcopy(Assignment.model_json_schema())
     defs.update(running.pop("$defs", {}))
     running["properties"]["ends_in"] = {**_TIME, "description": "remaining run time of a running replica"}

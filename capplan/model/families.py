@@ -35,6 +35,8 @@ def _f(key: str, label: str, blocked: str, structural: str) -> tuple[str, Family
 FAMILIES: dict[str, Family] = dict([
     _f("model", "GPU model", "no eligible node offers an allowed GPU model",
        "no node offers an allowed GPU model with enough GPU memory"),
+    _f("taint", "taint", "every eligible node has a NoSchedule/NoExecute taint it does not tolerate",
+       "every node that could host it has a NoSchedule/NoExecute taint it does not tolerate"),
     _f("quota", "quota", "the ClusterQueue's quota (or its cohort's) is in use",
        "no flavor of its ClusterQueue has quota for it on a node that could host it"),
     _f("cpu", "host CPU", "not enough free CPU", "host CPU of the eligible nodes is too small"),

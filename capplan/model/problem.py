@@ -44,6 +44,59 @@ class Domain(Frozen):
     power_w: Int | None = Field(default=None, ge=0, le=LIMITS.power_kw * 1000)
 
 
+#: The effects of a node taint (Kubernetes ``spec.taints[].effect``).
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+#: Effects that keep a new replica off a node unless it tolerates them; ``PreferNoSchedule`` is ignored.
+HARD_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+class Taint(Frozen):
+    """A node taint ``key=value:effect`` (Kubernetes ``spec.taints``): a replica lands on the node only
+    when one of its tolerations tolerates it (``NoSchedule``, ``NoExecute``; ``PreferNoSchedule`` is ignored)."""
+
+    key: Name
+    value: Str = ""
+    effect: TaintEffect
+
+    def __str__(self) -> str:
+        return f"{self.key}{'=' + self.value if self.value else ''}:{self.effect}"
+
+
+class Toleration(Frozen):
+    """A workload's toleration, with Kubernetes' matching rules (``Toleration.ToleratesTaint``).
+
+    An empty ``effect`` matches every effect; an empty ``key`` (with ``operator: Exists``) matches every
+    key; ``Exists`` matches every value, ``Equal`` (the default) the value given.
+    """
+
+    key: Str = ""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: Str = ""
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+
+    @model_validator(mode="after")
+    def _rules(self) -> Toleration:
+        if not self.key and self.operator != "Exists":
+            raise ValueError("a toleration without a key must have operator: Exists (it tolerates every taint)")
+        if self.operator == "Exists" and self.value:
+            raise ValueError("operator: Exists matches every value; drop value or use operator: Equal")
+        return self
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Whether this toleration tolerates ``taint`` (effect, then key, then value by the operator)."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+def untolerated(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> list[Taint]:
+    """The ``NoSchedule``/``NoExecute`` taints among ``taints`` that no toleration tolerates."""
+    tols = tuple(tolerations)
+    return [t for t in taints if t.effect in HARD_EFFECTS and not any(x.tolerates(t) for x in tols)]
+
+
 class GpuMode(Frozen):
     """Pre-existing mode of one GPU: ``whole``, ``mig`` (optionally a fixed layout) or ``shared``.
 
@@ -72,6 +125,7 @@ class Node(Frozen):
     memory_mib: Int = Field(ge=0, le=LIMITS.memory_gib * 1024)
     gpu_modes: tuple[GpuMode, ...] = ()
     mig_strategy: MigStrategy = "mixed"
+    taints: tuple[Taint, ...] = ()
 
     def mode_of(self, gpu: int) -> GpuMode | None:
         """The fixed mode of GPU ``gpu``, or None when the planner may choose."""
@@ -173,6 +227,7 @@ class Workload(Frozen):
     spares: int | Literal["auto"] = 0
     queue: Name | None = None
     created: int = 0
+    tolerations: tuple[Toleration, ...] = ()
 
     #: Fields given in seconds or as ``90s``/``15m``/``2h``/``3d`` (the file format's times; the schema follows).
     TIME_FIELDS: ClassVar[tuple[str, ...]] = ("duration", "release", "deadline", "checkpoint", "checkpoint_interval")
@@ -403,12 +458,26 @@ class Problem(Frozen):
         return any(n.mig_strategy == "single" for n in self.cluster.nodes) or any(
             w.mig_strategy == "single" for w in self.workloads)
 
+    @cached_property
+    def tainted(self) -> bool:
+        """True when a node has taints (eligibility then depends on the node, not only its GPU model)."""
+        return any(n.taints for n in self.cluster.nodes)
+
     def can_host(self, w: Workload, node: Node) -> Demand | None:
-        """The demand ``w`` would have on ``node``, or None when the node is never eligible.
+        """The demand ``w`` would have on ``node``, or None when the node is never eligible for a new replica.
 
         A MIG demand lands only on a node of the same ``mig_strategy``; on a ``single`` node only
-        when the node's GPUs are preset to MIG instances of exactly that profile.
+        when the node's GPUs are preset to MIG instances of exactly that profile. A node with a
+        ``NoSchedule``/``NoExecute`` taint ``w`` does not tolerate is never eligible (a replica already
+        running there keeps its demand: see :meth:`demand_on`).
         """
+        if node.taints and untolerated(node.taints, w.tolerations):
+            return None
+        return self.demand_on(w, node)
+
+    def demand_on(self, w: Workload, node: Node) -> Demand | None:
+        """The demand of a replica of ``w`` on ``node`` by the hardware alone (GPU model and count, MIG
+        strategy), taints aside: for replicas already assigned there (the running state, a plan's)."""
         d = self.model_demand(w, node.gpu_model if node.gpus else None)
         if d is not None and d.kind == "whole" and d.gpus > node.gpus:
             return None

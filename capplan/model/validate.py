@@ -19,7 +19,7 @@ from capplan.model.problem import Problem
 from capplan.model.units import units_to_gpus
 from capplan.model.validate_goodput import check_goodput
 from capplan.model.validate_quota import check_plan_quotas
-from capplan.model.validate_rules import check_assignments, check_groups, replica_value
+from capplan.model.validate_rules import check_assignments, check_groups, check_taints, replica_value
 
 # check_assignments and replica_value live in validate_rules; this module is the validator's front.
 __all__ = ["assert_valid", "check_assignments", "check_claims", "check_coverage", "check_plan", "replica_value"]
@@ -80,6 +80,7 @@ def check_plan(p: Problem, plan: Plan, goodput: bool = True) -> list[str]:
                             ("placed", "unplaced"), v)
     v.extend(check_assignments(p, plan.assignments))
     v.extend(check_groups(p, placed))
+    v.extend(check_taints(p, plan.assignments))
     v.extend(check_plan_quotas(p, plan.assignments))
     v.extend(_check_running(p, plan, placed))
     v.extend(_check_summary(p, plan, placed))

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 from capplan.model.catalog import GpuModel, MigProfile
 from capplan.model.plan import Assignment
-from capplan.model.problem import Node, Problem, Workload
+from capplan.model.problem import Node, Problem, Taint, Toleration, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU, gib_to_mib
 from capplan.model.validate_quota import check_plan_quotas, check_quota_spans
 
@@ -304,6 +304,51 @@ def _check_power(p: Problem, busy: set[tuple[str, int]]) -> list[str]:
     return v
 
 
+def _tolerated(taint: Taint, tolerations: Iterable[Toleration]) -> bool:
+    """Kubernetes' matching, written out again: a toleration with an effect must name the taint's effect,
+    with a key the taint's key; ``Exists`` takes any value, ``Equal`` (or no operator) the same value."""
+    for t in tolerations:
+        effect_ok = t.effect in ("", taint.effect)
+        key_ok = t.key in ("", taint.key)
+        value_ok = t.operator == "Exists" or (t.operator == "Equal" and t.value == taint.value)
+        if effect_ok and key_ok and value_ok:
+            return True
+    return False
+
+
+def check_taints(p: Problem, assignments: Iterable[Assignment]) -> list[str]:
+    """A replica on a node with a ``NoSchedule`` or ``NoExecute`` taint it does not tolerate is a violation,
+    unless it is that replica's running assignment (running state is reality: the rule binds new placements)."""
+    v: list[str] = []
+    running = set(p.running)
+    nodes = {n.name: n for n in p.cluster.nodes if n.taints}
+    works = {w.name: w for w in p.workloads}
+    for a in assignments:
+        node, w = nodes.get(a.node), works.get(a.workload)
+        if node is None or w is None or a in running:
+            continue
+        bad = [t for t in node.taints if t.effect in ("NoSchedule", "NoExecute") and not _tolerated(t, w.tolerations)]
+        if bad:
+            v.append(f"{w.name}[{a.replica}] on {node.name}: taint {bad[0]} is not tolerated")
+    return v
+
+
+def running_taint_warnings(p: Problem) -> list[str]:
+    """Running replicas on nodes with a hard taint they do not tolerate: accepted as running state, named here."""
+    v: list[str] = []
+    nodes = {n.name: n for n in p.cluster.nodes if n.taints}
+    for a in p.running:
+        node = nodes.get(a.node)
+        if node is None or a.workload not in p.workload_index:
+            continue
+        w = p.workload(a.workload)
+        bad = [t for t in node.taints if t.effect in ("NoSchedule", "NoExecute") and not _tolerated(t, w.tolerations)]
+        if bad:
+            v.append(f"running replica {w.name}[{a.replica}] on {node.name} does not tolerate taint {bad[0]}; "
+                     "kept as running state (new replicas never land there)")
+    return v
+
+
 def check_groups(p: Problem, placed: dict[tuple[str, int], Assignment]) -> list[str]:
     """Gangs whole, one GPU model per gang unless mixed, required topology: rules over a workload's replicas."""
     v: list[str] = []
@@ -329,6 +374,7 @@ def check_groups(p: Problem, placed: dict[tuple[str, int], Assignment]) -> list[
 #: The rule of each constraint family (:data:`capplan.model.families.FAMILIES`) in the independent validator.
 RULES: dict[str, tuple[Callable[..., list[str]] | Callable[..., tuple[list[str], int, int]], ...]] = {
     "model": (check_shape,),
+    "taint": (check_taints,),
     "quota": (check_plan_quotas, check_quota_spans),
     "cpu": (check_assignments,),
     "memory": (check_assignments,),

@@ -22,7 +22,7 @@ from capplan.model.units import UNITS_PER_GPU
 from capplan.model.validate import check_claims, check_coverage
 from capplan.model.validate_insertion import budget_groups, insertions, space
 from capplan.model.validate_quota import check_quota_spans
-from capplan.model.validate_rules import check_assignments, check_groups, check_shape
+from capplan.model.validate_rules import check_assignments, check_groups, check_shape, check_taints
 
 _TOL = 1e-5
 
@@ -173,6 +173,7 @@ def check_schedule(p: Problem, s: Schedule) -> list[str]:
                             ("scheduled", "unscheduled"), v)
     v.extend(_check_times(p, s, placed))
     v.extend(check_groups(p, {k: space(a) for k, a in placed.items()}))
+    v.extend(check_taints(p, (space(a) for a in placed.values())))
     v.extend(_check_instants(p, placed))
     running = {a.key for a in p.running}
     v.extend(check_quota_spans(p, ((a.start_s, a.end_s, space(a), a.key not in running) for a in placed.values())))

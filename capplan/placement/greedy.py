@@ -195,7 +195,7 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
     for a in p.running:
         w = p.workload(a.workload)
         node = p.cluster.nodes[p.cluster.node_index[a.node]]
-        d = p.can_host(w, node)
+        d = p.demand_on(w, node)
         assert d is not None
         st.place_assignment(w, d, a)
         assignments.append(a)

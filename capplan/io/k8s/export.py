@@ -9,16 +9,11 @@ With a base config the new configs are added to it, keeping its standard and sit
 
 Node labels: a ``v1`` ``List`` of ``Node`` objects carrying only the ``nvidia.com/mig.config`` label.
 
-Bindings: a ``v1`` ``List`` of ``Pod`` objects (name, namespace, annotations and the scheduling fields
-only) for the pods the plan starts or moves: a strategic-merge patch for ``kubectl patch`` or
-``kubectl apply --server-side``. Required node affinity is written as the pod's own terms, each with
-the hostname requirement added, so existing constraints stay. The actions document lists every
-binding (also of replicas not created yet), evictions and migrations for a controller.
+Bindings, gated-pod patches and the actions document live in :mod:`capplan.io.k8s.bindings` (re-exported here).
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections import defaultdict
@@ -27,14 +22,38 @@ from typing import Any
 
 import yaml
 
-from capplan.io.k8s.labels import HOSTNAME, MIG_CONFIG
+from capplan.io.k8s.bindings import (  # re-exported: the export module's public names
+    ACTIONS_FORMAT as ACTIONS_FORMAT,
+)
+from capplan.io.k8s.bindings import (
+    SCHEDULING_GATE as SCHEDULING_GATE,
+)
+from capplan.io.k8s.bindings import (
+    actions as actions,
+)
+from capplan.io.k8s.bindings import (
+    apply_warnings as apply_warnings,
+)
+from capplan.io.k8s.bindings import (
+    bindings as bindings,
+)
+from capplan.io.k8s.bindings import (
+    gated_patches as gated_patches,
+)
+from capplan.io.k8s.bindings import (
+    owner_changes as owner_changes,
+)
+from capplan.io.k8s.bindings import (
+    pin_patch as pin_patch,
+)
+from capplan.io.k8s.bindings import (
+    route as route,
+)
+from capplan.io.k8s.labels import MIG_CONFIG
 from capplan.io.k8s.mig import parse_mig_parted
 from capplan.model.errors import InputError
-from capplan.model.plan import Assignment, Plan
+from capplan.model.plan import Plan
 from capplan.model.problem import Problem
-
-ACTIONS_FORMAT = "capplan-actions/v1"
-ANNOTATION = "capplan.io/{what}"
 
 
 def gpu_configs(problem: Problem, plan: Plan) -> dict[str, list[dict[str, int] | None]]:
@@ -229,137 +248,3 @@ def mig_parted_yaml(problem: Problem, plan: Plan, base: Any = None) -> tuple[str
     meta = {k: v for k, v in (cm.get("metadata") or {}).items() if k in ("name", "namespace", "labels", "annotations")}
     out = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {**cm["data"], key: text}}
     return yaml.safe_dump(out, sort_keys=False, width=120), node_labels_document(labels)
-
-
-def _pod(meta: dict[str, Any] | None, workload: str, replica: int) -> dict[str, Any]:
-    reps = (meta or {}).get("workloads", {}).get(workload)
-    if reps and replica < len(reps):
-        r = reps[replica]
-        return {
-            "namespace": r.get("namespace"),
-            "pod": r.get("pod"),
-            "owner": {"kind": r.get("owner_kind"), "name": r.get("owner")},
-            "role": r.get("role") or None,
-        }
-    ns, _, _ = workload.partition("/")
-    return {"namespace": ns if "/" in workload else None, "pod": None}
-
-
-def _terms(meta: dict[str, Any] | None, workload: str, replica: int) -> list[dict[str, Any]]:
-    reps = (meta or {}).get("workloads", {}).get(workload)
-    if reps and replica < len(reps):
-        return list(reps[replica].get("node_selector_terms") or [])
-    return []
-
-
-def pin_patch(node: str, style: str, terms: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The ``spec`` patch that pins a pod to ``node`` and keeps its other constraints.
-
-    ``nodeSelector``: one key added to the pod's map (strategic merge keeps the other keys).
-    ``affinity``: the pod's required ``nodeSelectorTerms`` (``terms``) each with the hostname
-    requirement added, or one term of it alone (the list is replaced as a whole by a merge, so
-    the patch carries the existing requirements: only additions, as Kubernetes allows on gated pods).
-    """
-    if style != "affinity":
-        return {"nodeSelector": {HOSTNAME: node}}
-    req = {"key": HOSTNAME, "operator": "In", "values": [node]}
-    new = []
-    for t in terms or [{}]:
-        t = copy.deepcopy(t)
-        t["matchExpressions"] = [*(t.get("matchExpressions") or []), req]
-        new.append(t)
-    required = {"nodeSelectorTerms": new}
-    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}}
-
-
-def _annotations(a: Assignment) -> dict[str, str]:
-    ann = {ANNOTATION.format(what="workload"): a.workload, ANNOTATION.format(what="replica"): str(a.replica),
-           ANNOTATION.format(what="gpus"): ",".join(str(g) for g in a.gpus)}
-    if a.mig is not None:
-        ann[ANNOTATION.format(what="mig")] = f"{a.mig.profile}@{a.mig.start}"
-    return ann
-
-
-def _moved(problem: Problem, plan: Plan) -> list[Assignment]:
-    running = {a.key: a for a in problem.running}
-    return [a for a in sorted(plan.assignments, key=lambda a: (a.workload, a.replica)) if running.get(a.key) != a]
-
-
-def bindings(
-    problem: Problem, plan: Plan, meta: dict[str, Any] | None = None, style: str = "nodeSelector"
-) -> dict[str, Any]:
-    """Pod patches for the pods (known to the import metadata) the plan starts or moves, as a ``v1`` List.
-
-    Parameters
-    ----------
-    problem, plan
-        The scenario and a plan that passed the validator.
-    meta
-        The import metadata (pod names, namespaces, their node-affinity terms); without it no pod is known.
-    style
-        ``nodeSelector`` (default) or ``affinity`` (required node affinity added to the pod's own), see
-        :func:`pin_patch`.
-    """
-    items = []
-    for a in _moved(problem, plan):
-        pod = _pod(meta, a.workload, a.replica)
-        if not pod.get("pod"):
-            continue  # not created yet: see the actions document
-        items.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": pod["pod"], "namespace": pod["namespace"], "annotations": _annotations(a)},
-                "spec": pin_patch(a.node, style, _terms(meta, a.workload, a.replica)),
-            }
-        )
-    return {"apiVersion": "v1", "kind": "List", "items": items}
-
-
-def actions(
-    problem: Problem, plan: Plan, meta: dict[str, Any] | None = None, style: str = "nodeSelector"
-) -> dict[str, Any]:
-    """Every binding (also of replicas not created yet, with the owner to patch), evictions and migrations."""
-    out_b = []
-    for a in _moved(problem, plan):
-        b: dict[str, Any] = {
-            "workload": a.workload,
-            "replica": a.replica,
-            **_pod(meta, a.workload, a.replica),
-            "node": a.node,
-            "gpus": list(a.gpus),
-        }
-        if a.mig is not None:
-            b["mig"] = a.mig.model_dump()
-        b["patch"] = {"spec": pin_patch(a.node, style, _terms(meta, a.workload, a.replica))}
-        out_b.append({k: v for k, v in b.items() if v is not None})
-    ev = [
-        {
-            "action": "evict",
-            "workload": e.workload,
-            "replica": e.replica,
-            **_pod(meta, e.workload, e.replica),
-            "node": e.node,
-            "reason": e.reason,
-        }
-        for e in plan.evictions
-    ]
-    mv = [
-        {
-            "action": "migrate",
-            "workload": m.workload,
-            "replica": m.replica,
-            **_pod(meta, m.workload, m.replica),
-            "from_node": m.from_node,
-            "to_node": m.to_node,
-            "reason": m.reason,
-        }
-        for m in plan.migrations
-    ]
-    return {
-        "format": ACTIONS_FORMAT,
-        "status": plan.status,
-        "bindings": out_b,
-        "evictions": [{k: v for k, v in e.items() if v is not None} for e in ev],
-        "migrations": [{k: v for k, v in m.items() if v is not None} for m in mv],
-    }

@@ -130,7 +130,8 @@ class _Collector:
         return [p for p in self.pods if p.key == key and (role is None or p.role == role)]
 
     def fill(
-        self, key: Key, role: str, want: int, template: dict[str, Any], path: str, priority: int | None = None
+        self, key: Key, role: str, want: int, template: dict[str, Any], path: str, priority: int | None = None,
+        priority_class: str | None = None,
     ) -> None:
         """Add replicas ``key``/``role`` still has to create, from ``template``."""
         missing = want - len(self.have(key, role))
@@ -149,6 +150,8 @@ class _Collector:
         )
         if priority is not None and "priority" not in (template.get("spec") or {}):
             base.priority = priority
+        if priority_class and priority_class not in base.priority_classes:
+            base.priority_classes = (*base.priority_classes, priority_class)
         base.key, base.role, base.gang = key, role, True
         for _ in range(missing):
             self.add(base.clone_virtual(path))
@@ -184,6 +187,7 @@ class _Collector:
                         L.mapping(r.get("template"), f"{rp}.template"),
                         f"{rp}.template",
                         prio,
+                        pc if isinstance(pc, str) else None,
                     )
 
     def class_value(self, name: Any, path: str) -> int | None:
@@ -221,6 +225,9 @@ class _Collector:
             spec = L.mapping(it.get("spec"), f"{path}.spec")
             sets = spec.get("podSets") or []
             prio = spec.get("priority") if isinstance(spec.get("priority"), int) else None
+            ref = spec.get("priorityClassRef")
+            wpc = ref.get("name") if isinstance(ref, dict) else spec.get("priorityClassName")
+            wpc = wpc if isinstance(wpc, str) and wpc else None
             gang = sum(int(s.get("count", 1)) for s in sets if isinstance(s, dict)) > 1
             for j, s in enumerate(sets):
                 sp = f"{path}.spec.podSets[{j}]"
@@ -230,6 +237,8 @@ class _Collector:
                 topo = L.mapping(s.get("topologyRequest"), f"{sp}.topologyRequest")
                 for p in members:
                     p.gang = p.gang or gang
+                    if wpc and wpc not in p.priority_classes:
+                        p.priority_classes = (*p.priority_classes, wpc)
                     for attr, ann in (("required", KUEUE_REQUIRED), ("preferred", KUEUE_PREFERRED)):
                         if isinstance(topo.get(attr), str):
                             p.annotations.setdefault(ann, topo[attr])
@@ -237,7 +246,7 @@ class _Collector:
                 tmpl = L.mapping(s.get("template"), f"{sp}.template")
                 if tmpl:
                     before = len(self.pods)
-                    self.fill(key, role, int(s.get("count", 1)), tmpl, f"{sp}.template", prio)
+                    self.fill(key, role, int(s.get("count", 1)), tmpl, f"{sp}.template", prio, wpc)
                     for p in self.pods[before:]:
                         p.gang = gang
                         for attr, ann in (("required", KUEUE_REQUIRED), ("preferred", KUEUE_PREFERRED)):
@@ -265,6 +274,9 @@ class _Collector:
                     p.gang, p.role = False, "elastic"
                 if pc is not None and p.priority == self.default:
                     p.priority = pc
+                pcn = spec.get("priorityClassName")
+                if isinstance(pcn, str) and pcn and pcn not in p.priority_classes:
+                    p.priority_classes = (*p.priority_classes, pcn)
                 if level is not None:
                     setattr(p, "required" if hard else "preferred", level)
             if len(members) < mm:

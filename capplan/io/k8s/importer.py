@@ -19,11 +19,11 @@ from capplan.io.k8s import labels as L
 from capplan.io.k8s.gangs import collect_pods
 from capplan.io.k8s.mig import profile_name
 from capplan.io.k8s.nodes import NodeFacts, import_nodes
-from capplan.io.k8s.pods import CRITICAL_PRIORITY, PREEMPTIBLE_ANNOTATION, SLA_ANNOTATION, PodSpec
+from capplan.io.k8s.pods import CRITICAL_PRIORITY, PREEMPTIBLE_ANNOTATION, SLA_ANNOTATION, PodSpec, SlaPolicy
 from capplan.model.catalog import Catalog
 from capplan.model.errors import InputError
 from capplan.model.plan import Assignment, input_error_from
-from capplan.model.problem import Cluster, Problem
+from capplan.model.problem import Cluster, Problem, untolerated
 from capplan.placement.core.state import ClusterState
 
 META_FORMAT = "capplan-k8s/v1"
@@ -36,6 +36,8 @@ class ImportResult:
     problem: Problem
     meta: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+    #: Workloads whose SLA a ``capplan.io/sla`` pod annotation set (a priority mapping leaves them alone).
+    sla_annotated: frozenset[str] = frozenset()
 
 
 class _Demands:
@@ -118,8 +120,10 @@ class _Demands:
         return {"gpus": ask.count, "gpu_models": self.vendor_models[ask.kind]}
 
 
-def _policy(p: PodSpec) -> tuple[str, bool]:
-    sla = p.annotations.get(SLA_ANNOTATION, "best-effort")
+def _policy(p: PodSpec, sla_policy: SlaPolicy) -> tuple[str, bool]:
+    """(sla, preemptible) of a pod: the ``capplan.io/sla`` annotation, else ``sla_policy``."""
+    default = "guaranteed" if sla_policy.guaranteed(p.priority, p.priority_classes) else "best-effort"
+    sla = p.annotations.get(SLA_ANNOTATION, default)
     if sla not in ("guaranteed", "best-effort"):
         raise InputError(
             L.label_path(f"{p.path}.metadata.annotations", SLA_ANNOTATION),
@@ -135,13 +139,13 @@ def _policy(p: PodSpec) -> tuple[str, bool]:
 
 
 def _group(
-    pods: list[PodSpec], demands: _Demands, warnings: list[str]
+    pods: list[PodSpec], demands: _Demands, warnings: list[str], sla_policy: SlaPolicy
 ) -> tuple[list[dict[str, Any]], list[list[PodSpec]]]:
     groups: dict[tuple[Any, ...], list[PodSpec]] = {}
     specs: dict[tuple[Any, ...], dict[str, Any]] = {}
     for p in pods:
         f = demands.fields(p)
-        sla, pre = _policy(p)
+        sla, pre = _policy(p, sla_policy)
         gm = f.pop("gpu_models", None)
         # Pods of one gang with the same shape form one workload whatever their role (master/worker).
         sig = (
@@ -157,6 +161,7 @@ def _group(
             p.priority,
             sla,
             pre,
+            p.tolerations,
         )
         if sig not in groups:
             groups[sig] = []
@@ -172,6 +177,7 @@ def _group(
                 "sla": sla,
                 "preemptible": pre,
                 **({"topology": topo} if topo else {}),
+                **({"tolerations": p.tolerations} if p.tolerations else {}),
             }
         groups[sig].append(p)
     used: set[str] = set()
@@ -212,7 +218,7 @@ def _running(
     out = []
     for w, r, p in todo:
         i = problem.cluster.node_index[p.node]  # type: ignore[index]
-        d = problem.can_host(w, problem.cluster.nodes[i])
+        d = problem.demand_on(w, problem.cluster.nodes[i])
         fit = st.fit(w, d, i) if d is not None else "model"
         if isinstance(fit, str):
             warnings.append(
@@ -222,6 +228,13 @@ def _running(
             continue
         st.apply(w, d, fit)  # type: ignore[arg-type]
         out.append(st.assignment(w, r, fit))
+        node = problem.cluster.nodes[i]
+        if problem.can_host(w, node) is None:
+            bad = untolerated(node.taints, w.tolerations)[0]
+            warnings.append(
+                f"pod {p.namespace}/{p.name} runs on {p.node} without tolerating its taint {bad}; kept as running "
+                "state (new pods of its workload never land there)"
+            )
     return sorted(out, key=lambda a: (a.workload, a.replica))
 
 
@@ -233,6 +246,7 @@ def import_kubernetes(
     mig_configs: Mapping[str, list[dict[str, Any]]] | None = None,
     keep_mig: bool = True,
     name: str = "kubernetes",
+    sla_policy: SlaPolicy | None = None,
 ) -> ImportResult:
     """Build a problem from ``kubectl get nodes -o json`` and (optionally) ``kubectl get pods -A -o json``.
 
@@ -249,6 +263,9 @@ def import_kubernetes(
         See :func:`capplan.io.k8s.nodes.import_nodes`.
     name
         Cluster name.
+    sla_policy
+        Which pods are ``sla: guaranteed`` by priority or priority class (default: none; the pod annotation
+        ``capplan.io/sla`` overrides it either way).
 
     Raises
     ------
@@ -266,7 +283,9 @@ def import_kubernetes(
                 "file; left out"
             )
     pods = [p for p in pods if not (p.running and p.node not in known)]
-    workloads, members = _group(pods, _Demands(nodes.cluster, nodes.facts, catalog), warnings)
+    workloads, members = _group(
+        pods, _Demands(nodes.cluster, nodes.facts, catalog), warnings, sla_policy or SlaPolicy()
+    )
     try:
         problem = Problem.model_validate(
             {"cluster": nodes.cluster, "workloads": workloads, "catalog": catalog}
@@ -289,6 +308,10 @@ def import_kubernetes(
                     "owner_kind": p.key[0],
                     "owner": p.key[2],
                     "role": p.role,
+                    **({"uid": p.uid} if p.uid else {}),
+                    **({"node_name": p.node} if p.node else {}),
+                    **({"gates": list(p.gates)} if p.gates else {}),
+                    **({"controller": {"kind": p.controller[0], "name": p.controller[1]}} if p.controller else {}),
                     **({"node_selector_terms": p.affinity_terms} if p.affinity_terms else {}),
                 }
                 for p in ps
@@ -296,4 +319,8 @@ def import_kubernetes(
             for w, ps in zip(problem.workloads, members, strict=True)
         },
     }
-    return ImportResult(problem=problem, meta=meta, warnings=warnings)
+    annotated = frozenset(
+        w.name for w, ps in zip(problem.workloads, members, strict=True)
+        if any(SLA_ANNOTATION in p.annotations for p in ps)
+    )
+    return ImportResult(problem=problem, meta=meta, warnings=warnings, sla_annotated=annotated)

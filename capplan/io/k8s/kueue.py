@@ -23,6 +23,7 @@ from typing import Any
 
 from capplan.io.k8s import labels as L
 from capplan.io.k8s.importer import ImportResult, import_kubernetes
+from capplan.io.k8s.pods import SlaPolicy
 from capplan.io.k8s.quantity import parse_quantity
 from capplan.model.catalog import Catalog
 from capplan.model.errors import InputError
@@ -146,12 +147,19 @@ def _admitted_at(it: dict[str, Any]) -> str | None:
     return None
 
 
+def _class_name(spec: dict[str, Any]) -> str | None:
+    """The WorkloadPriorityClass (or PriorityClass) a Workload names: ``priorityClassRef`` (v1beta2) or
+    ``priorityClassName`` (v1beta1)."""
+    ref = spec.get("priorityClassRef") if isinstance(spec.get("priorityClassRef"), dict) else None
+    name = ref.get("name") if ref else spec.get("priorityClassName")
+    return str(name) if name else None
+
+
 def _priority(spec: dict[str, Any], classes: Mapping[str, int]) -> int | None:
     if isinstance(spec.get("priority"), int):
         return int(spec["priority"])
-    ref = spec.get("priorityClassRef") if isinstance(spec.get("priorityClassRef"), dict) else None
-    name = ref.get("name") if ref else spec.get("priorityClassName")
-    return classes.get(str(name)) if name else None
+    name = _class_name(spec)
+    return classes.get(name) if name else None
 
 
 class _Info:
@@ -168,6 +176,7 @@ class _Info:
         self.local_queue = str(spec.get("queueName") or "")
         self.queue = adm.get("clusterQueue") or lqs.get((self.namespace, self.local_queue))
         self.priority = _priority(spec, classes)
+        self.priority_class = _class_name(spec)
         self.created = round((parse_time(meta.get("creationTimestamp"), f"{path}.metadata.creationTimestamp")
                               - now).total_seconds())
         at = _admitted_at(it)
@@ -192,7 +201,7 @@ class _Info:
 def import_kueue(nodes_data: Any, pods_data: Any | None, workloads_data: Any, queues_data: Any,
                  local_queues: Any | None, priority_classes: Any | None, level_labels: Sequence[tuple[str, str]],
                  catalog: Catalog, now: datetime, default_durations: Mapping[str, int] | None = None,
-                 name: str = "kueue") -> ImportResult:
+                 name: str = "kueue", sla_policy: SlaPolicy | None = None) -> ImportResult:
     """Build a scenario with quotas from ``kubectl get ... -o json`` of nodes, pods and Kueue's objects.
 
     Parameters
@@ -206,6 +215,9 @@ def import_kueue(nodes_data: Any, pods_data: Any | None, workloads_data: Any, qu
         The time the objects were read; time 0 of the scenario.
     default_durations
         Run time per ClusterQueue (key ``*``: every queue) for workloads that give none.
+    sla_policy
+        Which workloads are ``sla: guaranteed`` by priority or (Workload)PriorityClass name, judged on the
+        Workload's own priority and class; the pods' ``capplan.io/sla`` annotation overrides it.
 
     Raises
     ------
@@ -225,8 +237,9 @@ def import_kueue(nodes_data: Any, pods_data: Any | None, workloads_data: Any, qu
                for _, it in _kind(L.k8s_list(priority_classes, "WorkloadPriorityClasses")
                                   if priority_classes is not None else [], "WorkloadPriorityClass")}
     pods = L.k8s_list(pods_data, "pods") if pods_data is not None else []
+    policy = sla_policy or SlaPolicy()
     res = import_kubernetes(nodes_data, {"apiVersion": "v1", "kind": "List", "items": pods + witems}, levels, catalog,
-                            name=name)
+                            name=name, sla_policy=policy)
     warnings += res.warnings
     queues = _queues(qitems, warnings)
     known = {q.name for q in queues}
@@ -255,6 +268,9 @@ def import_kueue(nodes_data: Any, pods_data: Any | None, workloads_data: Any, qu
         upd: dict[str, Any] = {"queue": queue, "created": info.created}
         if info.priority is not None:
             upd["priority"] = info.priority
+        if w.name not in res.sla_annotated and policy.guaranteed(
+                upd.get("priority", w.priority), tuple(c for c in (info.priority_class,) if c)):
+            upd["sla"] = "guaranteed"
         if dur is not None:
             upd["duration"] = dur
             if info.admitted is not None:
@@ -266,7 +282,7 @@ def import_kueue(nodes_data: Any, pods_data: Any | None, workloads_data: Any, qu
     problem = problem.replace(workloads=tuple(changed), ends_in=tuple(ends), flavors=tuple(flavors),
                               queues=tuple(queues), now=format_time(now))
     meta = dict(res.meta, levels=[list(x) for x in levels], kueue=kueue_meta)
-    return ImportResult(problem=problem, meta=meta, warnings=warnings)
+    return ImportResult(problem=problem, meta=meta, warnings=warnings, sla_annotated=res.sla_annotated)
 
 
 def _finished(it: dict[str, Any]) -> bool:

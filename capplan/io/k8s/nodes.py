@@ -31,7 +31,7 @@ from capplan.io.k8s.quantity import MAX_DEVICES, count, cpu_milli, memory_mib
 from capplan.model.catalog import Catalog, GpuModel
 from capplan.model.errors import InputError
 from capplan.model.plan import MigSlot
-from capplan.model.problem import Cluster, GpuMode, Node
+from capplan.model.problem import Cluster, GpuMode, Node, Taint
 from capplan.model.units import MIB_PER_GIB
 
 log = logging.getLogger("capplan.io.k8s")
@@ -57,7 +57,7 @@ class NodesResult:
 
     cluster: Cluster
     facts: dict[str, NodeFacts]
-    today: Cluster  # the same nodes with MIG-disabled GPUs preset `whole`, to place running pods
+    today: Cluster  # the nodes with every GPU's mode today (MIG off: `whole`), to place running pods
     warnings: list[str] = field(default_factory=list)
 
 
@@ -70,8 +70,27 @@ def _modes(layouts: Sequence[tuple[MigSlot, ...] | None]) -> tuple[GpuMode, ...]
 
 
 def relaxed(modes: tuple[GpuMode, ...]) -> tuple[GpuMode, ...]:
-    """Preset modes for planning: MIG layouts stay, MIG-disabled GPUs are free to be partitioned."""
+    """Today's MIG layouts alone (MIG-disabled GPUs left for the planner to choose)."""
     return tuple(m for m in modes if m.mode != "whole")
+
+
+def node_taints(item: dict[str, Any], path: str) -> tuple[Taint, ...]:
+    """``spec.taints`` of a Node (``timeAdded`` dropped)."""
+    raw = L.mapping(item.get("spec"), f"{path}.spec").get("taints") or []
+    if not isinstance(raw, list):
+        raise InputError(f"{path}.spec.taints", "expected a list of {key, value, effect}")
+    out = []
+    for j, t in enumerate(raw):
+        tp = f"{path}.spec.taints[{j}]"
+        t = L.mapping(t, tp)
+        effect = t.get("effect")
+        if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise InputError(f"{tp}.effect", f"expected NoSchedule, PreferNoSchedule or NoExecute, got {effect!r}")
+        key = t.get("key")
+        if not isinstance(key, str) or not key:
+            raise InputError(f"{tp}.key", "a taint needs a key")
+        out.append(Taint(key=key, value=str(t.get("value") or ""), effect=effect))
+    return tuple(out)
 
 
 def _alloc(item: dict[str, Any], path: str) -> dict[str, Any]:
@@ -221,7 +240,7 @@ class _NodeReader:
                 )
                 per_gpu = None
         if per_gpu is None and not counts:
-            return ()  # no MIG on this node: the planner may choose
+            return _modes([None] * n)  # MIG off on every GPU: today each is a whole GPU
         if per_gpu is None:
             whole_key = f'{path}.status.allocatable["{L.NVIDIA_GPU}"]'
             whole = count(alloc.get(L.NVIDIA_GPU, 0), whole_key, MAX_DEVICES)
@@ -287,15 +306,16 @@ class _NodeReader:
 
 
 def _planned(today: Sequence[Node], keep_mig: bool) -> tuple[Node, ...]:
-    """The nodes to plan: today's MIG layouts preset (``keep_mig``), MIG-disabled GPUs free.
+    """The nodes to plan: with ``keep_mig`` every GPU keeps today's mode (MIG off is ``whole``), so
+    nothing is re-partitioned; without it the modes are dropped and the planner may choose.
 
-    A single-strategy node keeps its layout even without ``keep_mig``: its MIG devices are what its
-    pods call ``nvidia.com/gpu``, and capplan never re-partitions such a node.
+    A single-strategy node keeps its MIG layouts even without ``keep_mig``: its MIG devices are what
+    its pods call ``nvidia.com/gpu``, and capplan never re-partitions such a node.
     """
+    if keep_mig:
+        return tuple(today)
     return tuple(
-        n.model_copy(
-            update={"gpu_modes": relaxed(n.gpu_modes) if keep_mig or n.mig_strategy == "single" else ()}
-        )
+        n.model_copy(update={"gpu_modes": relaxed(n.gpu_modes) if n.mig_strategy == "single" else ()})
         for n in today
     )
 
@@ -322,8 +342,9 @@ def import_nodes(
         Optional nvidia-mig-parted configs (by name) to read exact per-GPU layouts from the
         ``nvidia.com/mig.config`` label; otherwise standard names or the count labels are used.
     keep_mig
-        Keep today's MIG/partition layouts as preset ``gpu_modes`` (default); with False the
-        planner may re-partition every GPU except those of ``single``-strategy nodes.
+        Keep today's mode of every GPU as preset ``gpu_modes`` (default): MIG/partition layouts,
+        and ``whole`` for GPUs with MIG off; with False the planner may re-partition every GPU
+        except those of ``single``-strategy nodes.
     name
         Cluster name.
     """
@@ -362,6 +383,7 @@ def import_nodes(
                 memory_mib=memory_mib(alloc["memory"], f"{path}.status.allocatable.memory"),
                 gpu_modes=modes,
                 mig_strategy=f.mig_strategy,
+                taints=node_taints(item, path),
             )
         )
     paths, domains = topology_paths(raw, level_labels, warnings)

@@ -12,14 +12,19 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
+from pydantic import ValidationError
+
 from capplan.io.k8s import labels as L
 from capplan.io.k8s.mig import profile_from_resource
 from capplan.io.k8s.quantity import MAX_DEVICES, count, parse_quantity
 from capplan.model.errors import InputError
+from capplan.model.problem import Toleration
 
 KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 SLA_ANNOTATION = "capplan.io/sla"
+#: The label Kueue puts on a pod (or job) to name its WorkloadPriorityClass.
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 PREEMPTIBLE_ANNOTATION = "capplan.io/preemptible"
 #: Built-in PriorityClasses of every cluster.
 SYSTEM_PRIORITIES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
@@ -27,6 +32,23 @@ SYSTEM_PRIORITIES = {"system-cluster-critical": 2_000_000_000, "system-node-crit
 CRITICAL_PRIORITY = 1_000_000_000
 _MIG = re.compile(r"^nvidia\.com/mig-(.+)$")
 _AMD_MIXED = re.compile(r"^amd\.com/(spx|dpx|qpx|cpx)_nps\d$")
+
+
+@dataclass(frozen=True)
+class SlaPolicy:
+    """Which pods are ``sla: guaranteed``: priority at or above ``priority``, or a class in ``classes``.
+
+    ``classes`` names PriorityClasses (``spec.priorityClassName``) and Kueue WorkloadPriorityClasses (the
+    ``kueue.x-k8s.io/priority-class`` label, a Workload's ``priorityClassRef``). The pod annotation
+    ``capplan.io/sla`` overrides both. The default policy makes no pod guaranteed.
+    """
+
+    priority: int | None = None
+    classes: frozenset[str] = frozenset()
+
+    def guaranteed(self, priority: int, classes: tuple[str, ...]) -> bool:
+        """Whether a pod of ``priority`` and priority class names ``classes`` is guaranteed."""
+        return (self.priority is not None and priority >= self.priority) or any(c in self.classes for c in classes)
 
 
 @dataclass(frozen=True)
@@ -60,6 +82,11 @@ class PodSpec:
     required: str | None = None
     preferred: str | None = None
     affinity_terms: list[dict[str, Any]] = field(default_factory=list)  # required nodeSelectorTerms as given
+    priority_classes: tuple[str, ...] = ()  # PriorityClass and WorkloadPriorityClass names behind `priority`
+    tolerations: tuple[Toleration, ...] = ()
+    gates: tuple[str, ...] = ()  # spec.schedulingGates names
+    uid: str | None = None
+    controller: tuple[str, str] | None = None  # (kind, name) of the ownerReference with controller: true
 
     def clone_virtual(self, path: str) -> PodSpec:
         """A not-yet-created sibling with the same template."""
@@ -158,6 +185,32 @@ def _selector(spec: dict[str, Any], path: str, warnings: list[str]) -> dict[str,
     return out
 
 
+def tolerations_of(spec: dict[str, Any], path: str, warnings: list[str]) -> tuple[Toleration, ...]:
+    """``spec.tolerations`` in Kubernetes' matching terms; ``tolerationSeconds`` is dropped (the scheduler's
+    filter ignores it too) and an operator other than Exists/Equal is dropped with a warning (it tolerates
+    nothing, as upstream's matching says for an unknown operator)."""
+    raw = spec.get("tolerations") or []
+    if not isinstance(raw, list):
+        raise InputError(f"{path}.tolerations", "expected a list of {key, operator, value, effect}")
+    out = []
+    for j, t in enumerate(raw):
+        tp = f"{path}.tolerations[{j}]"
+        t = L.mapping(t, tp)
+        op = t.get("operator") or "Equal"
+        if op not in ("Exists", "Equal"):
+            warnings.append(f"{tp}.operator: {op!r} is not modelled; the toleration is dropped")
+            continue
+        effect = t.get("effect") or ""
+        if effect not in ("", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise InputError(f"{tp}.effect", f"expected NoSchedule, PreferNoSchedule or NoExecute, got {effect!r}")
+        try:
+            out.append(Toleration(key=str(t.get("key") or ""), operator=op, value=str(t.get("value") or ""),
+                                  effect=effect))
+        except ValidationError as exc:
+            raise InputError(tp, exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
+    return tuple(out)
+
+
 def priority_of(
     spec: dict[str, Any], classes: Mapping[str, int], default: int, path: str, warnings: list[str]
 ) -> int:
@@ -202,6 +255,15 @@ def read_pod(
             )
     node = spec.get("nodeName") if not template else None
     phase = status.get("phase", "Pending")
+    labels = L.string_map(meta.get("labels"), f"{path}.metadata.labels")
+    gates = tuple(
+        str(g.get("name")) for g in spec.get("schedulingGates") or [] if isinstance(g, dict) and g.get("name")
+    )
+    refs = [r for r in meta.get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller") is True]
+    pc = spec.get("priorityClassName")
+    classes_named = tuple(
+        c for c in (pc if isinstance(pc, str) else None, labels.get(KUEUE_PRIORITY_LABEL)) if c
+    )
     return PodSpec(
         path=path,
         namespace=ns,
@@ -212,10 +274,15 @@ def read_pod(
         memory_mib=int(-(-req.get("memory", Fraction(0)) / 2**20 // 1)),
         gpu=gpu_ask(req, f"{path}.spec"),
         priority=priority_of(spec, classes, default_priority, f"{path}.spec", warnings),
-        labels=L.string_map(meta.get("labels"), f"{path}.metadata.labels"),
+        labels=labels,
         annotations=L.string_map(meta.get("annotations"), f"{path}.metadata.annotations"),
         selector=_selector(spec, f"{path}.spec", warnings),
         affinity_terms=node_selector_terms(spec, f"{path}.spec"),
+        priority_classes=classes_named,
+        tolerations=tolerations_of(spec, f"{path}.spec", warnings),
+        gates=() if template else gates,
+        uid=str(meta["uid"]) if meta.get("uid") and not template else None,
+        controller=(str(refs[0].get("kind")), str(refs[0].get("name"))) if refs and not template else None,
     )
 
 

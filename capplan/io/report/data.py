@@ -53,7 +53,7 @@ def _check_timed(p: Problem, tl: Timeline) -> list[str]:
             out.append(f"assignment for unknown replica {a.workload}[{a.replica}]")
         elif a.node not in nodes:
             out.append(f"{a.workload}[{a.replica}]: unknown node {a.node!r}")
-        elif any(g >= nodes[a.node].gpus for g in a.gpus) or p.can_host(p.workload(a.workload),
+        elif any(g >= nodes[a.node].gpus for g in a.gpus) or p.demand_on(p.workload(a.workload),
                                                                           nodes[a.node]) is None:
             out.append(f"{a.workload}[{a.replica}] cannot run on {a.node} as assigned")
     return out

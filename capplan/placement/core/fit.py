@@ -203,6 +203,7 @@ def _placements_left(model: GpuModel, mask: int, layout: tuple[MigSlot, ...] | N
 #: the greedy placer, named by path because it sits above this module.
 FITS: dict[str, str] = {
     "model": "capplan.placement.core.fleet.FleetArrays.eligible",
+    "taint": "capplan.placement.core.fleet.kind_demands",
     "quota": "capplan.placement.core.quota.QuotaBook.room",
     "cpu": "capplan.placement.core.fit.node_reason",
     "memory": "capplan.placement.core.fit.node_reason",

@@ -30,10 +30,10 @@ UNLIMITED_W = np.iinfo(np.int64).max // 4
 
 def node_kinds(p: Problem) -> list[list[int]]:
     """The cluster's nodes grouped by what :meth:`Problem.can_host` looks at (GPU model and count, MIG
-    strategy and preset profile): one call per group answers for all its nodes."""
+    strategy and preset profile, taints): one call per group answers for all its nodes."""
     groups: dict[tuple[object, ...], list[int]] = {}
     for i, n in enumerate(p.cluster.nodes):
-        key = (n.gpu_model if n.gpus else None, n.gpus, n.mig_strategy, n.single_profile)
+        key = (n.gpu_model if n.gpus else None, n.gpus, n.mig_strategy, n.single_profile, n.taints)
         groups.setdefault(key, []).append(i)
     return list(groups.values())
 
@@ -147,7 +147,7 @@ class FleetArrays:
         cpu_only = w.gpus is None and w.mig is None and w.gpu_fraction is None
         key: object = w.name if cpu_only else (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.mig_strategy,
                                                None if w.gpu_models is None else tuple(w.gpu_models),
-                                               w.queue, w.cpu > 0, w.memory_gib > 0)
+                                               w.queue, w.cpu > 0, w.memory_gib > 0, w.tolerations)
         hit = self._eligible.get(key)
         if hit is None:
             per_model: dict[str | None, Demand] = {}

@@ -22,7 +22,7 @@ import numpy as np
 
 from capplan.model.families import FAMILIES
 from capplan.model.plan import Assignment
-from capplan.model.problem import Demand, Problem, Workload
+from capplan.model.problem import Demand, Problem, Workload, untolerated
 from capplan.model.units import MIB_PER_GIB, MILLI, UNITS_PER_GPU, units_to_gpus
 from capplan.placement.core.state import FREE, MIG, SHARED, ClusterState, Placement
 from capplan.placement.core.summary import describe_demand
@@ -49,7 +49,7 @@ class Holdings:
             w = p.workload(a.workload)
             node = nodes[index[a.node]]
             m = node.gpu_model if node.gpus else None
-            d = p.can_host(w, node)
+            d = p.demand_on(w, node)
             if d is not None and d.units:
                 self.gpu[m][w.name] += d.units
             self.cpu[m][w.name] += w.cpu_milli
@@ -91,6 +91,23 @@ def value_text(p: Problem, w: Workload, n: int) -> str:
     return f"{units_to_gpus(n * p.replica_value(w)):g} GPUs"
 
 
+def taint_reason(p: Problem, w: Workload, what: str) -> str | None:
+    """``taint: ...`` when the only nodes whose hardware could host ``w`` carry a hard taint it does not
+    tolerate (naming the taints and their nodes), else None."""
+    by_taint: dict[str, list[str]] = defaultdict(list)
+    for n in p.cluster.nodes:
+        if n.taints and p.demand_on(w, n) is not None and p.can_host(w, n) is None:
+            by_taint[str(untolerated(n.taints, w.tolerations)[0])].append(n.name)
+    if not by_taint:
+        return None
+    parts = []
+    for taint, names in sorted(by_taint.items()):
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        parts.append(f"{taint} on nodes {', '.join(names[:3])}{more}")
+    return (f"taint: needs {what}; {'; '.join(parts)} not tolerated (the only nodes that could host it); "
+            "add a matching toleration (tolerations:) or remove the taint")
+
+
 def _ever_fits(st: ClusterState, w: Workload) -> str | None:
     """Reason no node could host one replica even when empty, or None."""
     p = st.p
@@ -99,6 +116,8 @@ def _ever_fits(st: ClusterState, w: Workload) -> str | None:
     if idx.size == 0 and st.quota is not None and w.queue is not None:
         return (f"quota: ClusterQueue {w.queue} has no flavor with quota for {what} on a node that could host it; "
                 "add the flavor and its quota to the ClusterQueue")
+    if idx.size == 0 and (why := taint_reason(p, w, what)):
+        return why
     if idx.size == 0:
         models = sorted({n.gpu_model for n in p.cluster.nodes if n.gpu_model})
         if w.gpus is not None and any(n.gpu_model for n in p.cluster.nodes):
@@ -228,6 +247,8 @@ def explain_fast(st: ClusterState, w: Workload, missing: int, idx: np.ndarray,
     """
     p = st.p
     what = describe_demand(p, w)
+    if idx.size == 0 and (why := taint_reason(p, w, what)):
+        return why
     if idx.size == 0:
         if w.gpus is not None and st.gpu_count.size and w.gpus > int(st.gpu_count.max()):
             return f"GPU model: needs {what} on one node; the largest node has {int(st.gpu_count.max())} GPUs"

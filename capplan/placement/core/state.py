@@ -296,7 +296,7 @@ class ClusterState(FleetArrays):
         nodes = problem.cluster.nodes
         for a in assignments:
             w = problem.workload(a.workload)
-            d = problem.can_host(w, nodes[problem.cluster.node_index[a.node]])
+            d = problem.demand_on(w, nodes[problem.cluster.node_index[a.node]])
             assert d is not None
             st.place_assignment(w, d, a)
         return st

@@ -36,7 +36,7 @@ def held_units(p: Problem, assignments: Iterable[Assignment]) -> int:
     total = 0
     nodes = p.cluster.nodes
     for a in assignments:
-        d = p.can_host(p.workload(a.workload), nodes[p.cluster.node_index[a.node]])
+        d = p.demand_on(p.workload(a.workload), nodes[p.cluster.node_index[a.node]])
         total += d.units if d is not None else 0
     return total
 

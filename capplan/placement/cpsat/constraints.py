@@ -374,7 +374,7 @@ FAMILIES: dict[str, Callable[[PlacementModel], None]] = {
 #: The constraint families (:data:`capplan.model.families.FAMILIES`) each component keeps; the cuts only
 #: tighten the relaxation and the eviction rules bind running state, so they keep none of their own.
 FAMILY_OF: dict[str, tuple[str, ...]] = {
-    "counts": ("model", "gang"),  # a replica only on eligible nodes; a gang all or nothing
+    "counts": ("model", "taint", "gang"),  # a replica only on eligible (tolerated) nodes; a gang all or nothing
     "models": ("one_model",),
     "gpu": ("gpu",),
     "mig": ("mig",),

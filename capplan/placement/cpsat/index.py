@@ -110,7 +110,7 @@ def build_index(p: Problem, opts: PlanOptions) -> Index:
     for a in p.running:
         w = p.workload(a.workload)
         i = p.cluster.node_index[a.node]
-        d = p.can_host(w, p.cluster.nodes[i])
+        d = p.demand_on(w, p.cluster.nodes[i])
         assert d is not None  # the problem checks ensure running replicas fit
         r = Run(
             a=a,

@@ -31,7 +31,7 @@ def add_quota(pm: PlacementModel) -> None:
     fixed: dict[int, int] = defaultdict(int)  # usage of the running state if all of it stays
     for (wn, i), v in pm.c.items():
         w = p.workload(wn)
-        ch = book.charges(w, p.can_host(w, nodes[i]), i)
+        ch = book.charges(w, p.demand_on(w, nodes[i]), i)
         if ch is None:
             pm.m.add(v == 0)
             continue

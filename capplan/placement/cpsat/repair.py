@@ -190,7 +190,7 @@ def _donors(p: Problem, assignments: list[Assignment], regs: list[list[int]]) ->
     for a in assignments:
         w = p.workload(a.workload)
         if w.priority == low:
-            d = p.can_host(w, cl.nodes[cl.node_index[a.node]])
+            d = p.demand_on(w, cl.nodes[cl.node_index[a.node]])
             low_units[a.node] += d.units if d is not None else 0
     return sorted(regs, key=lambda r: (-sum(low_units[cl.nodes[i].name] for i in r), r[0]))
 
@@ -200,7 +200,7 @@ def _slack(p: Problem, assignments: list[Assignment]) -> Callable[[list[int]], i
     cl = p.cluster
     used: dict[str, int] = defaultdict(int)
     for a in assignments:
-        d = p.can_host(p.workload(a.workload), cl.nodes[cl.node_index[a.node]])
+        d = p.demand_on(p.workload(a.workload), cl.nodes[cl.node_index[a.node]])
         used[a.node] += d.units if d is not None else 0
     busy = _busy(p, assignments)
 

@@ -123,7 +123,8 @@ class BulkPlacer:
         """Pack MIG instances geometry-aware (:mod:`~capplan.placement.heuristics.migpack`) for the
         workloads of ``order`` (the placement order); without this call each GPU is filled with one
         workload's instances at the lowest free starts. Not for per-node MIG strategies."""
-        if bulk_ok(self.st) and not self.st.p.single_mig and any(w.mig is not None for w in order):
+        if bulk_ok(self.st) and not self.st.p.single_mig and not self.st.p.tainted and any(
+                w.mig is not None for w in order):
             self.packer = MigPacker(self.st, order)
 
     # ------------------------------------------------------------ capacity

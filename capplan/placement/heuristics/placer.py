@@ -94,7 +94,8 @@ class FleetPlacer:
             return []
         if bulk_ok(self.st):
             per, _ = self.st.demands(w)
-            per_node = w.mig is not None and (self.st.p.single_mig or w.mig_strategy != "mixed")  # per-node strategies
+            # per-node MIG strategies and taints: eligibility is per node, not per GPU model
+            per_node = (w.mig is not None and (self.st.p.single_mig or w.mig_strategy != "mixed")) or self.st.p.tainted
             return self.bulk.place(w, per, n, None if within is None and not per_node else self.candidates(w, within))
         out: list[Placement] = []
         last: int | None = None

@@ -128,7 +128,7 @@ def relaxation(p: Problem, horizon: int, step: int, points: int | None = None) -
                                     rate=min(rates) * len(g), work=most * len(g)))
     fixed = []
     for a in p.running:
-        d = p.can_host(p.workload(a.workload), cl.nodes[cl.node_index[a.node]])
+        d = p.demand_on(p.workload(a.workload), cl.nodes[cl.node_index[a.node]])
         if d is not None and d.units:
             fixed.append((d.units, min(ends.get(a.key, horizon), horizon)))
     if points is None:  # windows from at most this many starts and ends: about 5e6 item-window terms
@@ -184,7 +184,7 @@ def _running_work(p: Problem, horizon: int) -> dict[int, int]:
     cl = p.cluster
     for a in p.running:
         w = p.workload(a.workload)
-        d = p.can_host(w, cl.nodes[cl.node_index[a.node]])
+        d = p.demand_on(w, cl.nodes[cl.node_index[a.node]])
         if d is not None:
             out[w.priority] += d.units * min(ends.get(a.key, horizon), horizon)
     return out

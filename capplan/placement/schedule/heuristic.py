@@ -59,7 +59,7 @@ class ListScheduler:
         nodes = p.cluster.nodes
         for a in p.running:
             w = p.workload(a.workload)
-            d = p.can_host(w, nodes[p.cluster.node_index[a.node]])
+            d = p.demand_on(w, nodes[p.cluster.node_index[a.node]])
             assert d is not None
             pl = Placement(node=p.cluster.node_index[a.node], gpus=tuple(a.gpus), slot=a.mig,
                            fraction_milli=round(a.fraction * 1000) if a.fraction else 0)

@@ -212,7 +212,7 @@ class Jobs:
         for a in p.running:
             i = cl.node_index[a.node]
             w = p.workload(a.workload)
-            d = p.can_host(w, cl.nodes[i])
+            d = p.demand_on(w, cl.nodes[i])
             assert d is not None
             end = min(ends.get(a.key, self.horizon), self.horizon)
             for g in a.gpus:
@@ -334,7 +334,7 @@ def model_inputs(p: Problem, horizon: int) -> tuple[list[NodeCap], list[int], li
     book = QuotaBook(p) if p.queues else None
     for a in p.running:
         i, w = cl.node_index[a.node], p.workload(a.workload)
-        d = p.can_host(w, cl.nodes[i])
+        d = p.demand_on(w, cl.nodes[i])
         charges = (book.charges(w, d, i) or ()) if book is not None else ()
         model = p.gpu_model(cl.nodes[i])
         kind = _partial_kind(d) if d is not None else "whole"

@@ -67,7 +67,7 @@ class KueueSim:
         for a in p.running:
             w = p.workload(a.workload)
             i = p.cluster.node_index[a.node]
-            d = p.can_host(w, nodes[i])
+            d = p.demand_on(w, nodes[i])
             assert d is not None
             pl = self.st.place_assignment(w, d, a)
             self._add(Item(w=w, replica=a.replica, d=d, pl=pl, start=0, end=min(ends.get(a.key, horizon), horizon),

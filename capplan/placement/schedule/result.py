@@ -184,7 +184,7 @@ def _item(p: Problem, f: Insertion) -> Item:
     w = p.workload(f.workload)
     a = f.assignment
     i = p.cluster.node_index[a.node]
-    d = p.can_host(w, p.cluster.nodes[i])
+    d = p.demand_on(w, p.cluster.nodes[i])
     assert d is not None  # the check only tries nodes that can host the workload
     pl = Placement(node=i, gpus=tuple(a.gpus), slot=a.mig,
                    fraction_milli=round(a.fraction * MILLI) if a.fraction is not None else 0)

@@ -67,7 +67,7 @@ class _Sweep:
         cl = p.cluster
         for a in p.running:
             w = p.workload(a.workload)
-            d = p.can_host(w, cl.nodes[cl.node_index[a.node]])
+            d = p.demand_on(w, cl.nodes[cl.node_index[a.node]])
             assert d is not None
             pl = self.st.place_assignment(w, d, a)
             self._start(Item(w=w, replica=a.replica, d=d, pl=pl, start=0,

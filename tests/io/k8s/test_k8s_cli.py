@@ -122,7 +122,8 @@ def test_release_flags_choose_versions_and_fields(imported: Path, tmp_path: Path
 
 
 def test_bindings_and_base_outputs(imported: Path, tmp_path: Path) -> None:
-    """bindings writes a v1 List of Pod patches plus the actions file; mig-parted --base keeps the base configs."""
+    """bindings writes a v1 List of Bindings, the gated pods' patches and the actions file; mig-parted --base keeps
+    the base configs."""
     from capplan.io.scenario import load_scenario
     from capplan.placement import solve
 
@@ -131,8 +132,11 @@ def test_bindings_and_base_outputs(imported: Path, tmp_path: Path) -> None:
     bind = tmp_path / "b.json"
     assert k8s_main(["export", "bindings", str(imported), str(plan), "-o", str(bind)]) == 0
     doc, acts = json.loads(bind.read_text()), json.loads((tmp_path / "b.json.actions.json").read_text())
-    assert doc["kind"] == "List" and all(i["kind"] == "Pod" for i in doc["items"])
+    gated = json.loads((tmp_path / "b.json.gated.json").read_text())
+    assert doc["kind"] == "List" and doc["items"] and all(i["kind"] == "Binding" for i in doc["items"])
+    assert gated["kind"] == "List" and all(i["kind"] == "Pod" for i in gated["items"])
     assert acts["format"] == "capplan-actions/v1" and len(acts["bindings"]) >= len(doc["items"])
+    assert sum(b["apply"] == "binding" for b in acts["bindings"]) == len(doc["items"])
     base = tmp_path / "base.yaml"
     base.write_text("version: v1\nmig-configs:\n  site-special:\n    - devices: all\n      mig-enabled: false\n")
     mig = tmp_path / "m.yaml"

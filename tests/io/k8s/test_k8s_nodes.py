@@ -76,11 +76,14 @@ def test_sample_nodes(nodes_doc: dict[str, Any]) -> None:
     nodes = {n.name: n for n in res.cluster.nodes}
     assert res.cluster.levels == ("block", "rack", "node")
     assert nodes["h100-0"].gpu_model == "H100-SXM5-80GB" and nodes["h100-0"].gpus == 8
-    assert nodes["h100-0"].gpu_modes == () and nodes["h100-0"].cpu_milli == 191500
+    # today's layout is recorded for every GPU: MIG off is `whole`, so nothing looks free to carve
+    assert [(m.gpu, m.mode) for m in nodes["h100-0"].gpu_modes] == [(g, "whole") for g in range(8)]
+    assert nodes["h100-0"].cpu_milli == 191500
     assert nodes["h100-0"].memory_mib == 2113459452 // 1024
     mixed = nodes["a100-mixed-0"]
-    assert [m.gpu for m in mixed.gpu_modes] == [4, 5, 6, 7]  # 4 whole GPUs stay free to choose
-    assert sorted(s.profile for s in mixed.gpu_modes[0].layout or ()) == [
+    assert [(m.gpu, m.mode) for m in mixed.gpu_modes] == [(g, "whole") for g in range(4)] + [
+        (g, "mig") for g in range(4, 8)]  # 4 GPUs with MIG off stay whole
+    assert sorted(s.profile for s in mixed.gpu_modes[4].layout or ()) == [
         "1g.10gb",
         "1g.10gb",
         "2g.20gb",
@@ -97,7 +100,8 @@ def test_sample_nodes(nodes_doc: dict[str, Any]) -> None:
         and cpx.gpus == 8
         and {s.profile for s in cpx.gpu_modes[0].layout or ()} == {"CPX"}
     )
-    assert nodes["mi300x-spx-0"].gpus == 8 and nodes["mi300x-spx-0"].gpu_modes == ()
+    spx = nodes["mi300x-spx-0"]
+    assert spx.gpus == 8 and [m.mode for m in spx.gpu_modes] == ["whole"] * 8
     assert nodes["cpu-0"].gpu_model is None and nodes["cpu-0"].path == ("block-2", "rack-4")
     # a node without a rack label is its own rack, never part of a made-up shared one
     assert nodes["cpu-2"].path == ("block-2", "node:cpu-2")
@@ -112,7 +116,15 @@ def test_reconfigure_drops_layouts(nodes_doc: dict[str, Any]) -> None:
     res = import_nodes(nodes_doc, LEVELS, load_catalog(), keep_mig=False)
     assert all(n.gpu_modes == () for n in res.cluster.nodes if n.mig_strategy != "single")
     assert all(n.single_profile == "1g.5gb" for n in res.cluster.nodes if n.mig_strategy == "single")
-    assert any(n.gpu_modes for n in res.today.nodes)
+    assert all(len(n.gpu_modes) == n.gpus for n in res.today.nodes)  # every GPU's mode today
+
+
+def test_mig_off_gpus_are_recorded_whole(nodes_doc: dict[str, Any]) -> None:
+    """Every GPU of every imported node has a mode: a MIG request cannot carve a GPU whose MIG is off."""
+    res = import_nodes(nodes_doc, LEVELS, load_catalog())
+    for n in res.cluster.nodes:
+        assert sorted(m.gpu for m in n.gpu_modes) == list(range(n.gpus)), n.name
+    assert res.cluster.nodes == res.today.nodes
 
 
 def test_clashing_rack_names_are_qualified(nodes_doc: dict[str, Any]) -> None:

@@ -94,26 +94,42 @@ def _pinned_node(pod_spec: dict[str, Any]) -> str:
 
 
 def _apply_bindings(
-    pods: dict[str, Any], podlist: dict[str, Any], doc: dict[str, Any], scenario: Any
+    pods: dict[str, Any], binds: dict[str, Any], gated: dict[str, Any], doc: dict[str, Any], scenario: Any
 ) -> dict[str, Any]:
-    """Play a binding controller: patch the listed pods (``kubectl patch``), create the missing ones, bind all."""
+    """Play the API server and the controllers: post the Bindings (``kubectl create -f``: only a Pending, ungated
+    pod without nodeName is bound, to its UID), patch the gated pods (``kubectl patch --type strategic``; the
+    scheduler binds a pod once no gate is left), and let owners create the missing replicas pinned."""
     out = copy.deepcopy(pods)
     by_name = {
         (it["metadata"].get("namespace"), it["metadata"]["name"]): it
         for it in out["items"]
         if it["kind"] == "Pod"
     }
-    assert podlist["apiVersion"] == "v1" and podlist["kind"] == "List"
-    for item in podlist["items"]:
+    for lst in (binds, gated):
+        assert lst["apiVersion"] == "v1" and lst["kind"] == "List"
+    for item in binds["items"]:
+        assert set(item) == {"apiVersion", "kind", "metadata", "target"} and item["kind"] == "Binding"
+        pod = by_name[(item["metadata"]["namespace"], item["metadata"]["name"])]
+        assert not pod["spec"].get("nodeName") and not pod["spec"].get("schedulingGates")
+        assert item["metadata"].get("uid", pod["metadata"].get("uid")) == pod["metadata"].get("uid")
+        assert item["target"]["kind"] == "Node"
+        pod["spec"]["nodeName"] = item["target"]["name"]
+    for item in gated["items"]:
         assert item["apiVersion"] == "v1" and item["kind"] == "Pod" and set(item) == {"apiVersion", "kind",
                                                                                       "metadata", "spec"}
         pod = by_name[(item["metadata"]["namespace"], item["metadata"]["name"])]
-        _merge(pod["spec"], item["spec"])
+        assert pod["spec"].get("schedulingGates") and not pod["spec"].get("nodeName")  # only gated pods change
+        spec = dict(item["spec"])
+        for g in spec.pop("schedulingGates", []):
+            assert g["$patch"] == "delete"
+            pod["spec"]["schedulingGates"] = [x for x in pod["spec"]["schedulingGates"] if x["name"] != g["name"]]
+        _merge(pod["spec"], spec)
         pod["metadata"].setdefault("annotations", {}).update(item["metadata"]["annotations"])
-    listed = {(it["metadata"]["namespace"], it["metadata"]["name"]) for it in podlist["items"]}
+        assert not pod["spec"]["schedulingGates"]
+        pod["spec"]["nodeName"] = _pinned_node(pod["spec"])
     for b in doc["bindings"]:
         if b.get("pod"):
-            assert (b["namespace"], b["pod"]) in listed
+            assert b["apply"] in ("binding", "patch")
             pod = by_name[(b["namespace"], b["pod"])]
         else:  # the owner creates the missing replica; copy a sibling or build it from the workload
             w = scenario.workload(b["workload"])
@@ -146,8 +162,9 @@ def _apply_bindings(
                 "status": {},
             }
             out["items"].append(pod)
+            assert b["apply"] == "owner"
             _merge(pod["spec"], b["patch"]["spec"])
-        pod["spec"]["nodeName"] = _pinned_node(pod["spec"])
+            pod["spec"]["nodeName"] = _pinned_node(pod["spec"])
         assert pod["spec"]["nodeName"] == b["node"]
         pod["status"]["phase"] = "Running"
     return out
@@ -158,13 +175,14 @@ def test_round_trip(tmp_path: Path, style: str) -> None:
     """import -> plan -> export -> apply -> re-import keeps the layout: every replica runs where planned."""
     scen, plan_f = tmp_path / "c.yaml", tmp_path / "plan.json"
     pods = json.loads((DATA / "pods.json").read_text())
-    if style == "affinity":  # pending pods that already carry a GPU-product affinity: the patch must keep it
+    if style == "affinity":  # gated pending pods with a GPU-product affinity: the patch must keep it
         term = {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In",
                                       "values": ["NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"]}]}
         for it in pods["items"]:
             if it["metadata"]["name"].startswith("bert-pretrain-"):
                 it["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                     "nodeSelectorTerms": [copy.deepcopy(term)]}}}
+                it["spec"]["schedulingGates"] = [{"name": "capplan.io/placement"}]
     pods_f = tmp_path / "pods.json"
     pods_f.write_text(json.dumps(pods))
     argv = import_sample_argv(scen, *LEVEL_ARGS)
@@ -182,7 +200,7 @@ def test_round_trip(tmp_path: Path, style: str) -> None:
     assert labels["apiVersion"] == "v1" and labels["kind"] == "List"
     chosen = {e["metadata"]["name"]: e["metadata"]["labels"]["nvidia.com/mig.config"] for e in labels["items"]}
     nodes2 = _apply_mig_parted(json.loads((DATA / "nodes.json").read_text()), config, labels)
-    podlist = json.loads(bind.read_text())
+    podlist = json.loads((tmp_path / "bind.json.gated.json").read_text())
     if style == "affinity":
         kept = [i for i in podlist["items"] if i["metadata"]["name"].startswith("bert-pretrain-")]
         assert kept and all(
@@ -190,6 +208,7 @@ def test_round_trip(tmp_path: Path, style: str) -> None:
                 "nodeSelectorTerms"][0]["matchExpressions"][0] == term["matchExpressions"][0] for i in kept)
     pods2 = _apply_bindings(
         pods,
+        json.loads(bind.read_text()),
         podlist,
         json.loads((tmp_path / "bind.json.actions.json").read_text()),
         problem,
@@ -241,8 +260,15 @@ def test_affinity_patch_adds_to_existing_terms() -> None:
 
 
 def test_mig_config_of_plan(tmp_path: Path) -> None:
-    """A plan that puts MIG slices on a free H100 turns that GPU's MIG on in the exported config."""
-    p = import_kubernetes(json.loads((DATA / "nodes.json").read_text()), None, LEVELS, load_catalog()).problem
+    """A plan that puts MIG slices on an H100 (--reconfigure-mig) turns that GPU's MIG on in the exported config."""
+    nodes = json.loads((DATA / "nodes.json").read_text())
+    kept = import_kubernetes(nodes, None, LEVELS, load_catalog()).problem
+    kept = kept.replace(
+        workloads=({"name": "x", "mig": "3g.40gb", "replicas": 2, "gpu_models": ["H100-SXM5-80GB"]},)
+    )
+    # today's layouts kept: every H100 has MIG off (whole), so nothing may be carved
+    assert solve(kept, "greedy").assignments == ()
+    p = import_kubernetes(nodes, None, LEVELS, load_catalog(), keep_mig=False).problem
     p = p.replace(
         workloads=({"name": "x", "mig": "3g.40gb", "replicas": 2, "gpu_models": ["H100-SXM5-80GB"]},)
     )

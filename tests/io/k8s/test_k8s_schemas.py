@@ -218,17 +218,18 @@ def test_checker_catches_the_reported_defects() -> None:
 
 
 def test_pod_and_node_lists_are_valid_objects(sample: tuple[Problem, dict[str, Any]]) -> None:
-    """The bindings and node-label Lists hold v1 objects with valid metadata and only pinning fields."""
+    """The Binding and node-label Lists hold v1 objects with valid metadata; each Binding passes the pods/binding
+    rules of the API server (core/v1 ``Binding``: ``target`` an ObjectReference to a Node by name)."""
     from capplan.io.k8s.export import bindings
 
     problem, meta = sample
     plan = solve(problem, "greedy")
-    for style in ("nodeSelector", "affinity"):
-        doc = bindings(problem, plan, meta, style)
-        assert doc["apiVersion"] == "v1" and doc["kind"] == "List" and doc["items"]
-        for it in doc["items"]:
-            assert it["kind"] == "Pod" and U.metadata_errors(it["metadata"], namespaced=True) == []
-            assert set(it["spec"]) == {style}
+    doc = bindings(problem, plan, meta)
+    assert doc["apiVersion"] == "v1" and doc["kind"] == "List" and doc["items"]
+    for it in doc["items"]:
+        assert U.binding_errors(it) == [], it
+    assert U.binding_errors({**doc["items"][0], "target": {"kind": "Pod", "name": ""}}) == [
+        "target.kind: Unsupported value 'Pod': supported values: Node, <empty>", "target.name: Required value"]
     labels = mig_parted_yaml(problem, plan)[1]
     for it in labels["items"]:
         assert it["kind"] == "Node" and U.metadata_errors(it["metadata"], namespaced=False) == []

@@ -302,3 +302,39 @@ def gfd_single_errors(layout: list[dict[str, int] | None]) -> list[str]:
         return ["at least one MIG device is enabled but empty"]
     profiles = {p for c in enabled for p, n in c.items() if n}
     return [] if len(profiles) == 1 else ["more than one MIG device type present on node"]
+
+
+# ----------------------------------------------------------------------------- core/v1 Binding
+#: core/v1 ObjectReference's fields (k8s.io/api/core/v1 types.go ``ObjectReference``).
+_OBJECT_REFERENCE = {"kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"}
+
+
+def binding_errors(obj: Any) -> list[str]:
+    """The rules the API server applies to a ``v1`` ``Binding`` posted for a pod (``pods/binding``).
+
+    The shared schemas hold no core/v1 types, so this is written from the API types and validation:
+    ``Binding`` is TypeMeta, ObjectMeta and a required ``target`` (an ``ObjectReference``, strict fields);
+    ``ValidatePodBinding`` refuses a target kind other than ``Node`` (or empty) and an empty target name;
+    the binding REST storage binds the pod of ``metadata.name`` in ``metadata.namespace`` and, when
+    ``metadata.uid`` is set, only a pod of that UID (a precondition).
+    """
+    if not isinstance(obj, dict):
+        return ["expected an object"]
+    v = [f"{k}: unknown field" for k in obj if k not in ("apiVersion", "kind", "metadata", "target")]
+    if obj.get("apiVersion") != "v1" or obj.get("kind") != "Binding":
+        v.append("apiVersion/kind: expected v1 Binding")
+    meta = obj.get("metadata")
+    # uid is an ObjectMeta field a client may set on a Binding: the REST storage's UID precondition
+    v += metadata_errors({k: x for k, x in meta.items() if k != "uid"} if isinstance(meta, dict) else meta,
+                         namespaced=True)
+    if isinstance(meta, dict) and not meta.get("namespace"):
+        v.append("metadata.namespace: the pod's namespace is required")
+    target = obj.get("target")
+    if not isinstance(target, dict):
+        return [*v, "target: required"]
+    v += [f"target.{k}: unknown field" for k in target if k not in _OBJECT_REFERENCE]
+    if target.get("kind") not in (None, "", "Node"):
+        v.append(f"target.kind: Unsupported value {target.get('kind')!r}: supported values: Node, <empty>")
+    if not isinstance(target.get("name"), str) or not target["name"]:
+        v.append("target.name: Required value")
+    return v

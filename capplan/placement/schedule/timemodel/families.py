@@ -238,7 +238,7 @@ FAMILIES: dict[str, Callable[[TimeModel, Inputs], None]] = {
 #: themselves (:mod:`~capplan.placement.schedule.timemodel.data`): a job's candidate nodes are its eligible
 #: ones, and a gang is one job (all replicas start together or none runs).
 FAMILY_OF: dict[str, tuple[str, ...]] = {
-    "data": ("model", "gang"),
+    "data": ("model", "taint", "gang"),  # jobs only on eligible (tolerated) nodes (kind_demands)
     "topology": ("topology",),
     "one_model": ("one_model",),
     "symmetry": (),
