@@ -98,15 +98,17 @@ def check_shape(p: Problem, w: Workload, a: Assignment, node: Node) -> tuple[lis
 
 
 def _check_gpu(node: Node, model: GpuModel, g: int,
-               items: list[tuple[Assignment, Workload, int]], kept: frozenset[Assignment] | None = None) -> list[str]:
-    """The rules of one GPU; ``kept``: the running replicas, an isolation break among them alone is reality."""
+               items: list[tuple[Assignment, Workload, int]], kept: frozenset[Assignment] | None = None,
+               changeable: bool = False) -> list[str]:
+    """The rules of one GPU; ``kept``: the running replicas, an isolation break among them alone is reality;
+    ``changeable``: the preset mode is today's, which the plan may change (``reconfigure: allowed``)."""
     v: list[str] = []
     where = f"GPU {g} of {node.name}"
     kinds = {"whole" if w.gpus is not None else "mig" if w.mig is not None else "fraction" for _, w, _ in items}
     if len(kinds) > 1:
         return [f"{where}: mixes {sorted(kinds)} use"]
     kind = kinds.pop()
-    fixed = node.mode_of(g)
+    fixed = None if changeable and node.mig_strategy != "single" else node.mode_of(g)
     if fixed is not None and {"whole": "whole", "mig": "mig", "fraction": "shared"}[kind] != fixed.mode:
         v.append(f"{where}: is preset to mode {fixed.mode}, cannot host {kind} use")
     if kind == "whole" and len(items) > 1:
@@ -224,7 +226,7 @@ def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str
         if len(items) == 1 and items[0][1].gpus is not None and not node.gpu_modes:
             continue  # one replica alone on a whole GPU of a node without preset modes: nothing to check
         assert node.gpu_model is not None
-        gv = _check_gpu(node, shapes.model(node.gpu_model), g, items, kept)
+        gv = _check_gpu(node, shapes.model(node.gpu_model), g, items, kept, p.reconfigure == "allowed")
         if gv:
             gpu_v.append(((nname, g), gv))
     for _, gv in sorted(gpu_v):
@@ -326,7 +328,8 @@ def check_groups(p: Problem, placed: dict[tuple[str, int], Assignment]) -> list[
     """Gangs whole, one GPU model per gang unless mixed, required topology: rules over a workload's replicas.
 
     A workload whose running replicas already break the models or the topology rule, and whose running
-    replicas all stay where they run in ``placed``, is exempt from that rule (reality is accepted).
+    replicas all stay where they run in ``placed``, is exempt from that rule (reality is accepted); so is a
+    gang with only some replicas running when exactly those are placed, where they run.
     """
     v: list[str] = []
     nodes = {n.name: n for n in p.cluster.nodes}
@@ -339,7 +342,9 @@ def check_groups(p: Problem, placed: dict[tuple[str, int], Assignment]) -> list[
         models_ok = topo_ok = False
         if run and all(placed.get(a.key) == a for a in run):
             models_ok, topo_ok = running_breaks(p, w)
-        if w.is_gang and 0 < len(mine) < w.replicas:
+        partial_now = bool(run) and len(run) < w.replicas and {a.key for a in mine} == {a.key for a in run} and all(
+            placed.get(a.key) == a for a in run)  # a gang partly running as it runs: reality, accepted
+        if w.is_gang and 0 < len(mine) < w.replicas and not partial_now:
             v.append(f"{w.name}: gang placed partially ({len(mine)} of {w.replicas} replicas)")
         gpu_kind = w.gpus is not None or w.mig is not None or w.gpu_fraction is not None
         if w.kind == "training" and not w.mixed_models and gpu_kind and not models_ok:

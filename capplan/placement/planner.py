@@ -20,6 +20,7 @@ from capplan.model.validate import assert_valid, check_plan
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.progress import Heartbeat
 from capplan.placement.core.reality import planning_problem
+from capplan.placement.core.reconfig import plan_reconfiguring
 from capplan.placement.core.spares import plan_with_spares
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,8 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     try:
         with beat or contextlib.nullcontext():
             run = replace(opts.within(mine), progress=beat or opts.progress)
-            plan = plan_with_spares(q, fn, run)  # the strategy, holding spare nodes for gangs (core/spares.py)
+            # the strategy, holding spare nodes for gangs (core/spares.py), counting reconfigured GPUs (core/reconfig.py)
+            plan = plan_reconfiguring(q, lambda x, o: plan_with_spares(x, fn, o), run)
         problems = check_plan(p, plan)
     except (InputError, KeyboardInterrupt, MemoryError):
         raise
@@ -122,6 +124,6 @@ def _fallback(p: Problem, name: str, opts: PlanOptions, problems: list[str], t0:
     warning = (f"strategy {name} did not produce a valid plan ({'; '.join(problems[:3])}); "
                "this is the greedy plan instead (please report this as a bug)")
     log.warning(warning)
-    plan = plan_with_spares(p, plan_greedy, replace(opts, progress=None))
+    plan = plan_reconfiguring(p, lambda x, o: plan_with_spares(x, plan_greedy, o), replace(opts, progress=None))
     metrics = {**plan.metrics, "fallback_from": name, "warning": warning}
     return plan.model_copy(update={"metrics": metrics, "solve_seconds": round(time.perf_counter() - t0, 4)})

@@ -24,7 +24,7 @@ class Break:
     """One rule the running state breaks: the workloads involved and a sentence naming them."""
 
     workloads: tuple[str, ...]
-    rule: str  # "one_model", "topology" or "isolation" (keys of capplan.model.families.FAMILIES)
+    rule: str  # "gang", "one_model", "topology" or "isolation" (keys of capplan.model.families.FAMILIES)
     message: str
 
 
@@ -46,6 +46,10 @@ def running_breaks(p: Problem) -> list[Break]:
         run = [a for a in by_w.get(w.name, []) if a.node in nodes]
         if not run:
             continue
+        if w.is_gang and len(run) < w.replicas:
+            out.append(Break((w.name,), "gang",
+                             f"running gang {w.name} has {len(run)} of {w.replicas} replicas running; they stay "
+                             "unless evicted whole, and the others are placed only all together"))
         models = sorted({str(nodes[a.node].gpu_model) for a in run})
         if w.kind == "training" and not w.mixed_models and _gpu_kind(w) and len(models) > 1:
             out.append(Break((w.name,), "one_model",
@@ -103,7 +107,7 @@ def planning_problem(p: Problem) -> tuple[Problem, list[Break]]:
     for b in breaks:
         for name in b.workloads:
             changes[name]["migratable"] = False
-            if b.rule != "one_model":  # a gang is evicted whole or not at all, which keeps the rule
+            if b.rule not in ("one_model", "gang"):  # a gang is evicted whole or not at all: the rule holds
                 changes[name]["preemptible"] = False
         if b.rule == "one_model":
             changes[b.workloads[0]]["mixed_models"] = True
