@@ -233,7 +233,7 @@ def run_export(args: argparse.Namespace) -> int:
 
         return run_eta(args)
     from capplan.io.files import load_yaml_or_json, write_text_atomic
-    from capplan.io.k8s.export import actions, bindings, mig_parted_yaml
+    from capplan.io.k8s.export import actions, bindings, drain_warnings, mig_parted_yaml
     from capplan.io.k8s.labels import parse_level_labels
     from capplan.io.k8s.topology import (
         gpu_selectors,
@@ -274,6 +274,8 @@ def run_export(args: argparse.Namespace) -> int:
     if args.format == "mig-parted":
         assert plan is not None
         text, doc = mig_parted_yaml(problem, plan, base)
+        for w in drain_warnings(problem, plan):
+            print(f"warning: {w}", file=sys.stderr)
         labels_out = args.node_labels or f"{args.output}.node-labels.json"
         write_text_atomic(labels_out, json.dumps(doc, indent=1) + "\n")
         write_text_atomic(args.output, text)
