@@ -136,10 +136,11 @@ def generate(seed: int) -> dict[str, Any]:
     from capplan.placement.greedy import plan_greedy
 
     rnd = random.Random(seed)
+    data: dict[str, Any] = {}
     while True:
         cluster, levels = _cluster(rnd)
         works = [_workload(rnd, f"w{i}", levels) for i in range(rnd.randint(1, 7))]
-        data: dict[str, Any] = {"cluster": cluster, "workloads": works}
+        data = {"cluster": cluster, "workloads": works}
         try:
             p = problem_from_data(data)
         except InputError:

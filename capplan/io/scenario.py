@@ -27,7 +27,8 @@ from capplan.model.timing import RunningEnd, format_seconds
 from capplan.model.units import MIB_PER_GIB, MILLI, cores_to_milli, gib_to_mib
 
 _NODE_KEYS = {"name", "name_prefix", "count", "gpu", "gpus", "cpu", "memory_gib", "gpu_modes", "mig_strategy"}
-_TOP_KEYS = {"cluster", "workloads", "running", "name", "description", "schedule", "interruptions", "quotas", "now", "reconfigure"}
+_TOP_KEYS = {"cluster", "workloads", "running", "name", "description", "schedule", "interruptions", "quotas", "now",
+             "reconfigure"}
 _QUOTA_KEYS = {"flavors", "queues"}
 
 

@@ -98,7 +98,8 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     try:
         with beat or contextlib.nullcontext():
             run = replace(opts.within(mine), progress=beat or opts.progress)
-            # the strategy, holding spare nodes for gangs (core/spares.py), counting reconfigured GPUs (core/reconfig.py)
+            # the strategy, holding spare nodes for gangs (core/spares.py), counting reconfigured GPUs
+            # (core/reconfig.py)
             plan = plan_reconfiguring(q, lambda x, o: plan_with_spares(x, fn, o), run)
         problems = check_plan(p, plan)
     except (InputError, KeyboardInterrupt, MemoryError):

@@ -60,7 +60,8 @@ def render_text(data: dict[str, Any], width: int = 100) -> str:
                 if cost.get("unpriced_gpus") else ""), ""]
     rc = data.get("reconfigured") or {}
     if rc.get("gpus"):
-        lines.insert(-1, f"reconfigured: {rc['gpus']} GPU{'s' if rc['gpus'] != 1 else ''} change mode or MIG layout; drain "
+        many = "GPUs change" if rc["gpus"] != 1 else "GPU changes"
+        lines.insert(-1, f"reconfigured: {rc['gpus']} {many} mode or MIG layout; drain "
                          f"{', '.join(rc['nodes'])} before applying")
     if "horizon" in cost:
         hz = cost["horizon"]
