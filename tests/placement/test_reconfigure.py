@@ -67,15 +67,16 @@ def test_free_preset_instances_serve_before_any_change(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_change_only_when_it_places_more_and_counted(name: str) -> None:
-    """2 x 3g.40gb need one re-partitioned GPU (two 3g fit one H100): with `allowed` exactly one GPU changes,
-    the 1g replicas stay on GPU 7's instances; with `forbidden` the 3g replicas stay out and nothing changes."""
+    """2 x 3g.40gb need one re-partitioned GPU (two 3g fit one H100): with `allowed` exactly one GPU changes;
+    with `forbidden` the 3g replicas stay out and nothing changes."""
     works = [{"name": "small", "replicas": 3, "mig": "1g.10gb", "cpu": 1, "memory_gib": 1},
              {"name": "big", "replicas": 2, "mig": "3g.40gb", "cpu": 1, "memory_gib": 1},
              {"name": "train", "replicas": 1, "gpus": 4, "cpu": 1, "memory_gib": 1}]
     plan = solve(_imported("allowed", works), name, OPTS)
     assert len(plan.assignments) == 6
     assert plan.metrics["gpus_reconfigured"] == 1 and plan.metrics["nodes_to_drain"] == ["n1"], name
-    assert {a.gpus[0] for a in plan.assignments if a.workload == "small"} == {7}
+    # the 1g replicas sit on GPU 7's instances or beside the 3g ones on the one changed GPU (1 change either way)
+    assert len({a.gpus[0] for a in plan.assignments if a.mig is not None} - {7}) == 1
     fixed = solve(_imported("forbidden", works), name, OPTS)
     assert [u.workload for u in fixed.unplaced] == ["big"] and fixed.metrics["gpus_reconfigured"] == 0
 
