@@ -217,6 +217,27 @@ def test_broken_isolation_and_domain_stay_and_bind_newcomers(name: str) -> None:
     assert not [a for a in new if a.node == "h1" and a.gpus == (0,)], new
 
 
+def test_cpsat_plans_around_a_gpu_that_breaks_isolation() -> None:
+    """Two 2-GPU A100 nodes; GPU 0 of a1 runs sec (isolated) beside other, a2 runs sec beside a node-isolated
+    pod. Neither GPU 0 of a1 nor node a2 takes anything new, so GPU 1 of a1 is the only room: two `other`
+    replicas (2/7 GPU) beat one `sec` (1/7). 6 of 8 placed, proven."""
+    node = {"gpu": "A100-SXM4-80GB", "gpus": 2, "cpu": 64, "memory_gib": 512}
+    mig = {"profile": "1g.10gb", "start": 0}
+    p = problem_from_data({"cluster": {"levels": ["rack", "node"], "racks": [
+        {"name": "r1", "nodes": [{"name": "a1", **node}]}, {"name": "r2", "nodes": [{"name": "a2", **node}]}]},
+        "workloads": [ISO[0], {**ISO[1], "replicas": 3},
+                      {"name": "iso", "replicas": 2, "gpu_fraction": 0.25, "tenant": "c", "isolation": "node",
+                       "cpu": 1, "memory_gib": 1}],
+        "running": [{"workload": "sec", "replica": 0, "node": "a1", "gpus": [0], "mig": mig},
+                    {"workload": "sec", "replica": 1, "node": "a2", "gpus": [0], "mig": mig},
+                    {"workload": "other", "replica": 0, "node": "a1", "gpus": [0], "mig": {**mig, "start": 1}},
+                    {"workload": "iso", "replica": 0, "node": "a2", "gpus": [1], "fraction": 0.25}]})
+    plan = solve(p, "cpsat", OPTS)
+    assert check_plan(p, plan) == [] and plan.status == "optimal" and len(plan.assignments) == 6
+    assert sorted((a.workload, a.node, a.gpus) for a in plan.assignments if a.workload == "other") == [
+        ("other", "a1", (0,)), ("other", "a1", (1,)), ("other", "a1", (1,))]
+
+
 def test_validator_accepts_reality_but_not_a_newcomer_breaking_it() -> None:
     """The running state alone is valid; a new `other` replica on sec's shared GPU is not."""
     p = _two_models(ISO, ISO_RUN)
