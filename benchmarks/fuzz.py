@@ -37,6 +37,10 @@ from typing import Any
 STRATEGIES = ("greedy", "cpsat", "heuristic", "lns", "decompose", "patterns", "auto")
 LIMITS = (1.0, 1.0, 2.0, 3.0)
 SLACK = (1.1, 1.0)  # a run must end within 1.1 x limit + 1 s
+#: ``run --breaking``: every instance gets a running state that breaks rules (set before the workers fork)
+BREAKING = False
+#: ``run --limit S``: every solve gets S seconds instead of a drawn limit
+LIMIT: float | None = None
 
 # GPU models and the MIG profiles / partitions drawn for them (catalog names)
 MODELS: dict[str, list[str]] = {
@@ -132,10 +136,11 @@ def generate(seed: int) -> dict[str, Any]:
     from capplan.placement.greedy import plan_greedy
 
     rnd = random.Random(seed)
+    data: dict[str, Any] = {}
     while True:
         cluster, levels = _cluster(rnd)
         works = [_workload(rnd, f"w{i}", levels) for i in range(rnd.randint(1, 7))]
-        data: dict[str, Any] = {"cluster": cluster, "workloads": works}
+        data = {"cluster": cluster, "workloads": works}
         try:
             p = problem_from_data(data)
         except InputError:
@@ -161,8 +166,138 @@ def generate(seed: int) -> dict[str, Any]:
             data["workloads"].append(new)
         inst["allow_preemption"] = rnd.random() < 0.6
         inst["allow_migration"] = rnd.random() < 0.6
+    if BREAKING:
+        data = _break_rules(rnd, data, levels)
+        inst["allow_preemption"] = rnd.random() < 0.6
+        inst["allow_migration"] = rnd.random() < 0.6
+    if LIMIT is not None:
+        inst["limit"] = LIMIT
     inst["scenario"] = data
     return inst
+
+
+def _free_room(data: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, list[float]], dict[str, set[int]]]:
+    """The GPU nodes of a scenario dict, (CPU cores, GiB) left per node and the GPUs its running state uses."""
+    nodes: list[dict[str, Any]] = []
+
+    def walk(d: dict[str, Any]) -> None:
+        nodes.extend(d.get("nodes", []))
+        for k, v in d.items():
+            if k.endswith("s") and k != "nodes" and isinstance(v, list):
+                for x in v:
+                    if isinstance(x, dict):
+                        walk(x)
+
+    walk(data["cluster"])
+    works = {w["name"]: w for w in data["workloads"]}
+    room = {n["name"]: [float(n["cpu"]), float(n["memory_gib"])] for n in nodes}
+    used: dict[str, set[int]] = {n["name"]: set() for n in nodes}
+    for a in data.get("running", []):
+        w = works[a["workload"]]
+        room[a["node"]][0] -= w.get("cpu", 0)
+        room[a["node"]][1] -= w.get("memory_gib", 0)
+        used[a["node"]].update(a.get("gpus", []))
+    return nodes, room, used
+
+
+def _domains_of(data: dict[str, Any], levels: list[str]) -> dict[str, str]:
+    """Node name -> its domain at the outermost level (the node itself with one level)."""
+    out: dict[str, str] = {}
+
+    def walk(d: dict[str, Any], top: str | None) -> None:
+        for n in d.get("nodes", []):
+            out[n["name"]] = top or n["name"]
+        for k, v in d.items():
+            if k.endswith("s") and k != "nodes" and isinstance(v, list):
+                for x in v:
+                    if isinstance(x, dict):
+                        walk(x, top or x.get("name"))
+
+    walk(data["cluster"], None)
+    return out
+
+
+def _break_rules(rnd: random.Random, data: dict[str, Any], levels: list[str]) -> dict[str, Any]:
+    """Add running replicas that break rules the planner keeps for new placements, where the cluster has room.
+
+    A gang (sometimes with one replica not running) across two GPU models, two tenants on one GPU despite tenant
+    isolation, a node-isolated pod beside another tenant, replicas outside the one domain they require.
+    """
+    from capplan.io.scenario import problem_from_data
+    from capplan.model.errors import InputError
+
+    data = json.loads(json.dumps(data))
+    data.setdefault("running", [])
+    nodes, room, used = _free_room(data)
+
+    def fits(n: dict[str, Any], cpu: float, mem: float) -> bool:
+        return room[n["name"]][0] >= cpu and room[n["name"]][1] >= mem
+
+    def free_gpu(n: dict[str, Any]) -> int | None:
+        preset = {g for m in n.get("gpu_modes", []) for g in m["gpus"]}
+        free = [g for g in range(n.get("gpus", 0)) if g not in used[n["name"]] and g not in preset]
+        return free[0] if free else None
+
+    def take(n: dict[str, Any], cpu: float, mem: float, g: int | None) -> None:
+        room[n["name"]][0] -= cpu
+        room[n["name"]][1] -= mem
+        if g is not None:
+            used[n["name"]].add(g)
+
+    def attempt(works: list[dict[str, Any]], running: list[dict[str, Any]]) -> None:
+        trial = {**data, "workloads": data["workloads"] + works, "running": data["running"] + running}
+        try:
+            problem_from_data(trial)
+        except InputError:
+            return  # the draw does not fit this cluster: leave this break out
+        data["workloads"].extend(works)
+        data["running"].extend(running)
+
+    gpu_nodes = [n for n in nodes if n.get("gpus") and fits(n, 1, 1) and free_gpu(n) is not None]
+    by_model: dict[str, dict[str, Any]] = {}
+    for n in gpu_nodes:
+        by_model.setdefault(n["gpu"], n)
+    if len(by_model) >= 2 and rnd.random() < 0.8:  # a gang across two GPU models
+        a, b = rnd.sample(sorted(by_model), 2)
+        na, nb = by_model[a], by_model[b]
+        ga, gb = free_gpu(na), free_gpu(nb)
+        extra = 1 if rnd.random() < 0.3 else 0
+        run = [{"workload": "brk-gang", "replica": 0, "node": na["name"], "gpus": [ga]},
+               {"workload": "brk-gang", "replica": 1, "node": nb["name"], "gpus": [gb]}]
+        attempt([{"name": "brk-gang", "kind": "training", "replicas": 2 + extra, "gpus": 1, "cpu": 1,
+                  "memory_gib": 1, "priority": rnd.choice([0, 10]), "preemptible": rnd.random() < 0.5,
+                  "migratable": rnd.random() < 0.5}], run)
+        take(na, 1, 1, ga)
+        take(nb, 1, 1, gb)
+    gpu_nodes = [n for n in nodes if n.get("gpus") and fits(n, 2, 2) and free_gpu(n) is not None]
+    if gpu_nodes and rnd.random() < 0.8:  # two tenants share a GPU, one of them isolated
+        n = rnd.choice(gpu_nodes)
+        g = free_gpu(n)
+        ws = [{"name": "brk-iso-a", "replicas": 2, "gpu_fraction": 0.25, "tenant": "x", "isolation": "tenant",
+               "cpu": 1, "memory_gib": 1, "preemptible": rnd.random() < 0.5, "migratable": rnd.random() < 0.5},
+              {"name": "brk-iso-b", "replicas": 1, "gpu_fraction": 0.25, "tenant": "y", "cpu": 1, "memory_gib": 1}]
+        attempt(ws, [{"workload": "brk-iso-a", "replica": 0, "node": n["name"], "gpus": [g], "fraction": 0.25},
+                     {"workload": "brk-iso-b", "replica": 0, "node": n["name"], "gpus": [g], "fraction": 0.25}])
+        take(n, 2, 2, g)
+    busy = [n for n in nodes if fits(n, 0.5, 1) and any(a["node"] == n["name"] for a in data["running"])]
+    if busy and rnd.random() < 0.6:  # a node-isolated pod beside other tenants
+        n = rnd.choice(busy)
+        attempt([{"name": "brk-node", "replicas": 2, "cpu": 0.5, "memory_gib": 1, "tenant": "z", "isolation": "node"}],
+                [{"workload": "brk-node", "replica": 0, "node": n["name"]}])
+        take(n, 0.5, 1, None)
+    doms = _domains_of(data, levels)
+    spread: dict[str, dict[str, Any]] = {}
+    for n in nodes:
+        if fits(n, 0.5, 1):
+            spread.setdefault(doms[n["name"]], n)
+    if len(spread) >= 2 and rnd.random() < 0.8:  # replicas outside the one domain they require
+        x, y = rnd.sample(sorted(spread), 2)
+        attempt([{"name": "brk-topo", "replicas": rnd.choice([2, 3]), "cpu": 0.5, "memory_gib": 1,
+                  "topology": {"required": levels[0]}, "migratable": rnd.random() < 0.5,
+                  "preemptible": rnd.random() < 0.5}],
+                [{"workload": "brk-topo", "replica": 0, "node": spread[x]["name"]},
+                 {"workload": "brk-topo", "replica": 1, "node": spread[y]["name"]}])
+    return data
 
 
 def lex(p: Any, plan: Any) -> tuple[float, ...]:
@@ -378,12 +513,20 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--workers", type=int, default=2)
     r.add_argument("--out", type=Path, default=Path("benchmarks/out/fuzz.jsonl"))
     r.add_argument("--commit", help="the commit to record (default: git rev-parse HEAD; for a copied tree)")
+    r.add_argument("--breaking", action="store_true",
+                   help="give every instance a running state that breaks rules (gang across models, isolation, "
+                        "replicas outside their required domain)")
+    r.add_argument("--limit", type=float, help="every solve gets this many seconds instead of a drawn limit")
     s = sub.add_parser("summary")
     s.add_argument("path", type=Path)
     s.add_argument("--markdown", action="store_true")
     sh = sub.add_parser("show")
     sh.add_argument("seed", type=int)
+    sh.add_argument("--breaking", action="store_true")
     a = ap.parse_args(argv)
+    global BREAKING, LIMIT
+    BREAKING = bool(getattr(a, "breaking", False))
+    LIMIT = getattr(a, "limit", None)
     if a.cmd == "run":
         run(a.first, a.instances, a.workers, a.out, a.commit)
     elif a.cmd == "summary":

@@ -91,7 +91,8 @@ def add_import_parser(sub: Any) -> None:
     p.add_argument(
         "--reconfigure-mig",
         action="store_true",
-        help="do not keep today's MIG/partition layouts: the planner may re-partition every GPU",
+        help="let plans change today's MIG/partition layouts (the scenario gets reconfigure: allowed; each GPU "
+        "changed counts as reconfigured and its node is drained); without it today's layouts are kept",
     )
     add_sla_options(p)
     p.add_argument("--name", default="kubernetes", help="cluster name (default kubernetes)")
@@ -269,7 +270,7 @@ def run_export(args: argparse.Namespace) -> int:
         return run_eta(args)
     from capplan.io.files import load_yaml_or_json, write_text_atomic
     from capplan.io.k8s.bindings import actions, apply_warnings, bindings, gated_patches
-    from capplan.io.k8s.export import mig_parted_yaml
+    from capplan.io.k8s.export import drain_warnings, mig_parted_yaml
     from capplan.io.k8s.labels import parse_level_labels
     from capplan.io.k8s.topology import (
         gpu_selectors,
@@ -310,6 +311,8 @@ def run_export(args: argparse.Namespace) -> int:
     if args.format == "mig-parted":
         assert plan is not None
         text, doc = mig_parted_yaml(problem, plan, base)
+        for w in drain_warnings(problem, plan):
+            print(f"warning: {w}", file=sys.stderr)
         labels_out = args.node_labels or f"{args.output}.node-labels.json"
         write_text_atomic(labels_out, json.dumps(doc, indent=1) + "\n")
         write_text_atomic(args.output, text)

@@ -28,7 +28,8 @@ from capplan.model.units import MIB_PER_GIB, MILLI, cores_to_milli, gib_to_mib
 
 _NODE_KEYS = {"name", "name_prefix", "count", "gpu", "gpus", "cpu", "memory_gib", "gpu_modes", "mig_strategy",
               "taints"}
-_TOP_KEYS = {"cluster", "workloads", "running", "name", "description", "schedule", "interruptions", "quotas", "now"}
+_TOP_KEYS = {"cluster", "workloads", "running", "name", "description", "schedule", "interruptions", "quotas", "now",
+             "reconfigure"}
 _QUOTA_KEYS = {"flavors", "queues"}
 
 
@@ -276,7 +277,8 @@ def problem_from_data(data: Any, catalog: Catalog | None = None) -> Problem:
     extra = set(d) - _TOP_KEYS
     for bad in sorted(map(str, extra)):
         errors.add(InputError(bad, f"unknown top-level field{suggest(bad, _TOP_KEYS)}; "
-                                   "expected cluster, workloads, running, schedule, interruptions, quotas, now"))
+                                   "expected cluster, workloads, running, schedule, interruptions, quotas, now, "
+                                   "reconfigure"))
     for key in ("name", "description", "now"):
         if d.get(key) is not None and not isinstance(d[key], str):
             errors.add(InputError(key, f"expected a string, got {d[key]!r}"))
@@ -305,11 +307,15 @@ def problem_from_data(data: Any, catalog: Catalog | None = None) -> Problem:
         _require_mapping(inter, "interruptions", "a mapping with gpu_failure_rate, models, node_repair, restart, "
                                                  "restart_without_spare")
     flavors, queues = _quotas(d.get("quotas"))
+    reconf = d.get("reconfigure", "forbidden")
+    if reconf not in ("forbidden", "allowed"):
+        raise InputError("reconfigure", f"expected forbidden or allowed, got {reconf!r}; `allowed` lets a plan change "
+                                        "a GPU's preset mode or MIG layout at a cost (docs/formats.md)")
     try:
         return Problem.model_validate({"cluster": cluster, "workloads": workloads, "running": running,
                                        "catalog": cat, "schedule": spec, "ends_in": ends_in,
                                        "interruptions": inter, "flavors": flavors, "queues": queues,
-                                       "now": d.get("now")})
+                                       "now": d.get("now"), "reconfigure": reconf})
     except ValidationError as exc:
         raise input_error_from(exc, "", Problem) from None
 
@@ -414,6 +420,8 @@ def problem_to_data(p: Problem) -> dict[str, Any]:
                           "queues": [q.model_dump(mode="json", exclude_defaults=True) for q in p.queues]}
     if p.now is not None:
         data["now"] = p.now
+    if p.reconfigure != "forbidden":
+        data["reconfigure"] = p.reconfigure
     if p.schedule is not None:
         data["schedule"] = {"horizon": format_seconds(p.schedule.horizon), "step": format_seconds(p.schedule.step)}
     if p.interruptions is not None:

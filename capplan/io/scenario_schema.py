@@ -100,6 +100,9 @@ def scenario_json_schema() -> dict[str, Any]:
             "interruptions": {"$ref": "#/$defs/interruptions"},
             "quotas": quotas,
             "now": {"type": "string", "description": "RFC 3339 wall-clock time of time 0 (a live cluster's import)"},
+            "reconfigure": {"enum": ["forbidden", "allowed"],
+                            "description": "gpu_modes: fixed (forbidden, the default) or the current layout a plan "
+                                           "may change at a cost (allowed)"},
         },
         "$defs": defs,
     }

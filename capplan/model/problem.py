@@ -341,6 +341,10 @@ class Problem(Frozen):
         a workload's ``queue`` names its ClusterQueue.
     now
         The wall-clock time (RFC 3339) of time 0, when the scenario was taken from a live cluster.
+    reconfigure
+        What a GPU's preset mode (``gpu_modes``) means: ``forbidden`` (the default) a fixed mode and
+        layout; ``allowed`` the GPU's current mode and layout, which a plan may change at the cost of one
+        reconfigured GPU (docs/concepts.md). GPUs without a preset mode are free either way.
     """
 
     cluster: Cluster
@@ -353,6 +357,7 @@ class Problem(Frozen):
     flavors: tuple[Flavor, ...] = ()
     queues: tuple[ClusterQueue, ...] = ()
     now: Str | None = None
+    reconfigure: Literal["forbidden", "allowed"] = "forbidden"
 
     @model_validator(mode="after")
     def _check(self) -> Problem:
@@ -364,7 +369,7 @@ class Problem(Frozen):
     def replace(self, **changes: Any) -> Problem:
         """Return a new problem with ``changes`` applied, validated again."""
         data = {k: getattr(self, k) for k in ("cluster", "workloads", "running", "catalog", "schedule", "ends_in",
-                                          "interruptions", "flavors", "queues", "now")}
+                                          "interruptions", "flavors", "queues", "now", "reconfigure")}
         data.update(changes)
         if "ends_in" not in changes:  # keep the remaining run times of replicas still running
             keys = {(a.workload, a.replica) for a in data["running"]}

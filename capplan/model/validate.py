@@ -83,6 +83,7 @@ def check_plan(p: Problem, plan: Plan, goodput: bool = True) -> list[str]:
     v.extend(check_taints(p, plan.assignments))
     v.extend(check_plan_quotas(p, plan.assignments))
     v.extend(_check_running(p, plan, placed))
+    v.extend(_check_reconfigured(p, plan))
     v.extend(_check_summary(p, plan, placed))
     v.extend(_check_numbers(plan))
     if goodput:
@@ -137,6 +138,53 @@ def _check_running(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignm
             continue
         if placed.get(key) != r:
             v.append(f"running replica {r.workload}[{r.replica}] moved or stopped without an eviction/migration")
+    return v
+
+
+def reconfigured_gpus(p: Problem, assignments: Sequence[Assignment]) -> list[tuple[str, int]]:
+    """GPUs (node, index) whose preset mode or MIG layout the assignments change, recomputed here.
+
+    A preset GPU is changed when it hosts a replica of another mode (whole, MIG, shared) or a MIG
+    instance outside its preset layout; using part of a preset layout, or nothing, changes nothing.
+    """
+    nodes = {n.name: n for n in p.cluster.nodes}
+    mode = {"whole": "whole", "mig": "mig", "fraction": "shared"}
+    works = {w.name: w for w in p.workloads}
+    out: set[tuple[str, int]] = set()
+    for a in assignments:
+        node, w = nodes.get(a.node), works.get(a.workload)
+        if node is None or w is None or not node.gpu_modes:
+            continue
+        kind = "whole" if w.gpus is not None else "mig" if w.mig is not None else "fraction"
+        for g in a.gpus:
+            preset = node.mode_of(g)
+            if preset is None:
+                continue
+            if mode[kind] != preset.mode or (kind == "mig" and preset.layout is not None
+                                              and a.mig not in preset.layout):
+                out.add((a.node, g))
+    return sorted(out)
+
+
+def _check_reconfigured(p: Problem, plan: Plan) -> list[str]:
+    """The count of reconfigured GPUs and the nodes to drain; no running replica stays on a reconfigured GPU."""
+    v: list[str] = []
+    changed = reconfigured_gpus(p, plan.assignments)
+    got = plan.metrics.get("gpus_reconfigured")
+    if got is not None and got != len(changed):
+        v.append(f"metrics.gpus_reconfigured is {got}, the plan changes the preset mode of {len(changed)} GPUs")
+    drain = plan.metrics.get("nodes_to_drain")
+    if drain is not None and list(drain) != sorted({n for n, _ in changed}):
+        v.append(f"metrics.nodes_to_drain is {list(drain)}, the plan reconfigures GPUs on "
+                 f"{sorted({n for n, _ in changed})}")
+    where = set(changed)
+    kept = {a.key: a for a in plan.assignments}
+    for r in p.running:
+        if kept.get(r.key) == r:
+            for g in r.gpus:
+                if (r.node, g) in where:
+                    v.append(f"GPU {g} of {r.node} is reconfigured, but running replica {r.workload}[{r.replica}] "
+                             "stays on it (migrate or evict it first)")
     return v
 
 

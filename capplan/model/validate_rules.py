@@ -98,14 +98,17 @@ def check_shape(p: Problem, w: Workload, a: Assignment, node: Node) -> tuple[lis
 
 
 def _check_gpu(node: Node, model: GpuModel, g: int,
-               items: list[tuple[Assignment, Workload, int]]) -> list[str]:
+               items: list[tuple[Assignment, Workload, int]], kept: frozenset[Assignment] | None = None,
+               changeable: bool = False) -> list[str]:
+    """The rules of one GPU; ``kept``: the running replicas, an isolation break among them alone is reality;
+    ``changeable``: the preset mode is today's, which the plan may change (``reconfigure: allowed``)."""
     v: list[str] = []
     where = f"GPU {g} of {node.name}"
     kinds = {"whole" if w.gpus is not None else "mig" if w.mig is not None else "fraction" for _, w, _ in items}
     if len(kinds) > 1:
         return [f"{where}: mixes {sorted(kinds)} use"]
     kind = kinds.pop()
-    fixed = node.mode_of(g)
+    fixed = None if changeable and node.mig_strategy != "single" else node.mode_of(g)
     if fixed is not None and {"whole": "whole", "mig": "mig", "fraction": "shared"}[kind] != fixed.mode:
         v.append(f"{where}: is preset to mode {fixed.mode}, cannot host {kind} use")
     if kind == "whole" and len(items) > 1:
@@ -146,7 +149,8 @@ def _check_gpu(node: Node, model: GpuModel, g: int,
         if compute > model.compute_slices:
             v.append(f"{where}: {compute} compute slices used, the GPU has {model.compute_slices}")
     tenants = {w.tenant for _, w, _ in items}
-    if len(tenants) > 1 and any(w.isolation == "tenant" for _, w, _ in items):
+    if len(tenants) > 1 and any(w.isolation == "tenant" for _, w, _ in items) and not all(
+            kept is not None and a in kept for a, _, _ in items):
         v.append(f"{where}: tenant isolation violated, tenants {sorted(tenants)} share it")
     return v
 
@@ -214,13 +218,15 @@ def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str
         for g in a.gpus:
             if 0 <= g < node.gpus:
                 per_gpu[(nname, g)].append((a, w, mem))
+    # a rule broken only by running replicas where they run is the cluster as it is: accepted (it binds newcomers)
+    kept = frozenset(p.running)
     gpu_v: list[tuple[tuple[str, int], list[str]]] = []
     for (nname, g), items in per_gpu.items():
         node = nodes[nname]
         if len(items) == 1 and items[0][1].gpus is not None and not node.gpu_modes:
             continue  # one replica alone on a whole GPU of a node without preset modes: nothing to check
         assert node.gpu_model is not None
-        gv = _check_gpu(node, shapes.model(node.gpu_model), g, items)
+        gv = _check_gpu(node, shapes.model(node.gpu_model), g, items, kept, p.reconfigure == "allowed")
         if gv:
             gpu_v.append(((nname, g), gv))
     for _, gv in sorted(gpu_v):
@@ -235,7 +241,7 @@ def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str
             nv.append(f"node {nname}: CPU {cpu / MILLI:g} cores requested, {node.cpu_milli / MILLI:g} available")
         if mem > node.memory_mib:
             nv.append(f"node {nname}: memory {mem} MiB requested, {node.memory_mib} MiB available")
-        if any(w.isolation == "node" for _, w in nitems):
+        if any(w.isolation == "node" for _, w in nitems) and not all(a in kept for a, _ in nitems):
             tenants = {w.tenant for _, w in nitems}
             if len(tenants) > 1:
                 nv.append(f"node {nname}: node isolation violated, tenants {sorted(tenants)} share it")
@@ -349,22 +355,50 @@ def running_taint_warnings(p: Problem) -> list[str]:
     return v
 
 
+def running_breaks(p: Problem, w: Workload) -> tuple[bool, bool]:
+    """Whether ``w``'s running replicas alone span GPU models (a gang without ``mixed_models``) and required domains.
+
+    Reality: such a workload's rule binds no plan that keeps every one of its running replicas where it runs.
+    """
+    nodes = {n.name: n for n in p.cluster.nodes}
+    mine = [nodes[a.node] for a in p.running if a.workload == w.name and a.node in nodes]
+    gpu_kind = w.gpus is not None or w.mig is not None or w.gpu_fraction is not None
+    models = w.kind == "training" and not w.mixed_models and gpu_kind and len({n.gpu_model for n in mine}) > 1
+    lvl = w.topology.required
+    doms = bool(lvl) and len({p.cluster.domain_of(n, lvl) for n in mine if lvl}) > 1
+    return models, doms
+
+
 def check_groups(p: Problem, placed: dict[tuple[str, int], Assignment]) -> list[str]:
-    """Gangs whole, one GPU model per gang unless mixed, required topology: rules over a workload's replicas."""
+    """Gangs whole, one GPU model per gang unless mixed, required topology: rules over a workload's replicas.
+
+    A workload whose running replicas already break the models or the topology rule, and whose running
+    replicas all stay where they run in ``placed``, is exempt from that rule (reality is accepted); so is a
+    gang with only some replicas running when exactly those are placed, where they run.
+    """
     v: list[str] = []
     nodes = {n.name: n for n in p.cluster.nodes}
+    by_w: dict[str, list[Assignment]] = defaultdict(list)
+    for a in p.running:
+        by_w[a.workload].append(a)
     for w in p.workloads:
         mine = [placed[(w.name, r)] for r in range(w.replicas) if (w.name, r) in placed]
-        if w.is_gang and 0 < len(mine) < w.replicas:
+        run = by_w.get(w.name, [])
+        models_ok = topo_ok = False
+        if run and all(placed.get(a.key) == a for a in run):
+            models_ok, topo_ok = running_breaks(p, w)
+        partial_now = bool(run) and len(run) < w.replicas and {a.key for a in mine} == {a.key for a in run} and all(
+            placed.get(a.key) == a for a in run)  # a gang partly running as it runs: reality, accepted
+        if w.is_gang and 0 < len(mine) < w.replicas and not partial_now:
             v.append(f"{w.name}: gang placed partially ({len(mine)} of {w.replicas} replicas)")
         gpu_kind = w.gpus is not None or w.mig is not None or w.gpu_fraction is not None
-        if w.kind == "training" and not w.mixed_models and gpu_kind:
+        if w.kind == "training" and not w.mixed_models and gpu_kind and not models_ok:
             models = {nodes[a.node].gpu_model for a in mine if a.node in nodes}
             if len(models) > 1:
                 v.append(f"{w.name}: gang spans GPU models {sorted(str(m) for m in models)}; "
                          "set mixed_models: true to allow it")
         lvl = w.topology.required
-        if lvl and mine and all(a.node in nodes for a in mine):
+        if lvl and mine and not topo_ok and all(a.node in nodes for a in mine):
             doms = {p.cluster.domain_of(nodes[a.node], lvl) for a in mine}
             if len(doms) > 1:
                 v.append(f"{w.name}: must sit inside one {lvl}, spans {sorted(doms)}")

@@ -19,6 +19,8 @@ from capplan.model.problem import Problem
 from capplan.model.validate import assert_valid, check_plan
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.progress import Heartbeat
+from capplan.placement.core.reality import planning_problem
+from capplan.placement.core.reconfig import plan_reconfiguring
 from capplan.placement.core.spares import plan_with_spares
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,9 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
         raise InputError("strategy", f"strategy {name} does not model ClusterQueue quotas (quotas: in the scenario); "
                                      f"use {' or '.join(QUOTA_STRATEGIES)} (auto picks one of them)")
     fn = loaded(STRATEGIES[name])  # the import counts against the limit, outside the strategy's clock
+    q, breaks = planning_problem(p)  # running replicas that break a rule stay as they run (core/reality.py)
+    for b in breaks:
+        log.warning("running state: %s", b.message)
     # a deadline handed in also covers writing the plan out (the caller's next step)
     keep = reserve(p, deadline.budget, VALIDATE_COST) + (reserve(p, deadline.budget, WRITE_COST) if handed else 0.0)
     mine = deadline.less(keep).at_least(MIN_SOLVE_SECONDS)
@@ -93,7 +98,9 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     try:
         with beat or contextlib.nullcontext():
             run = replace(opts.within(mine), progress=beat or opts.progress)
-            plan = plan_with_spares(p, fn, run)  # the strategy, holding spare nodes for gangs (core/spares.py)
+            # the strategy, holding spare nodes for gangs (core/spares.py), counting reconfigured GPUs
+            # (core/reconfig.py)
+            plan = plan_reconfiguring(q, lambda x, o: plan_with_spares(x, fn, o), run)
         problems = check_plan(p, plan)
     except (InputError, KeyboardInterrupt, MemoryError):
         raise
@@ -103,7 +110,9 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     log.info("strategy %s returned with %.2f s left", name, deadline.remaining())
     if problems:
         rest = opts.within(deadline.at_least(MIN_SOLVE_SECONDS))
-        plan = assert_valid(p, _fallback(p, name, rest, problems, t0))  # checked once more: never emit a bad plan
+        plan = assert_valid(p, _fallback(q, name, rest, problems, t0))  # checked once more: never emit a bad plan
+    if breaks:
+        plan = plan.model_copy(update={"metrics": {**plan.metrics, "running_breaks": [b.message for b in breaks]}})
     if not plan.solve_seconds:
         plan = plan.model_copy(update={"solve_seconds": round(time.perf_counter() - t0, 4)})
     return plan
@@ -116,6 +125,6 @@ def _fallback(p: Problem, name: str, opts: PlanOptions, problems: list[str], t0:
     warning = (f"strategy {name} did not produce a valid plan ({'; '.join(problems[:3])}); "
                "this is the greedy plan instead (please report this as a bug)")
     log.warning(warning)
-    plan = plan_with_spares(p, plan_greedy, replace(opts, progress=None))
+    plan = plan_reconfiguring(p, lambda x, o: plan_with_spares(x, plan_greedy, o), replace(opts, progress=None))
     metrics = {**plan.metrics, "fallback_from": name, "warning": warning}
     return plan.model_copy(update={"metrics": metrics, "solve_seconds": round(time.perf_counter() - t0, 4)})

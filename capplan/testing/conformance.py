@@ -99,6 +99,39 @@ def spares_problem() -> Problem:
                                   {"name": "fill", "replicas": 24, "gpus": 1, "priority": 1}]})
 
 
+def reality_problem() -> Problem:
+    """A running state that breaks rules new placements keep (issue 26): a gang across an H100 and an A100 node,
+    two tenants sharing GPU 0 of ``h2`` against tenant isolation; one more 1-GPU service to place."""
+    def node(name: str, gpu: str) -> dict[str, Any]:
+        return {"name": name, "gpu": gpu, "gpus": 8, "cpu": 64, "memory_gib": 512}
+
+    return problem_from_data({
+        "cluster": {"levels": ["node"], "nodes": [node("h1", "H100-SXM5-80GB"), node("h2", "H100-SXM5-80GB"),
+                                                  node("a1", "A100-SXM4-80GB")]},
+        "workloads": [
+            {"name": "job", "kind": "training", "replicas": 2, "gpus": 8, "migratable": True},
+            {"name": "sec", "replicas": 1, "gpu_fraction": 0.5, "tenant": "a", "isolation": "tenant"},
+            {"name": "pub", "replicas": 1, "gpu_fraction": 0.5, "tenant": "b"},
+            {"name": "svc", "replicas": 1, "gpus": 1, "priority": 5}],
+        "running": [{"workload": "job", "replica": 0, "node": "h1", "gpus": list(range(8))},
+                    {"workload": "job", "replica": 1, "node": "a1", "gpus": list(range(8))},
+                    {"workload": "sec", "replica": 0, "node": "h2", "gpus": [0], "fraction": 0.5},
+                    {"workload": "pub", "replica": 0, "node": "h2", "gpus": [0], "fraction": 0.5}]})
+
+
+def presets_problem(reconfigure: str) -> Problem:
+    """GPU 7 preset to seven empty 1g.10gb instances, GPUs 0-6 MIG off: three 1g.10gb replicas (they fit GPU 7)
+    and one 3g.40gb replica (it needs a GPU re-partitioned, which only ``reconfigure: allowed`` permits)."""
+    layout = [{"profile": "1g.10gb", "start": s} for s in range(7)]
+    return problem_from_data({
+        "reconfigure": reconfigure,
+        "cluster": {"levels": ["node"], "nodes": [{
+            "name": "n1", "gpu": "H100-SXM5-80GB", "gpus": 8, "cpu": 64, "memory_gib": 512,
+            "gpu_modes": [{"gpus": list(range(7)), "mode": "whole"}, {"gpus": [7], "mode": "mig", "layout": layout}]}]},
+        "workloads": [{"name": "small", "replicas": 3, "mig": "1g.10gb"},
+                      {"name": "big", "replicas": 1, "mig": "3g.40gb"}]})
+
+
 def _load(x: Path | str | Problem) -> Problem:
     return x if isinstance(x, Problem) else load_scenario(x)
 
@@ -123,7 +156,8 @@ def strategy_checks(name: str, extra: Iterable[Path | str | Problem] = (), *, ti
     -------
     list of Check
         Valid plans, determinism for a seed, empty and infeasible problems, the time limit, the JSON
-        round trip, the objective's definition and hot-spare nodes held for a gang.
+        round trip, the objective's definition, hot-spare nodes held for a gang, a running state that breaks
+        rules (it stays, nothing fails) and preset MIG instances used before any GPU is reconfigured.
     """
     opts = PlanOptions(time_limit=time_limit, seed=seed, workers=1)
     scenarios = list(extra)
@@ -185,8 +219,30 @@ def strategy_checks(name: str, extra: Iterable[Path | str | Problem] = (), *, ti
         assert {n[:2] for n in rows["gang"].spare_nodes} == rack, f"{name}: the spare is outside the gang's rack"
         assert sum(a.workload == "fill" for a in plan.assignments) == 16, f"{name}: lower priority took the spare"
 
+    def reality() -> None:
+        p = reality_problem()
+        for allow in (False, True):
+            plan = solve(p, name, PlanOptions(time_limit=time_limit, seed=seed, workers=1, allow_migration=allow,
+                                              allow_preemption=allow))
+            assert check_plan(p, plan) == [], f"{name}: invalid plan over a running state that breaks rules"
+            kept = {a.key: a.node for a in plan.assignments}
+            assert kept.get(("job", 0)) == "h1" and kept.get(("job", 1)) == "a1", f"{name}: the running gang moved"
+            assert kept.get(("svc", 0)) == "h2", f"{name}: the service was not placed on h2"
+
+    def presets() -> None:
+        for reconf, placed, changed in (("forbidden", 3, 0), ("allowed", 4, 1)):
+            p = presets_problem(reconf)
+            plan = solve(p, name, opts)
+            assert check_plan(p, plan) == [], f"{name}: invalid plan with presets ({reconf})"
+            assert len(plan.assignments) == placed, f"{name}: {len(plan.assignments)} placed with {reconf}"
+            assert plan.metrics["gpus_reconfigured"] == changed, f"{name}: reconfigured GPUs with {reconf}"
+            if reconf == "forbidden":  # allowed: the 1g replicas may join the re-partitioned GPU (1 change either way)
+                assert {a.gpus[0] for a in plan.assignments if a.workload == "small"} == {7}, \
+                    f"{name}: the 1g.10gb replicas left GPU 7's preset instances"
+
     return [Check(f"{name}:{fn.__name__}", fn)
-            for fn in (valid, deterministic, empty, infeasible, limit, round_trip, objective, spares)]
+            for fn in (valid, deterministic, empty, infeasible, limit, round_trip, objective, spares, reality,
+                       presets)]
 
 
 def check_strategy(name: str, extra: Iterable[Path | str | Problem] = (), **settings: Any) -> None:

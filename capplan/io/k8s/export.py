@@ -9,7 +9,7 @@ With a base config the new configs are added to it, keeping its standard and sit
 
 Node labels: a ``v1`` ``List`` of ``Node`` objects carrying only the ``nvidia.com/mig.config`` label.
 
-Bindings, gated-pod patches and the actions document live in :mod:`capplan.io.k8s.bindings` (re-exported here).
+Bindings, gated-pod patches and the actions document live in :mod:`capplan.io.k8s.bindings`.
 """
 
 from __future__ import annotations
@@ -22,38 +22,12 @@ from typing import Any
 
 import yaml
 
-from capplan.io.k8s.bindings import (  # re-exported: the export module's public names
-    ACTIONS_FORMAT as ACTIONS_FORMAT,
-)
-from capplan.io.k8s.bindings import (
-    SCHEDULING_GATE as SCHEDULING_GATE,
-)
-from capplan.io.k8s.bindings import (
-    actions as actions,
-)
-from capplan.io.k8s.bindings import (
-    apply_warnings as apply_warnings,
-)
-from capplan.io.k8s.bindings import (
-    bindings as bindings,
-)
-from capplan.io.k8s.bindings import (
-    gated_patches as gated_patches,
-)
-from capplan.io.k8s.bindings import (
-    owner_changes as owner_changes,
-)
-from capplan.io.k8s.bindings import (
-    pin_patch as pin_patch,
-)
-from capplan.io.k8s.bindings import (
-    route as route,
-)
 from capplan.io.k8s.labels import MIG_CONFIG
 from capplan.io.k8s.mig import parse_mig_parted
 from capplan.model.errors import InputError
 from capplan.model.plan import Plan
 from capplan.model.problem import Problem
+from capplan.placement.core.reconfig import reconfigured
 
 
 def gpu_configs(problem: Problem, plan: Plan) -> dict[str, list[dict[str, int] | None]]:
@@ -63,6 +37,7 @@ def gpu_configs(problem: Problem, plan: Plan) -> dict[str, list[dict[str, int] |
         if a.mig is not None:
             c = used[(a.node, a.gpus[0])]
             c[a.mig.profile] = c.get(a.mig.profile, 0) + 1
+    changed = set(reconfigured(problem, plan.assignments))  # presets the plan changes (reconfigure: allowed)
     out: dict[str, list[dict[str, int] | None]] = {}
     for n in problem.cluster.nodes:
         model = problem.gpu_model(n)
@@ -71,7 +46,9 @@ def gpu_configs(problem: Problem, plan: Plan) -> dict[str, list[dict[str, int] |
         per: list[dict[str, int] | None] = []
         for g in range(n.gpus):
             fixed = n.mode_of(g)
-            if fixed is not None and fixed.mode == "mig" and fixed.layout is not None:
+            if (n.name, g) in changed:
+                per.append(dict(used[(n.name, g)]) if (n.name, g) in used else None)
+            elif fixed is not None and fixed.mode == "mig" and fixed.layout is not None:
                 cfg: dict[str, int] = {}
                 for s in fixed.layout:
                     cfg[s.profile] = cfg.get(s.profile, 0) + 1
@@ -81,6 +58,50 @@ def gpu_configs(problem: Problem, plan: Plan) -> dict[str, list[dict[str, int] |
             else:
                 per.append(None)
         out[n.name] = per
+    return out
+
+
+def current_configs(problem: Problem) -> dict[str, list[dict[str, int] | None]]:
+    """Per NVIDIA MIG-capable node, per GPU, its MIG config today as the scenario knows it.
+
+    A preset MIG layout is its instances, a preset ``mig`` without a layout an empty MIG config, and a GPU
+    preset ``whole`` or ``shared``, or without a preset, MIG off (None).
+    """
+    out: dict[str, list[dict[str, int] | None]] = {}
+    for n in problem.cluster.nodes:
+        model = problem.gpu_model(n)
+        if model is None or model.vendor != "nvidia" or model.partitioning != "mig":
+            continue
+        per: list[dict[str, int] | None] = []
+        for g in range(n.gpus):
+            m = n.mode_of(g)
+            cfg: dict[str, int] | None = None
+            if m is not None and m.mode == "mig":
+                cfg = {}
+                for s in m.layout or ():
+                    cfg[s.profile] = cfg.get(s.profile, 0) + 1
+            per.append(cfg)
+        out[n.name] = per
+    return out
+
+
+def drain_warnings(problem: Problem, plan: Plan) -> list[str]:
+    """One warning per node whose MIG config the export changes while GPU pods run on it (they must go first)."""
+    now = current_configs(problem)
+    gpu_pods: dict[str, list[str]] = defaultdict(list)
+    for a in problem.running:
+        if a.gpus:
+            gpu_pods[a.node].append(f"{a.workload}[{a.replica}]")
+    out = []
+    for node, per in gpu_configs(problem, plan).items():
+        gpus = [g for g, (new, old) in enumerate(zip(per, now[node], strict=True))
+                if new != old and not (new == {} and old is None) and not (new is None and old == {})]
+        pods = gpu_pods.get(node, [])
+        if gpus and pods:
+            shown = ", ".join(pods[:5]) + (f" and {len(pods) - 5} more" if len(pods) > 5 else "")
+            out.append(f"node {node} runs GPU pods ({shown}) and its MIG config changes on GPU"
+                       f"{'s' if len(gpus) > 1 else ''} {', '.join(map(str, gpus))}: drain the node's GPU pods "
+                       "before it gets the new nvidia.com/mig.config label (mig-parted cannot re-partition a busy GPU)")
     return out
 
 

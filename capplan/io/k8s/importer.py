@@ -259,8 +259,12 @@ def import_kubernetes(
         ``(level, label key)`` pairs, outermost first.
     catalog
         GPU catalog.
-    mig_configs, keep_mig
+    mig_configs
         See :func:`capplan.io.k8s.nodes.import_nodes`.
+    keep_mig
+        Every GPU's mode today (MIG layouts, ``whole`` for MIG off) is recorded either way; with True (default)
+        the problem keeps them (``reconfigure: forbidden``), with False a plan may change them at their cost
+        (``reconfigure: allowed``: each changed GPU counts in ``metrics.gpus_reconfigured``).
     name
         Cluster name.
     sla_policy
@@ -272,7 +276,7 @@ def import_kubernetes(
     InputError
         Malformed input, naming the field (``items[3].metadata.labels["nvidia.com/gpu.product"]``).
     """
-    nodes = import_nodes(nodes_data, level_labels, catalog, mig_configs, keep_mig, name)
+    nodes = import_nodes(nodes_data, level_labels, catalog, mig_configs, name)
     warnings = list(nodes.warnings)
     pods = collect_pods(pods_data, level_labels, warnings) if pods_data is not None else []
     known = nodes.cluster.node_index
@@ -288,7 +292,8 @@ def import_kubernetes(
     )
     try:
         problem = Problem.model_validate(
-            {"cluster": nodes.cluster, "workloads": workloads, "catalog": catalog}
+            {"cluster": nodes.cluster, "workloads": workloads, "catalog": catalog,
+             "reconfigure": "forbidden" if keep_mig else "allowed"}
         )
     except ValidationError as exc:
         raise input_error_from(exc, "workloads") from None

@@ -69,11 +69,6 @@ def _modes(layouts: Sequence[tuple[MigSlot, ...] | None]) -> tuple[GpuMode, ...]
     )
 
 
-def relaxed(modes: tuple[GpuMode, ...]) -> tuple[GpuMode, ...]:
-    """Today's MIG layouts alone (MIG-disabled GPUs left for the planner to choose)."""
-    return tuple(m for m in modes if m.mode != "whole")
-
-
 def node_taints(item: dict[str, Any], path: str) -> tuple[Taint, ...]:
     """``spec.taints`` of a Node (``timeAdded`` dropped)."""
     raw = L.mapping(item.get("spec"), f"{path}.spec").get("taints") or []
@@ -305,27 +300,11 @@ class _NodeReader:
         return model, len(layouts), _modes(layouts), facts
 
 
-def _planned(today: Sequence[Node], keep_mig: bool) -> tuple[Node, ...]:
-    """The nodes to plan: with ``keep_mig`` every GPU keeps today's mode (MIG off is ``whole``), so
-    nothing is re-partitioned; without it the modes are dropped and the planner may choose.
-
-    A single-strategy node keeps its MIG layouts even without ``keep_mig``: its MIG devices are what
-    its pods call ``nvidia.com/gpu``, and capplan never re-partitions such a node.
-    """
-    if keep_mig:
-        return tuple(today)
-    return tuple(
-        n.model_copy(update={"gpu_modes": relaxed(n.gpu_modes) if n.mig_strategy == "single" else ()})
-        for n in today
-    )
-
-
 def import_nodes(
     data: Any,
     level_labels: Sequence[tuple[str, str]],
     catalog: Catalog,
     mig_configs: Mapping[str, list[dict[str, Any]]] | None = None,
-    keep_mig: bool = True,
     name: str = "kubernetes",
 ) -> NodesResult:
     """Build a :class:`~capplan.model.problem.Cluster` from ``kubectl get nodes -o json`` data.
@@ -341,10 +320,6 @@ def import_nodes(
     mig_configs
         Optional nvidia-mig-parted configs (by name) to read exact per-GPU layouts from the
         ``nvidia.com/mig.config`` label; otherwise standard names or the count labels are used.
-    keep_mig
-        Keep today's mode of every GPU as preset ``gpu_modes`` (default): MIG/partition layouts,
-        and ``whole`` for GPUs with MIG off; with False the planner may re-partition every GPU
-        except those of ``single``-strategy nodes.
     name
         Cluster name.
     """
@@ -395,6 +370,6 @@ def import_nodes(
         nodes=tuple(Node(path=p, **s) for s, p in zip(specs, paths, strict=True)),
     )
     reader.finish()
-    nodes = _planned(today.nodes, keep_mig)
-    cluster = Cluster(name=name, levels=levels, domains=tuple(domains), nodes=nodes)
-    return NodesResult(cluster=cluster, facts=facts, today=today, warnings=warnings)
+    # Every GPU keeps today's mode (MIG layouts, ``whole`` for MIG off): whether a plan may change one is the
+    # problem's ``reconfigure`` switch (import_kubernetes), priced as a reconfigured GPU.
+    return NodesResult(cluster=today, facts=facts, today=today, warnings=warnings)

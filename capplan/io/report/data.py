@@ -21,6 +21,7 @@ from capplan.model.plan import Assignment, Plan
 from capplan.model.problem import Node, Problem
 from capplan.model.units import UNITS_PER_GPU
 from capplan.model.validate import check_assignments, check_plan
+from capplan.placement.core.reconfig import reconfigured
 from capplan.placement.core.state import ClusterState
 from capplan.placement.core.summary import describe_demand, eligible_units, node_types, placed_units
 
@@ -91,6 +92,7 @@ def build_report(p: Problem, plan: Plan, prices: Prices | None = None, timeline:
     assignments = list(plan.assignments)
     state = ClusterState.with_assignments(p, assignments)
     views = gpu_views(p, assignments, state)
+    changed = set(reconfigured(p, assignments))  # GPUs whose preset mode or MIG layout the plan changes
     cl = p.cluster
     tenants = sorted({w.tenant for w in p.workloads})
     t_index = {t: k for k, t in enumerate(tenants)}
@@ -119,8 +121,9 @@ def build_report(p: Problem, plan: Plan, prices: Prices | None = None, timeline:
                    "gpus": n.gpus, "path": list(n.path), "cpu": n.cpu_milli / 1000,
                    "memory_gib": round(n.memory_mib / 1024, 1)} for n in cl.nodes],
         "assignments": [_assignment_row(p, a, timeline, k, lanes) for k, a in enumerate(drawn)],
-        "cells": [[_cell(v, key_to_row, assignments, _preset(n, v.gpu)) for v in row]
+        "cells": [[_cell(v, key_to_row, assignments, _preset(n, v.gpu), (n.name, v.gpu) in changed) for v in row]
                   for n, row in zip(cl.nodes, views, strict=True)],
+        "reconfigured": {"gpus": len(changed), "nodes": sorted({x for x, _ in changed})},
         "stranded_reasons": STRANDED_TEXT,
         "tree": _tree(p),
         "currency": prices.currency,
@@ -195,11 +198,11 @@ def _time_lanes(p: Problem, tl: Timeline) -> dict[int, tuple[float, float]]:
 
 
 def _cell(v: GpuView, key_to_row: dict[tuple[str, int], int], assignments: list[Assignment],
-          preset: str) -> list[Any]:
-    """One GPU: [mode, [[row, x0, x1, y0, y1]...], idle rects, stranded rects, reason, preset mode]."""
+          preset: str, changed: bool = False) -> list[Any]:
+    """One GPU: [mode, [[row, x0, x1, y0, y1]...], idle rects, stranded rects, reason, preset mode, reconfigured]."""
     used = [[key_to_row[assignments[k].key], *(_r(c) for c in rect)] for k, rect in v.used]
     return [_MODE[v.mode], used, [[_r(c) for c in r] for r in v.idle],
-            [[_r(c) for c in r] for r in v.stranded], v.reason, preset]
+            [[_r(c) for c in r] for r in v.stranded], v.reason, preset, int(changed)]
 
 
 def _preset(n: Node, g: int) -> str:

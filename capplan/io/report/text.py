@@ -58,6 +58,11 @@ def render_text(data: dict[str, Any], width: int = 100) -> str:
              f"({cur}{cost['per_month']['stranded']:,.0f} stranded)"
              + (f" · unpriced: {cost['unpriced_gpus']:,} GPUs ({', '.join(cost['unpriced_models'])})"
                 if cost.get("unpriced_gpus") else ""), ""]
+    rc = data.get("reconfigured") or {}
+    if rc.get("gpus"):
+        many = "GPUs change" if rc["gpus"] != 1 else "GPU changes"
+        lines.insert(-1, f"reconfigured: {rc['gpus']} {many} mode or MIG layout; drain "
+                         f"{', '.join(rc['nodes'])} before applying")
     if "horizon" in cost:
         hz = cost["horizon"]
         lines.insert(-1, f"over the horizon ({hz['hours']:g} h): {_gpus(hz['gpu_hours'])} GPU-hours scheduled, "
@@ -75,6 +80,9 @@ def render_text(data: dict[str, Any], width: int = 100) -> str:
         room = max(8, width - len(head) - 12)
         chunks = [row[k:k + room] for k in range(0, len(row), room)] or ["(no GPUs)"]
         spare = f"  spare for {n['spare_for']}" if n.get("spare_for") else ""
+        changed = [str(g) for g, c in enumerate(cells[i]) if len(c) > 6 and c[6]]
+        if changed:
+            spare += f"  reconfigures GPU{'s' if len(changed) > 1 else ''} {', '.join(changed)} (drain first)"
         lines.append(f"{head}{chunks[0]}  {used}/{n['gpus']} in use{spare}" if n["gpus"] else f"{head}(no GPUs)")
         lines.extend(" " * len(head) + c for c in chunks[1:])
 

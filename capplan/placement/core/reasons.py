@@ -108,6 +108,45 @@ def taint_reason(p: Problem, w: Workload, what: str) -> str | None:
             "add a matching toleration (tolerations:) or remove the taint")
 
 
+def strategy_note(p: Problem, w: Workload) -> str:
+    """``; ...``: why nodes whose GPU model offers ``w``'s MIG profile are still not eligible (the MIG strategy).
+
+    Empty when no such node exists. Names ``mig_strategy: single`` with MIG off, a single node preset to
+    another profile, and a request whose strategy differs from the node's.
+    """
+    if w.mig is None:
+        return ""
+    off: list[str] = []
+    other: list[str] = []
+    mismatch: list[str] = []
+    for n in p.cluster.nodes:
+        d = p.model_demand(w, n.gpu_model if n.gpus else None)
+        if d is None or d.kind != "mig" or p.can_host(w, n) is not None:
+            continue
+        if n.mig_strategy == "single" and n.single_profile is None:
+            off.append(n.name)
+        elif n.mig_strategy == "single" and w.mig_strategy == "single":
+            other.append(n.name)
+        else:
+            mismatch.append(n.name)
+
+    def names(xs: list[str]) -> str:
+        return ", ".join(xs[:3]) + (f" and {len(xs) - 3} more" if len(xs) > 3 else "")
+
+    parts = []
+    if off:
+        parts.append(f"{len(off)} node(s) whose GPU model has the profile ({names(off)}) use mig_strategy single "
+                     "(nvidia.com/mig.strategy=single) with MIG off: enable MIG there with one profile for every "
+                     "GPU, or switch them to the mixed strategy")
+    if other:
+        parts.append(f"{len(other)} single-strategy node(s) ({names(other)}) are preset to another profile")
+    if mismatch:
+        node_side = "single" if w.mig_strategy == "mixed" else "mixed"
+        parts.append(f"{len(mismatch)} node(s) ({names(mismatch)}) use mig_strategy {node_side}, whose MIG devices "
+                     f"do not serve a {w.mig_strategy}-strategy request")
+    return "".join(f"; {x}" for x in parts)
+
+
 def _ever_fits(st: ClusterState, w: Workload) -> str | None:
     """Reason no node could host one replica even when empty, or None."""
     p = st.p
@@ -124,7 +163,8 @@ def _ever_fits(st: ClusterState, w: Workload) -> str | None:
             biggest = max(n.gpus for n in p.cluster.nodes)
             if w.gpus > biggest:
                 return f"GPU model: needs {what} on one node; the largest node has {biggest} GPUs"
-        return f"GPU model: needs {what}; no node offers it (cluster GPU models: {', '.join(models) or 'none'})"
+        return (f"GPU model: needs {what}; no node offers it (cluster GPU models: {', '.join(models) or 'none'})"
+                f"{strategy_note(p, w)}")
     if int(st.cpu_cap[idx].max()) < w.cpu_milli:
         return (f"host CPU: needs {w.cpu:g} cores per replica; the largest eligible node has "
                 f"{st.cpu_cap[idx].max() / MILLI:g}")
@@ -167,6 +207,29 @@ def _room_in_domain(st: ClusterState, w: Workload, nodes: list[int]) -> int:
     return len(done)
 
 
+def _one_model_in_domains(st: ClusterState, w: Workload, lvl: str, what: str) -> str:
+    """The one-model reason when some ``lvl`` domain has room for the gang only across GPU models, else ``""``."""
+    best_one, best_mixed, best_dom = 0, 0, ""
+    for (level, dom), nodes in st.domain_nodes.items():
+        if level != lvl:
+            continue
+        members = [int(i) for i in nodes]
+        by_model: dict[str | None, list[int]] = defaultdict(list)
+        for i in members:
+            by_model[st.model_of[i]].append(i)
+        one = max((_room_in_domain(st, w, ns) for ns in by_model.values()), default=0)
+        best_one = max(best_one, one)
+        if one < w.replicas and len(by_model) > 1:
+            room = _room_in_domain(st, w, members)
+            if room > best_mixed:
+                best_mixed, best_dom = room, dom
+    if best_one >= w.replicas or best_mixed < w.replicas:
+        return ""
+    return (f"one GPU model per gang: needs {w.replicas} x {what} on one GPU model in one {lvl}; {lvl} {best_dom} "
+            f"has room for {best_mixed} across GPU models, no {lvl} for more than {best_one} on one model "
+            "(set mixed_models: true to allow mixing)")
+
+
 #: Text per constraint family a node check can rule out, shared with the fleet-scale explanations.
 FAMILY_TEXT = {k: FAMILIES[k].blocked for k in ("quota", "cpu", "memory", "gpu", "isolation", "power")}
 
@@ -194,6 +257,10 @@ def explain(st: ClusterState, w: Workload, missing: int, holdings: Holdings | No
         return holdings.competing(w, _models_of(st, idx), family) if holdings is not None else ""
 
     lvl = w.topology.required
+    if lvl and lvl != "node" and w.replicas > 1 and w.one_model:
+        mixed = _one_model_in_domains(st, w, lvl, what)
+        if mixed:
+            return mixed + held("gpu")
     if lvl and lvl != "node" and w.replicas > 1:
         best, best_dom = 0, ""
         for (level, dom), nodes in st.domain_nodes.items():
@@ -253,7 +320,7 @@ def explain_fast(st: ClusterState, w: Workload, missing: int, idx: np.ndarray,
         if w.gpus is not None and st.gpu_count.size and w.gpus > int(st.gpu_count.max()):
             return f"GPU model: needs {what} on one node; the largest node has {int(st.gpu_count.max())} GPUs"
         listed = ", ".join(sorted(m for m in st.model_names if m)) or "none"
-        return f"GPU model: needs {what}; no node offers it (cluster GPU models: {listed})"
+        return f"GPU model: needs {what}; no node offers it (cluster GPU models: {listed}){strategy_note(p, w)}"
     biggest = int(st.cpu_cap[idx].max())
     if biggest < w.cpu_milli:
         return f"host CPU: needs {w.cpu:g} cores per replica; the largest eligible node has {biggest / MILLI:g}"

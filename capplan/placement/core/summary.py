@@ -170,6 +170,7 @@ def summary_text(p: Problem, plan: Plan, more_hint: str = "the plan's `unplaced`
                  f"({m.get('allocation_pct', 0):.2f}%), CPU {m.get('cpu_allocation_pct', 0):.1f}% allocated")
     if plan.metrics.get("warning"):
         lines.append(f"  warning: {plan.metrics['warning']}")
+    lines.extend(change_lines(p, plan))
     lines.extend(goodput_lines(plan))
     if plan.unplaced:
         causes = group_unplaced((u.workload, len(u.replicas), u.reason) for u in plan.unplaced)
@@ -182,6 +183,22 @@ def summary_text(p: Problem, plan: Plan, more_hint: str = "the plan's `unplaced`
     for mg in plan.migrations:
         lines.append(f"  migrate {mg.workload}[{mg.replica}] {mg.from_node} -> {mg.to_node}: {mg.reason}")
     return "\n".join(lines)
+
+
+def change_lines(p: Problem, plan: Plan) -> list[str]:
+    """``reconfigured: N GPUs ...``: the GPUs whose preset mode or MIG layout the plan changes, and the nodes to drain.
+
+    Said whenever a GPU changes, and with ``reconfigure: allowed`` also when none does.
+    """
+    n = int(plan.metrics.get("gpus_reconfigured", 0) or 0)
+    if not n and p.reconfigure != "allowed":
+        return []
+    if not n:
+        return ["  reconfigured: 0 GPUs (every preset mode and MIG layout is kept)"]
+    drain = list(plan.metrics.get("nodes_to_drain", []))
+    shown = ", ".join(drain[:8]) + (f" and {len(drain) - 8} more" if len(drain) > 8 else "")
+    return [f"  reconfigured: {n} GPU{'s change' if n != 1 else ' changes'} mode or MIG layout; drain "
+            f"{len(drain)} node{'s' if len(drain) != 1 else ''} before applying: {shown}"]
 
 
 def goodput_lines(plan: Plan) -> list[str]:

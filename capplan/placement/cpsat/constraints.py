@@ -132,6 +132,11 @@ def _presence(pm: PlacementModel, items: list[tuple[Workload, Any, int]], runs: 
     tenants = sorted({w.tenant for w, _, _ in items} | {r.w.tenant for r in runs})
     if len(tenants) < 2 or not any(w.isolation == iso for w, _, _ in items) | any(r.w.isolation == iso for r in runs):
         return
+    pinned = [r for r in runs if isinstance(pm.run_keep(r), int)]
+    if len({r.w.tenant for r in pinned}) > 1 and any(r.w.isolation == iso for r in pinned):
+        for _, v, _ in items:  # the running state breaks isolation here: it stays, and nothing new joins it
+            pm.m.add(v == 0)
+        return
     pres = {t: pm.m.new_bool_var(f"tenant[{t}]") for t in tenants}
     isolated = pm.m.new_bool_var("isolated")
     for w, v, ub in items:

@@ -121,7 +121,11 @@ def held_expr(pm: PlacementModel) -> Any:
 
 
 def _shape(pm: PlacementModel) -> Any:
-    """Preferred-topology spans (dominant) plus fragmentation: nodes touched and busy GPUs."""
+    """Preferred-topology spans (dominant), then GPUs newly carved into MIG instances, then fragmentation.
+
+    A GPU carved anew is one of a class without a preset layout holding instances; preset instances
+    cost nothing here, so the plan uses them before it partitions another GPU (docs/placement-model.md).
+    """
     cl = pm.p.cluster
     gmax = max((n.gpus for n in cl.nodes), default=0)
     touched = {}
@@ -150,7 +154,10 @@ def _shape(pm: PlacementModel) -> Any:
                 doms[d] = pm.m.new_bool_var(f"span[{w.name},{d}]")
             pm.m.add(doms[d] >= pm.run_keep(r))
         spans.extend(doms.values())
-    return sum(spans, 0) * frag_range + frag
+    # GPUs given a MIG layout they do not have (no preset layout): preset instances are used first
+    carved = [k.var for ks in pm.mig.values() for k in ks if k.src is None and sum(k.layout) > 0]
+    carve_range = (cl.gpus_total + 1) * frag_range
+    return sum(spans, 0) * carve_range + sum(carved, 0) * frag_range + frag
 
 
 def fix_at_ceiling(pm: PlacementModel, st: Stage) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from capplan.io.k8s.export import actions, apply_warnings, bindings, gated_patches
+from capplan.io.k8s.bindings import actions, apply_warnings, bindings, gated_patches
 from capplan.io.k8s.importer import import_kubernetes
 from capplan.io.k8s.pods import SlaPolicy
 from capplan.model.catalog import load_catalog

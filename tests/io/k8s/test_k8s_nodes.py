@@ -111,14 +111,6 @@ def test_sample_nodes(nodes_doc: dict[str, Any]) -> None:
     assert len(unlabelled) == 1 and unlabelled[0].startswith("1 node(s)") and "its own rack" in unlabelled[0]
 
 
-def test_reconfigure_drops_layouts(nodes_doc: dict[str, Any]) -> None:
-    """With keep_mig=False only single-strategy nodes keep preset modes; today's layouts stay in `today`."""
-    res = import_nodes(nodes_doc, LEVELS, load_catalog(), keep_mig=False)
-    assert all(n.gpu_modes == () for n in res.cluster.nodes if n.mig_strategy != "single")
-    assert all(n.single_profile == "1g.5gb" for n in res.cluster.nodes if n.mig_strategy == "single")
-    assert all(len(n.gpu_modes) == n.gpus for n in res.today.nodes)  # every GPU's mode today
-
-
 def test_mig_off_gpus_are_recorded_whole(nodes_doc: dict[str, Any]) -> None:
     """Every GPU of every imported node has a mode: a MIG request cannot carve a GPU whose MIG is off."""
     res = import_nodes(nodes_doc, LEVELS, load_catalog())

@@ -241,7 +241,7 @@ def test_round_trip(tmp_path: Path, style: str) -> None:
 
 def test_affinity_patch_adds_to_existing_terms() -> None:
     """--patch affinity keeps every existing term and adds the hostname to each (allowed on gated pods)."""
-    from capplan.io.k8s.export import pin_patch
+    from capplan.io.k8s.bindings import pin_patch
 
     terms = [
         {"matchExpressions": [
@@ -260,7 +260,8 @@ def test_affinity_patch_adds_to_existing_terms() -> None:
 
 
 def test_mig_config_of_plan(tmp_path: Path) -> None:
-    """A plan that puts MIG slices on an H100 (--reconfigure-mig) turns that GPU's MIG on in the exported config."""
+    """A plan that puts MIG slices on an H100 (--reconfigure-mig: today's modes kept, changes allowed at their cost)
+    turns that GPU's MIG on in the exported config and counts it as reconfigured."""
     nodes = json.loads((DATA / "nodes.json").read_text())
     kept = import_kubernetes(nodes, None, LEVELS, load_catalog()).problem
     kept = kept.replace(
@@ -272,7 +273,10 @@ def test_mig_config_of_plan(tmp_path: Path) -> None:
     p = p.replace(
         workloads=({"name": "x", "mig": "3g.40gb", "replicas": 2, "gpu_models": ["H100-SXM5-80GB"]},)
     )
+    assert p.reconfigure == "allowed" and all(len(n.gpu_modes) == n.gpus for n in p.cluster.nodes)
     plan = solve(p, "greedy")
+    # the two instances share one GPU: one GPU changes from whole to MIG, and its node is drained
+    assert plan.metrics["gpus_reconfigured"] == 1 and plan.metrics["nodes_to_drain"] == [plan.assignments[0].node]
     from capplan.io.k8s.export import mig_parted
 
     cfg, labels = mig_parted(p, plan)

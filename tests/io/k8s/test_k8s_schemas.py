@@ -220,7 +220,7 @@ def test_checker_catches_the_reported_defects() -> None:
 def test_pod_and_node_lists_are_valid_objects(sample: tuple[Problem, dict[str, Any]]) -> None:
     """The Binding and node-label Lists hold v1 objects with valid metadata; each Binding passes the pods/binding
     rules of the API server (core/v1 ``Binding``: ``target`` an ObjectReference to a Node by name)."""
-    from capplan.io.k8s.export import bindings
+    from capplan.io.k8s.bindings import bindings
 
     problem, meta = sample
     plan = solve(problem, "greedy")

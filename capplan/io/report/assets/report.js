@@ -79,7 +79,7 @@
   function full(r) { return r[0] === 0 && r[1] === 1 && r[2] === 0 && r[3] === 1; }
   function cellHtml(ni, gi, c, model) {
     var mode = c[0], mig = mode === 2 || (mode === 0 && c[5] === "mig");
-    var cls = "g" + (mig ? " mig" : mode === 3 ? " shared" : "") + (c[5] ? " preset" : "");
+    var cls = "g" + (mig ? " mig" : mode === 3 ? " shared" : "") + (c[5] ? " preset" : "") + (c[6] ? " reconf" : "");
     var at = ' data-n="' + ni + '" data-g="' + gi + '"' + (mig && model ? ' style="--sl:' + model.slices + '"' : "");
     /* a GPU held whole by one replica, or wholly free, is drawn by the cell itself (half the elements) */
     if (c[1].length === 1 && !c[2].length && !c[3].length && full(c[1][0].slice(1))) {
@@ -197,6 +197,9 @@
     }
     if (document.querySelector("#map .preset")) {
       items.push('<span class="li"><span class="sw preset"></span>preset MIG / share layout</span>');
+    }
+    if (document.querySelector("#map .reconf")) {
+      items.push('<span class="li"><span class="sw reconf"></span>reconfigured (drain the node first)</span>');
     }
     document.getElementById("legend").innerHTML = items.join("");
   }
