@@ -92,6 +92,8 @@ def summary_data(p: Problem, plan: Plan, exit_code: int, scenario: str, output: 
                      "by_reason": [_cause(c) for c in causes]},
         "unpriced": {"gpus": count, "models": models},
         "evictions": len(plan.evictions), "migrations": len(plan.migrations),
+        "gpus_reconfigured": m.get("gpus_reconfigured", 0), "nodes_to_drain": list(m.get("nodes_to_drain", [])),
+        "running_breaks": list(m.get("running_breaks", [])),
     }
 
 

@@ -339,22 +339,6 @@ def check_taints(p: Problem, assignments: Iterable[Assignment]) -> list[str]:
     return v
 
 
-def running_taint_warnings(p: Problem) -> list[str]:
-    """Running replicas on nodes with a hard taint they do not tolerate: accepted as running state, named here."""
-    v: list[str] = []
-    nodes = {n.name: n for n in p.cluster.nodes if n.taints}
-    for a in p.running:
-        node = nodes.get(a.node)
-        if node is None or a.workload not in p.workload_index:
-            continue
-        w = p.workload(a.workload)
-        bad = [t for t in node.taints if t.effect in ("NoSchedule", "NoExecute") and not _tolerated(t, w.tolerations)]
-        if bad:
-            v.append(f"running replica {w.name}[{a.replica}] on {node.name} does not tolerate taint {bad[0]}; "
-                     "kept as running state (new replicas never land there)")
-    return v
-
-
 def running_breaks(p: Problem, w: Workload) -> tuple[bool, bool]:
     """Whether ``w``'s running replicas alone span GPU models (a gang without ``mixed_models``) and required domains.
 

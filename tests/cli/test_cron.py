@@ -101,6 +101,8 @@ def test_summary_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert s["unplaced"]["replicas"] == sum(len(u.replicas) for u in plan.unplaced) > 0
     assert sum(c["replicas"] for c in s["unplaced"]["by_reason"]) == s["unplaced"]["replicas"]
     assert 0 < s["wall_seconds"] < 60 and set(s["unpriced"]) == {"gpus", "models"}
+    assert s["gpus_reconfigured"] == plan.metrics["gpus_reconfigured"] == 0 and s["nodes_to_drain"] == []
+    assert s["running_breaks"] == []
     assert [p.name for p in summary.parent.iterdir()] == ["summary.json"]
 
 

@@ -12,8 +12,9 @@ from capplan.io.scenario import dump_scenario, problem_from_data
 from capplan.model.plan import Plan
 from capplan.model.problem import Problem, Taint, Toleration, untolerated
 from capplan.model.validate import check_plan
-from capplan.model.validate_rules import check_taints, running_taint_warnings
+from capplan.model.validate_rules import check_taints
 from capplan.placement import solve
+from capplan.placement.core.reality import running_breaks
 from capplan.placement.strategies import STRATEGIES
 
 GPU = Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
@@ -124,12 +125,13 @@ def test_running_replica_on_untolerated_node_is_running_state() -> None:
     """A replica running where its taint is not tolerated (the taint came later) stays, with a warning, in
     plans and schedules; new replicas of the same workload still never land there."""
     p = _problem(running=[{"workload": "none", "replica": 0, "node": "gpu-0", "gpus": [7]}])
-    assert running_taint_warnings(p) == [
-        "running replica none[0] on gpu-0 does not tolerate taint nvidia.com/gpu=present:NoSchedule; kept as "
-        "running state (new replicas never land there)"]
+    assert [(b.rule, b.message) for b in running_breaks(p)] == [(
+        "taint", "running replica none[0] on gpu-0 does not tolerate taint nvidia.com/gpu=present:NoSchedule; it "
+        "stays as it runs (new replicas never land there)")]
     for strategy in sorted(STRATEGIES):
         plan = solve(p, strategy, time_limit=10, seed=0)
         assert any(a.workload == "none" and a.node == "gpu-0" for a in plan.assignments), strategy
+        assert any("does not tolerate taint" in m for m in plan.metrics["running_breaks"]), strategy
     p2 = p.replace(workloads=tuple(w.model_copy(update={"duration": 3600}) for w in p.workloads),
                    schedule={"horizon": 7200, "step": 600})
     for strategy in ("heuristic", "cpsat"):

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from capplan.model.plan import Assignment
-from capplan.model.problem import Problem, Workload
+from capplan.model.problem import Problem, Workload, untolerated
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Break:
     """One rule the running state breaks: the workloads involved and a sentence naming them."""
 
     workloads: tuple[str, ...]
-    rule: str  # "gang", "one_model", "topology" or "isolation" (keys of capplan.model.families.FAMILIES)
+    rule: str  # "gang", "one_model", "topology", "isolation" or "taint" (keys of capplan.model.families.FAMILIES)
     message: str
 
 
@@ -63,6 +63,24 @@ def running_breaks(p: Problem) -> list[Break]:
                                  f"running replicas of {w.name} span {lvl}s {doms} although it requires one "
                                  f"{lvl}; they stay as they run"))
     out.extend(_isolation_breaks(p))
+    out.extend(_taint_breaks(p))
+    return out
+
+
+def _taint_breaks(p: Problem) -> list[Break]:
+    """Running replicas on nodes with a hard taint they do not tolerate (the taint came later): they stay, the
+    rule binds new replicas only; nothing is lifted, as the occupancy state and the validator exempt running ones."""
+    nodes = {n.name: n for n in p.cluster.nodes if n.taints}
+    out: list[Break] = []
+    for a in p.running:
+        node = nodes.get(a.node)
+        if node is None or a.workload not in p.workload_index:
+            continue
+        bad = untolerated(node.taints, p.workload(a.workload).tolerations)
+        if bad:
+            out.append(Break((a.workload,), "taint",
+                             f"running replica {a.workload}[{a.replica}] on {node.name} does not tolerate taint "
+                             f"{bad[0]}; it stays as it runs (new replicas never land there)"))
     return out
 
 
@@ -105,6 +123,8 @@ def planning_problem(p: Problem) -> tuple[Problem, list[Break]]:
         return p, []
     changes: dict[str, dict[str, object]] = defaultdict(dict)
     for b in breaks:
+        if b.rule == "taint":  # binds new replicas only: nothing to pin or lift
+            continue
         for name in b.workloads:
             changes[name]["migratable"] = False
             if b.rule not in ("one_model", "gang"):  # a gang is evicted whole or not at all: the rule holds
