@@ -288,3 +288,27 @@ def test_gang_that_fits_only_across_models_in_its_rack_is_told_so() -> None:
     for name in ("greedy", "cpsat"):
         (u,) = solve(p, name, OPTS).unplaced
         assert u.reason.startswith("one GPU model per gang") and "mixed_models: true" in u.reason, u.reason
+
+
+def test_explain_keeps_running_breaks_in_place() -> None:
+    """`capplan explain` on the broken-isolation case: the running replicas that break a rule stay where they run,
+    so sec is told which workload holds its only room (not that the plan was suboptimal), and iso that the broken
+    running state leaves it nowhere."""
+    from capplan.placement.cpsat.explain import explain_workload
+
+    node = {"gpu": "A100-SXM4-80GB", "gpus": 2, "cpu": 64, "memory_gib": 512}
+    mig = {"profile": "1g.10gb", "start": 0}
+    p = problem_from_data({"cluster": {"levels": ["rack", "node"], "racks": [
+        {"name": "r1", "nodes": [{"name": "a1", **node}]}, {"name": "r2", "nodes": [{"name": "a2", **node}]}]},
+        "workloads": [ISO[0], {**ISO[1], "replicas": 3},
+                      {"name": "iso", "replicas": 2, "gpu_fraction": 0.25, "tenant": "c", "isolation": "node",
+                       "cpu": 1, "memory_gib": 1}],
+        "running": [{"workload": "sec", "replica": 0, "node": "a1", "gpus": [0], "mig": mig},
+                    {"workload": "sec", "replica": 1, "node": "a2", "gpus": [0], "mig": mig},
+                    {"workload": "other", "replica": 0, "node": "a1", "gpus": [0], "mig": {**mig, "start": 1}},
+                    {"workload": "iso", "replica": 0, "node": "a2", "gpus": [1], "fraction": 0.25}]})
+    plan = solve(p, "cpsat", OPTS)
+    sec = explain_workload(p, "sec", plan, OPTS)
+    assert "not optimal" not in sec.message and sec.competitors == (("other", 2),), sec.message
+    iso = explain_workload(p, "iso", plan, OPTS)
+    assert "stay where they run against a rule" in iso.message and "not optimal" not in iso.message, iso.message

@@ -6,7 +6,8 @@ Two questions are asked of the model, in order:
    is infeasible, each constraint family is relaxed in turn; the families whose removal makes it
    feasible are the blockers, and a second solve (all-or-nothing relaxed) says by how much:
    "needs 4 x 8 GPUs in one rack; at most 2 fit in one rack".
-2. *Who is in the way?* With everything else on the cluster too (running replicas free to move),
+2. *Who is in the way?* With everything else on the cluster too (running replicas free to move, except
+   those whose running state breaks a rule: they stay, as in the plan),
    the workload is forced in and the displacement of the others from their planned counts is
    minimised, lower priorities first. The answer names the workloads that would have to give
    way: "would fit if 3 replicas of notebooks (priority 1, preemptible, running) were preempted".
@@ -24,6 +25,7 @@ from capplan.model.plan import Plan
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import units_to_gpus
 from capplan.placement.core.options import PlanOptions
+from capplan.placement.core.reality import planning_problem
 from capplan.placement.core.summary import describe_demand
 from capplan.placement.cpsat.constraints import FAMILIES as COMPONENTS
 from capplan.placement.cpsat.constraints import FAMILY_OF, add_all, placed_count
@@ -113,7 +115,11 @@ def _competition(p: Problem, w: Workload, plan: Plan, options: PlanOptions, limi
     count: dict[str, int] = {}
     for a in plan.assignments:
         count[a.workload] = count.get(a.workload, 0) + 1
-    q = p.replace(running=())
+    # Running replicas are free to move, except those of workloads whose running state breaks a rule (running
+    # state is reality, core/reality.py): they stay where they run, as in the plan.
+    q, breaks = planning_problem(p)
+    pinned = {n for b in breaks if b.rule != "taint" for n in b.workloads}
+    q = q.replace(running=tuple(a for a in p.running if a.workload in pinned))
     pm = PlacementModel(build_index(q, options))
     add_all(pm)
     pm.m.add(placed_count(pm, w) == w.replicas)
@@ -133,6 +139,11 @@ def _competition(p: Problem, w: Workload, plan: Plan, options: PlanOptions, limi
     placed = count.get(w.name, 0)
     what = describe_demand(p, w)
     need = f"{w.replicas} x {what} ({units_to_gpus(w.replicas * p.replica_value(w)):g} GPUs)"
+    if st == cp_model.INFEASIBLE and pinned:
+        return Explanation(w.name, w.replicas, placed, ("capacity",),
+                           f"capacity: needs {need}; no arrangement places it while the running replicas of "
+                           f"{', '.join(sorted(pinned))} stay where they run against a rule (running state; "
+                           "they take the room it could use)")
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return Explanation(w.name, w.replicas, placed, (),
                            f"capacity: needs {need}; no arrangement with it placed was found within {limit:g} s")
