@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-wait", type=int, default=600, help="only pods waiting longer count (seconds)")
     ap.add_argument("--max-ticks", type=int, default=None, help="stop sampling after this many ticks")
     ap.add_argument("--quick", action="store_true", help="--max-ticks 60")
+    ap.add_argument("--progress", type=int, default=0, metavar="N", help="a line on stderr every N ticks")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
     from capplan.bench.eta import alibaba_queues, error_stats, relative_errors, run_eta
@@ -66,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     t0, c0 = time.perf_counter(), time.process_time()
     tr = load_replay(read_nodes(args.nodes), read_pods(args.pods), args.fleet_fraction, args.fleet_seed)
     queues, queue_of = alibaba_queues(tr, QUEUES, args.seed)
-    run = run_eta(tr, queues, queue_of, every, sigmas, args.seed, args.half_life, args.window, max_ticks)
+    run = run_eta(tr, queues, queue_of, every, sigmas, args.seed, args.half_life, args.window, max_ticks,
+                  progress=args.progress)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     waits = run.start - tr.arrival
     common = run.common(args.min_wait)

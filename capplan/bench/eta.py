@@ -7,8 +7,9 @@ against the replay's own state). At every re-plan tick each pending pod gets est
   that moment (the running pods on their nodes with the run time they are believed to have left,
   the pending pods with the run time the estimator sees, the queues and quotas); the estimate is the
   pod's admission time in that simulation. The run time it sees is the observed one (sigma 0) or
-  ``run time x exp(sigma z)``, ``z ~ N(0, 1)`` seeded per pod (at least 1 s); a running pod past its
-  believed run time is believed to run as long again as it has run so far.
+  ``run time x exp(sigma z)``, ``z ~ N(0, 1)`` seeded per pod (at least 1 s); a running pod is believed to
+  end at its start plus that run time, at least a minute from now (``capplan import kueue``'s rule for
+  admitted Workloads).
 * **moving average** (kueue#13159's proposal): ``now + position x mean admission interval``, per
   ClusterQueue, where ``position`` is the pod's 1-based place in its queue's pending list (Kueue's
   order) and the mean interval is taken over the queue's admissions so far, as an exponentially
@@ -22,6 +23,7 @@ over the (tick, pod) samples of pods whose wait is over ``min_wait`` (10 minutes
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -190,17 +192,15 @@ class CapplanEstimator:
 
     def estimate(self, pol: KueueAdmission) -> dict[int, float]:
         """Pending pod -> estimated start (seconds from the trace start); NaN when not admitted in the horizon."""
+        from capplan.io.k8s.kueue import MIN_LEFT_S
         from capplan.model.timing import RunningEnd
         from capplan.placement.schedule import schedule
 
         t0 = time.perf_counter()
         sim = pol.sim
         running = [i for _, i in sim.ends]
-        ends = {}
-        for i in running:
-            ran = sim.t - int(sim.start[i])
-            left = int(self.known[i]) - ran
-            ends[i] = left if left > 0 else max(1, ran)
+        # as ``capplan import kueue`` does: admission + run time - now, at least MIN_LEFT_S
+        ends = {i: max(MIN_LEFT_S, int(sim.start[i]) + int(self.known[i]) - sim.t) for i in running}
         queue = [i for q in pol.pending for i in q]
         horizon = max(ends.values(), default=0) + sum(int(self.known[i]) for i in queue) + 1
         step = max(1, -(-horizon // MAX_STEPS))
@@ -243,12 +243,14 @@ class EtaRun:
 
 
 def run_eta(tr: ReplayTrace, queues: Sequence[QueueSpec], queue_of: IntArr, every: int, sigmas: Sequence[float],
-            seed: int, half_life: float = 10.0, window: int = 20, max_ticks: int | None = None) -> EtaRun:
+            seed: int, half_life: float = 10.0, window: int = 20, max_ticks: int | None = None,
+            progress: int = 0) -> EtaRun:
     """Replay ``tr`` under Kueue's admission and collect every estimator's estimates at every tick.
 
     Estimators: ``capplan-s<sigma>`` per sigma in ``sigmas`` (``schedule --policy kueue`` with the run times
     seen with that noise, seeded with ``seed``), ``ma-ewma`` and ``ma-window`` (kueue#13159's proposal). After
-    ``max_ticks`` ticks with pending pods no more samples are taken (the replay still runs to its end).
+    ``max_ticks`` ticks with pending pods no more samples are taken (the replay still runs to its end);
+    ``progress``: a line on stderr every that many ticks (0: none).
     """
     from capplan.bench.online.frag import TypicalPods
     from capplan.bench.online.policies import BestFitPolicy, PolicyContext
@@ -266,9 +268,14 @@ def run_eta(tr: ReplayTrace, queues: Sequence[QueueSpec], queue_of: IntArr, ever
     pods: list[int] = []
     cols: dict[str, list[float]] = {n: [] for n in (*capplan, "ma-ewma", "ma-window")}
 
+    c0 = time.process_time()
+
     def on_tick(pol: KueueAdmission) -> None:
         if max_ticks is not None and pol.metrics["ticks"] > max_ticks:
             return
+        if progress and pol.metrics["ticks"] % progress == 0:
+            print(f"tick {pol.metrics['ticks']} t={pol.sim.t} pending={sum(map(len, pol.pending))} "
+                  f"cpu={time.process_time() - c0:.0f}s", file=sys.stderr, flush=True)
         for q, times in enumerate(pol.admissions):
             for t in times[seen[q]:]:
                 rates[q].add(t)
