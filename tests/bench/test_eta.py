@@ -100,11 +100,15 @@ def test_replay_quota_until_a_pod_ends() -> None:
 
 def test_run_eta_exact_on_hand_worked_queue() -> None:
     # with exact run times and no later arrivals to overtake, capplan's estimate is the start Kueue gives
-    tr = _trace([(1, 0, 1000, 1000), (2, 10, 500, 1000), (1, 20, 300, 1000)])
+    # (the ends fall on ticks' minute grid: a running pod is believed to have at least a minute left)
+    tr = _trace([(1, 0, 1020, 1000), (2, 10, 540, 1000), (1, 20, 300, 1000)])
     run = run_eta(tr, [QueueSpec("q", "StrictFIFO", 2)], np.zeros(3, dtype=np.int64), 60, [0.0], seed=0)
-    assert run.start.tolist() == [0, 1000, 1500]
+    assert run.start.tolist() == [0, 1020, 1560]
     assert len(run.pod) > 0
     est = run.estimates["capplan-s0"]
     assert np.allclose(est, run.start[run.pod])
     # the moving average has no admission interval in the queue before the second admission
-    assert np.isnan(run.estimates["ma-ewma"][run.tick < 1000]).all()
+    assert np.isnan(run.estimates["ma-ewma"][run.tick < 1020]).all()
+    # after p1's admission at 1020 the queue's one interval is 1020 s: p2, first in line, is due one later
+    late = run.tick >= 1020
+    assert np.allclose(run.estimates["ma-ewma"][late], run.tick[late] + 1020)
