@@ -26,8 +26,9 @@ import numpy as np
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "alibaba-gpu-v2023"
 #: (name, strategy, share of the pods, share of the fleet's GPUs as quota)
-QUEUES: tuple[tuple[str, Any, float, float], ...] = (
-    ("team-a", "BestEffortFIFO", 0.5, 0.5), ("team-b", "StrictFIFO", 0.3, 0.35), ("team-c", "BestEffortFIFO", 0.2, 0.25))
+QUEUES: tuple[tuple[str, Any, float, float], ...] = (("team-a", "BestEffortFIFO", 0.5, 0.5),
+                                                     ("team-b", "StrictFIFO", 0.3, 0.35),
+                                                     ("team-c", "BestEffortFIFO", 0.2, 0.25))
 
 
 def commit() -> str:

@@ -30,7 +30,6 @@ import numpy as np
 from capplan.bench.online.sim import MILLI, IntArr
 from capplan.bench.replay.policies import ReplayPolicy
 from capplan.bench.replay.sim import Replay, shape_key
-
 from capplan.model.quota import Strategy
 
 STRATEGIES = ("StrictFIFO", "BestEffortFIFO")
