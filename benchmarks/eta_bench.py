@@ -83,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
                  for k, name in enumerate(x.name for x in queues)}
     ahead = {n: error_stats(relative_errors(np.where(have, e, np.nan), act, run.tick, args.min_wait))
              for n, e in run.estimates.items()}
+    # each pod once: the estimate at the first tick after it arrived (what its user sees on submitting)
+    _, first = np.unique(run.pod, return_index=True)
+    at_submit = {n: error_stats(relative_errors(np.where(have, e, np.nan)[first], act[first], arr[first],
+                                                args.min_wait)) for n, e in run.estimates.items()}
     signed = {}
     for n, e in run.estimates.items():
         k = have & (act - arr > args.min_wait)
@@ -97,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                    for k, x in enumerate(queues)],
         "pods_waiting_over_min": int((waits > args.min_wait).sum()), "ticks_sampled": len(set(run.tick.tolist())),
         "samples": len(run.pod), "errors": common, "errors_by_queue": per_queue, "errors_vs_wait_ahead": ahead,
+        "errors_first_estimate_per_pod": at_submit,
         "signed_error_p10_p50_p90": signed, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), **run.metrics}
     print("| estimator | samples | median error | p90 error | signed p10 / p50 / p90 |")
     print("|---|---|---|---|---|")
