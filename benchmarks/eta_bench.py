@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     tr = load_replay(read_nodes(args.nodes), read_pods(args.pods), args.fleet_fraction, args.fleet_seed)
     queues, queue_of = alibaba_queues(tr, QUEUES, args.seed)
     run = run_eta(tr, queues, queue_of, every, sigmas, args.seed, args.half_life, args.window, max_ticks,
-                  progress=args.progress)
+                  progress=lambda line: print(line, file=sys.stderr, flush=True), every_n=args.progress)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     waits = run.start - tr.arrival
     common = run.common(args.min_wait)

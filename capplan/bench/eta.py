@@ -23,9 +23,8 @@ over the (tick, pod) samples of pods whose wait is over ``min_wait`` (10 minutes
 from __future__ import annotations
 
 import math
-import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -244,13 +243,13 @@ class EtaRun:
 
 def run_eta(tr: ReplayTrace, queues: Sequence[QueueSpec], queue_of: IntArr, every: int, sigmas: Sequence[float],
             seed: int, half_life: float = 10.0, window: int = 20, max_ticks: int | None = None,
-            progress: int = 0) -> EtaRun:
+            progress: Callable[[str], None] | None = None, every_n: int = 0) -> EtaRun:
     """Replay ``tr`` under Kueue's admission and collect every estimator's estimates at every tick.
 
     Estimators: ``capplan-s<sigma>`` per sigma in ``sigmas`` (``schedule --policy kueue`` with the run times
     seen with that noise, seeded with ``seed``), ``ma-ewma`` and ``ma-window`` (kueue#13159's proposal). After
     ``max_ticks`` ticks with pending pods no more samples are taken (the replay still runs to its end);
-    ``progress``: a line on stderr every that many ticks (0: none).
+    ``progress`` is called with a line of progress every ``every_n`` ticks (0: never).
     """
     from capplan.bench.online.frag import TypicalPods
     from capplan.bench.online.policies import BestFitPolicy, PolicyContext
@@ -273,9 +272,9 @@ def run_eta(tr: ReplayTrace, queues: Sequence[QueueSpec], queue_of: IntArr, ever
     def on_tick(pol: KueueAdmission) -> None:
         if max_ticks is not None and pol.metrics["ticks"] > max_ticks:
             return
-        if progress and pol.metrics["ticks"] % progress == 0:
-            print(f"tick {pol.metrics['ticks']} t={pol.sim.t} pending={sum(map(len, pol.pending))} "
-                  f"cpu={time.process_time() - c0:.0f}s", file=sys.stderr, flush=True)
+        if progress is not None and every_n and pol.metrics["ticks"] % every_n == 0:
+            progress(f"tick {pol.metrics['ticks']} t={pol.sim.t} pending={sum(map(len, pol.pending))} "
+                     f"cpu={time.process_time() - c0:.0f}s")
         for q, times in enumerate(pol.admissions):
             for t in times[seen[q]:]:
                 rates[q].add(t)
