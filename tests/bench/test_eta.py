@@ -1,0 +1,114 @@
+"""The ETA benchmark's pieces: the moving-average estimator, the error metric, the replay's Kueue admission."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from capplan.bench.eta import AdmissionRate, error_stats, position_estimate, relative_errors, run_eta
+from capplan.bench.replay.kueue import KueueAdmission, QueueSpec, gpu_units
+from capplan.bench.replay.sim import load_replay
+from capplan.io.alibaba import TraceNode, TracePod
+
+
+def test_admission_rate_hand_worked() -> None:
+    # admissions at 0, 10, 30, 30, 70: intervals 10, 20, 0, 40
+    r = AdmissionRate(half_life=1, window=2)  # half-life of one admission: a = 0.5
+    assert r.ewma() is None and r.window() is None
+    r.add(0)
+    assert r.ewma() is None and r.window() is None  # one admission: no interval yet
+    for t in (10, 30, 30, 70):
+        r.add(t)
+    # 10 -> 0.5*20 + 0.5*10 = 15 -> 0.5*0 + 0.5*15 = 7.5 -> 0.5*40 + 0.5*7.5 = 23.75
+    assert r.ewma() == pytest.approx(23.75)
+    assert r.window() == pytest.approx(20.0)  # the last two intervals: (0 + 40) / 2
+    wide = AdmissionRate(half_life=10, window=10)
+    for t in (0, 10, 30, 30, 70):
+        wide.add(t)
+    assert wide.window() == pytest.approx(17.5)  # fewer intervals than the window: all four
+    assert wide.alpha == pytest.approx(1 - 0.5 ** 0.1)
+    with pytest.raises(ValueError, match="before the previous"):
+        wide.add(69)
+
+
+def test_position_estimate() -> None:
+    assert position_estimate(100, 1, 23.75) == pytest.approx(123.75)  # the head waits one interval
+    assert position_estimate(100, 3, 23.75) == pytest.approx(171.25)
+    with pytest.raises(ValueError, match="1-based"):
+        position_estimate(100, 0, 5.0)
+
+
+def test_relative_errors_hand_worked() -> None:
+    est = np.array([150.0, 130.0, math.nan, 700.0])
+    actual = np.array([120, 120, 2000, 400])
+    arrival = np.array([0, 100, 0, 0])
+    # waits 120, 20, 2000, 400: the second waits too little, the third has no estimate
+    err = relative_errors(est, actual, arrival, min_wait=50)
+    assert err.tolist() == pytest.approx([30 / 120, 300 / 400])
+    st = error_stats(err)
+    assert st["samples"] == 2
+    assert st["median"] == pytest.approx(0.5)
+    assert st["p90"] == pytest.approx(0.25 + 0.9 * 0.5)
+    assert error_stats(err[:0])["samples"] == 0
+
+
+def test_gpu_units() -> None:
+    # whole GPUs count their number, a share counts one, a CPU-only pod none
+    assert gpu_units(np.array([2, 1, 0, 8]), np.array([1000, 300, 0, 1000])).tolist() == [2, 1, 0, 8]
+
+
+def _trace(pods: list[tuple[int, int, int, int]]) -> object:
+    """One node with 2 T4 GPUs; pods (GPUs, arrival, run time, milli per GPU)."""
+    node = TraceNode(name="n0", cpu_milli=32000, memory_mib=65536, gpus=2, model="T4")
+    tps = [TracePod(name=f"p{k}", cpu_milli=1000, memory_mib=1024, num_gpu=g, gpu_milli=m, creation_time=a,
+                    scheduled_time=a, deletion_time=a + d) for k, (g, a, d, m) in enumerate(pods)]
+    return load_replay([node], tps)
+
+
+def _replay(strategy: str, gpus: int, pods: list[tuple[int, int, int, int]]) -> list[int]:
+    from capplan.bench.online.frag import TypicalPods
+    from capplan.bench.online.policies import BestFitPolicy, PolicyContext
+    from capplan.bench.replay.protocol import _loop
+    from capplan.bench.replay.sim import Replay
+
+    tr = _trace(pods)
+    ctx = PolicyContext(fleet=tr.fleet, pods=tr.pods, typical=TypicalPods.from_pods(tr.fleet, tr.pods), seed=0)
+    sim = Replay(tr, 0, BestFitPolicy(ctx))
+    pol = KueueAdmission(sim, [QueueSpec("q", strategy, gpus)], np.zeros(len(tr.arrival), dtype=np.int64), 60)
+    _loop(sim, pol)
+    return [int(x) for x in sim.start]
+
+
+PODS = [(1, 0, 100, 1000), (2, 10, 50, 1000), (1, 20, 30, 1000)]
+
+
+def test_replay_strict_fifo_head_blocks() -> None:
+    # p1 (2 GPUs) waits for p0's GPU; under StrictFIFO p2 waits behind it although one GPU is free
+    assert _replay("StrictFIFO", 2, PODS) == [0, 100, 150]
+
+
+def test_replay_best_effort_lets_a_small_pod_pass() -> None:
+    assert _replay("BestEffortFIFO", 2, PODS) == [0, 100, 20]
+
+
+def test_replay_quota_until_a_pod_ends() -> None:
+    # quota of one GPU: p1 (a share counts one) waits for p0 to end although the node has a free GPU
+    assert _replay("BestEffortFIFO", 1, [(1, 0, 100, 1000), (1, 20, 30, 500)]) == [0, 100]
+
+
+def test_run_eta_exact_on_hand_worked_queue() -> None:
+    # with exact run times and no later arrivals to overtake, capplan's estimate is the start Kueue gives
+    # (the ends fall on ticks' minute grid: a running pod is believed to have at least a minute left)
+    tr = _trace([(1, 0, 1020, 1000), (2, 10, 540, 1000), (1, 20, 300, 1000)])
+    run = run_eta(tr, [QueueSpec("q", "StrictFIFO", 2)], np.zeros(3, dtype=np.int64), 60, [0.0], seed=0)
+    assert run.start.tolist() == [0, 1020, 1560]
+    assert len(run.pod) > 0
+    est = run.estimates["capplan-s0"]
+    assert np.allclose(est, run.start[run.pod])
+    # the moving average has no admission interval in the queue before the second admission
+    assert np.isnan(run.estimates["ma-ewma"][run.tick < 1020]).all()
+    # after p1's admission at 1020 the queue's one interval is 1020 s: p2, first in line, is due one later
+    late = run.tick >= 1020
+    assert np.allclose(run.estimates["ma-ewma"][late], run.tick[late] + 1020)
