@@ -213,3 +213,17 @@ def test_import_capplan_stays_light() -> None:
             "if m in sys.modules]; print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == ""
+
+
+def test_no_private_name_borrowed_across_modules() -> None:
+    """A helper another module needs gets a public name in the module that owns it (issue 24 item 7): no
+    ``from capplan.x import _helper`` outside ``x`` itself (aliasing a module as ``_x`` is fine)."""
+    borrowed = []
+    for mod, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("capplan") and not node.level:
+                for a in node.names:
+                    target = f"{node.module}.{a.name}"
+                    if a.name.startswith("_") and not a.name.startswith("__") and target not in MODULES and node.module != mod:
+                        borrowed.append(f"{mod}: from {node.module} import {a.name}")
+    assert borrowed == [], "\n".join(borrowed)

@@ -253,7 +253,7 @@ def run_eta(tr: ReplayTrace, queues: Sequence[QueueSpec], queue_of: IntArr, ever
     """
     from capplan.bench.online.frag import TypicalPods
     from capplan.bench.online.policies import BestFitPolicy, PolicyContext
-    from capplan.bench.replay.protocol import _loop
+    from capplan.bench.replay.protocol import run_events
     from capplan.bench.replay.sim import Replay
 
     ctx = PolicyContext(fleet=tr.fleet, pods=tr.pods, typical=TypicalPods.from_pods(tr.fleet, tr.pods), seed=seed)
@@ -292,7 +292,7 @@ def run_eta(tr: ReplayTrace, queues: Sequence[QueueSpec], queue_of: IntArr, ever
 
     pol = KueueAdmission(sim, queues, queue_of, every, on_tick)
     t0 = time.perf_counter()
-    _loop(sim, pol)
+    run_events(sim, pol)
     if (sim.start < 0).any():
         raise RuntimeError("a pod never started")
     m: dict[str, Any] = dict(pol.metrics, replay_seconds=round(time.perf_counter() - t0, 1))

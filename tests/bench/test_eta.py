@@ -70,14 +70,14 @@ def _trace(pods: list[tuple[int, int, int, int]]) -> object:
 def _replay(strategy: str, gpus: int, pods: list[tuple[int, int, int, int]]) -> list[int]:
     from capplan.bench.online.frag import TypicalPods
     from capplan.bench.online.policies import BestFitPolicy, PolicyContext
-    from capplan.bench.replay.protocol import _loop
+    from capplan.bench.replay.protocol import run_events
     from capplan.bench.replay.sim import Replay
 
     tr = _trace(pods)
     ctx = PolicyContext(fleet=tr.fleet, pods=tr.pods, typical=TypicalPods.from_pods(tr.fleet, tr.pods), seed=0)
     sim = Replay(tr, 0, BestFitPolicy(ctx))
     pol = KueueAdmission(sim, [QueueSpec("q", strategy, gpus)], np.zeros(len(tr.arrival), dtype=np.int64), 60)
-    _loop(sim, pol)
+    run_events(sim, pol)
     return [int(x) for x in sim.start]
 
 

@@ -189,7 +189,7 @@ def run_replay(tr: ReplayTrace, policy: str, seed: int, replan_every: float = DE
             base = cluster_problem(tr)
         pol = Capplan(sim, known, every, replan_limit, seed, base)
     t0, c0 = time.perf_counter(), time.process_time()
-    _loop(sim, pol)
+    run_events(sim, pol)
     seconds = time.perf_counter() - t0
     m = dict(pol.metrics, cpu_seconds=round(time.process_time() - c0, 3))
     if "replan_seconds" in m:
@@ -208,7 +208,8 @@ def cluster_problem(tr: ReplayTrace) -> Problem:
     return problem_from_data(trace_data(list(tr.nodes), [], "replay"), load_catalog())
 
 
-def _loop(sim: Replay, pol: ReplayPolicy) -> None:
+def run_events(sim: Replay, pol: ReplayPolicy) -> None:
+    """Run the replay to its end: arrivals, departures and the policy's wake-ups in time order."""
     tr = sim.tr
     order = np.lexsort((np.arange(len(tr.arrival)), tr.arrival))
     k = 0

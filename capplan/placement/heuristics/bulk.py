@@ -35,7 +35,7 @@ from capplan.placement.heuristics.bulkmig import (
     packed_choices,
     place_packed,
 )
-from capplan.placement.heuristics.choose import _placement_masks, cpu_pod_cost
+from capplan.placement.heuristics.choose import cpu_pod_cost, placement_masks
 from capplan.placement.heuristics.migpack import MigPacker
 from capplan.placement.heuristics.score import Scorer
 
@@ -298,7 +298,7 @@ class BulkPlacer:
         assert prof is not None and model is not None
         one = np.array([i], dtype=np.int64)
         ok = (mig_ok(st, prof, is_homogeneous(st, one), one) & st.gpu_tenant_ok(w, one))[0]
-        allm = _placement_masks(model).tolist()
+        allm = placement_masks(model).tolist()
         gpus = sorted(np.flatnonzero(ok).tolist(), key=lambda gi: (st.mode[i, gi] != MIG, gi))
         out: list[Placement] = []
         for gi in gpus:

@@ -18,7 +18,7 @@ from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Workload
 from capplan.model.units import UNITS_PER_GPU
 from capplan.placement.core.state import FREE, MIG, ClusterState, Placement
-from capplan.placement.heuristics.choose import _placement_masks
+from capplan.placement.heuristics.choose import placement_masks
 
 if TYPE_CHECKING:
     from capplan.placement.heuristics.bulk import BulkPlacer
@@ -199,7 +199,7 @@ def packed_choices(bp: BulkPlacer, w: Workload, d: Demand, i: int, k: int, stage
         gcap = open_caps(bp, w, d, one, s, pi)[0]
         model = st.models[int(st.model_id[i])]
         assert model is not None
-        allm = _placement_masks(model).tolist()
+        allm = placement_masks(model).tolist()
         for gi in np.flatnonzero(gcap > 0).tolist():
             if t[gi] >= 0:
                 continue

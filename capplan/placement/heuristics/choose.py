@@ -29,7 +29,7 @@ def cpu_pod_cost(st: ClusterState, w: Workload, idx: np.ndarray) -> np.ndarray:
 
 
 @cache
-def _placement_masks(model: GpuModel) -> np.ndarray:
+def placement_masks(model: GpuModel) -> np.ndarray:
     """Memory-slice masks of every (profile, start) placement of ``model``."""
     return np.array([((1 << pr.memory_slices) - 1) << s for pr in model.profiles for s in pr.starts],
                     dtype=np.int64)
@@ -122,7 +122,7 @@ def _mig(st: ClusterState, per: list[Demand | None], w: Workload, idx: np.ndarra
                 free_start[hit[0], gi] &= allowed
         if not free_start.any():
             continue
-        allm = _placement_masks(model)
+        allm = placement_masks(model)
         after = cur[..., None] | smask  # (C, G, S)
         left = ((after[..., None] & allm) == 0).sum(axis=-1)  # placements still free
         in_use = (st.mode[sub] == MIG)[..., None]
