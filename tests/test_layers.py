@@ -224,6 +224,7 @@ def test_no_private_name_borrowed_across_modules() -> None:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("capplan") and not node.level:
                 for a in node.names:
                     target = f"{node.module}.{a.name}"
-                    if a.name.startswith("_") and not a.name.startswith("__") and target not in MODULES and node.module != mod:
+                    private = a.name.startswith("_") and not a.name.startswith("__")
+                    if private and target not in MODULES and node.module != mod:
                         borrowed.append(f"{mod}: from {node.module} import {a.name}")
     assert borrowed == [], "\n".join(borrowed)
