@@ -17,9 +17,10 @@ import numpy as np
 from capplan.model.deadline import Deadline
 from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Demand, Problem, Workload
+from capplan.model.units import MILLI
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.reasons import Holdings, explain, explain_fast, room_estimate
-from capplan.placement.core.state import FREE, WHOLE, ClusterState, Placement
+from capplan.placement.core.state import FREE, MIG, SHARED, WHOLE, ClusterState, Placement
 from capplan.placement.core.summary import make_plan
 
 
@@ -105,6 +106,29 @@ class GreedyPlacer:
             ok &= st.mig_free[idx] >= np.maximum(need[st.model_id[idx]], 1)
         return np.asarray(idx[ok])
 
+    def _gpu_screen(self, w: Workload, part: np.ndarray) -> np.ndarray:
+        """Mask over nodes ``part``: some GPU may take one slice or share of ``w`` (its mode, tenants, free
+        memory slices or share and GPU memory); a necessary condition, checked on a chunk of candidates."""
+        st = self.st
+        want = MIG if w.mig is not None else SHARED
+        fixed, mode = st.fixed[part], st.mode[part]
+        ok = st.exists[part] & ((fixed < 0) | (fixed == want)) & ((mode == FREE) | (mode == want))
+        ok &= (st.users[part] == 0) | st.gpu_tenant_ok(w, part)
+        if w.mig is not None:
+            per = st.demands(w)[0]
+            need = np.array([d.profile.memory_slices if d is not None and d.profile is not None else 0
+                             for d in per], dtype=np.int64)[st.model_id[part]]
+            slices = np.array([m.memory_slices if m is not None else 0 for m in st.models],
+                              dtype=np.int64)[st.model_id[part]]
+            ok &= (slices[:, None] - np.bitwise_count(st.mig_mask[part]).astype(np.int64)) >= need[:, None]
+        else:
+            d = st.demand_at(w, int(part[0])) if part.size else None
+            if d is None:
+                return np.zeros(0, dtype=bool)
+            ok &= (st.frac[part] + d.fraction_milli <= MILLI) & (st.gmem[part] + d.memory_mib
+                                                                 <= st.gmem_cap[part][:, None])
+        return np.asarray(ok.any(axis=1))
+
     def _keys(self, w: Workload, idx: np.ndarray, prefer: set[str] | None) -> np.ndarray:
         """One integer per node of ``idx``: best fit first (the most significant field first: CPU-only
         pods on CPU-only nodes, the smallest MIG slice that serves, a preferred domain, nodes with busy
@@ -148,7 +172,10 @@ class GreedyPlacer:
             else:
                 sel = np.ones(idx.size, dtype=bool)
             part, pkey = idx[sel], key[sel]
-            yield from part[np.lexsort((part, pkey))].tolist()
+            part = part[np.lexsort((part, pkey))]
+            if w.mig is not None or w.gpu_fraction is not None:
+                part = part[self._gpu_screen(w, part)]
+            yield from part.tolist()
             idx, key = idx[~sel], key[~sel]
             m *= 4
 
@@ -286,22 +313,27 @@ class GreedyPlacer:
             cand = np.array([pos[fixed_domain]], dtype=np.int64)
         order = cand[np.lexsort((cand, est_left[cand], -est_n[cand]))].tolist()
         best: tuple[tuple[int, int], int] | None = None
+        kept: list[Placement] = []  # the best trial stays applied while it may be the last one
         for tries, dom in enumerate(order):
             est = (-int(est_n[dom]), int(est_left[dom]))
             if best is not None and (best[0] <= est or tries >= _DOMAIN_TRIES
                                      or (self.deadline is not None and self.deadline.expired())):
                 break  # no domain left can beat the best (estimates are optimistic), or enough tries
-            nodes = idx[ids[idx] == dom]
-            trial = self.place_group(w, n, nodes, all_or_nothing)
+            self.undo(w, kept)
+            kept = []
+            trial = self.place_group(w, n, idx[ids[idx] == dom], all_or_nothing)
             if trial:
                 key = (-len(trial), self.domain_leftover(scope[ids[scope] == dom]))
                 if best is None or key < best[0]:
-                    best = (key, dom)
-                self.undo(w, trial)
+                    best, kept = (key, dom), trial
+                else:
+                    self.undo(w, trial)
                 if len(trial) == n and key[1] == 0:
                     break
         if best is None:
             return []
+        if kept:
+            return kept
         return self.place_group(w, n, idx[ids[idx] == best[1]], all_or_nothing)
 
 

@@ -81,6 +81,9 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
     if mig:
         assert d.profile is not None
         room_left = model.memory_slices - d.profile.memory_slices  # most slices in use that leave room
+    # GPUs in the same state give the same choice, and the first of them wins the tie: each state is
+    # looked at once (on a fresh node, one GPU instead of eight).
+    seen: set[tuple[object, ...]] = set()
     for gi in range(count):
         if not _mode_fits(fixed[gi], mode[gi], want):
             continue
@@ -89,6 +92,12 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
             assert d.profile is not None
             if masks[gi].bit_count() > room_left:
                 continue
+            if (i, gi) not in st.layouts:
+                state: tuple[object, ...] = (masks[gi], users[gi] == 0, tenant_ok, mode[gi], fixed[gi],
+                                             tuple(counts[gi]))
+                if state in seen:
+                    continue
+                seen.add(state)
             if not tenant_ok:  # another tenant's GPU: only whether it had room matters (the reason)
                 blocked = blocked or bool(mig_starts(st, model, i, gi, d.profile, masks[gi], counts[gi]))
                 continue
@@ -100,6 +109,10 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
         else:
             if not _share_room(frac[gi], gmem[gi], cap, d):
                 continue
+            state = (frac[gi], gmem[gi], users[gi] == 0, tenant_ok, mode[gi], fixed[gi])
+            if state in seen:
+                continue
+            seen.add(state)
             start = 0
             key = (users[gi] == 0, MILLI - frac[gi] - d.fraction_milli, 0, gi)
         if not tenant_ok:
