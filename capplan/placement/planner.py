@@ -13,6 +13,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from capplan.model.deadline import Deadline
 from capplan.model.errors import InputError, suggest
 from capplan.model.plan import Plan
 from capplan.model.problem import Problem
@@ -20,11 +21,16 @@ from capplan.model.validate import assert_valid, check_plan
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.progress import Heartbeat
 from capplan.placement.core.spares import plan_with_spares
+from capplan.placement.strategies import loaded
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
 
 MIN_SOLVE_SECONDS = 0.05
+#: Most of what is left that ``auto`` gives the greedy plan it starts from (greedy usually needs far less).
+GREEDY_SHARE = 0.5
+#: A strategy that used this much of its time without proving its plan optimal was cut by the time limit.
+CUT_FRACTION = 0.9
 """The least time a strategy is given, however little of the limit is left (it then returns its fastest plan)."""
 
 
@@ -67,7 +73,7 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     greedy plan is returned with ``metrics.fallback_from`` (the failed strategy) and ``metrics.warning``.
     """
     from capplan.placement.core.budget import VALIDATE_COST, WRITE_COST, reserve
-    from capplan.placement.strategies import STRATEGIES, choose_strategy, loaded
+    from capplan.placement.strategies import STRATEGIES, choose_strategy
 
     opts = replace(options or PlanOptions(), **kw)
     handed = opts.deadline is not None
@@ -89,10 +95,16 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     log.info("strategy %s ready with %.2f s left; it gets %.2f s (%.2f s kept for the validator%s)", name,
              deadline.remaining(), mine.remaining(), keep, " and writing" if handed else "")
     t0 = time.perf_counter()
+    first = None
+    if strategy == "auto" and name != "greedy":
+        first = _greedy_first(p, opts, mine)  # a complete plan early; the strategy must beat it
+        log.info("greedy plan ready with %.2f s left", mine.remaining())
+    given = mine.remaining()
+    t1 = time.perf_counter()
     beat = Heartbeat(opts.progress, name) if opts.progress else None
     try:
         with beat or contextlib.nullcontext():
-            run = replace(opts.within(mine), progress=beat or opts.progress)
+            run = replace(opts.within(mine.at_least(MIN_SOLVE_SECONDS)), progress=beat or opts.progress)
             plan = plan_with_spares(p, fn, run)  # the strategy, holding spare nodes for gangs (core/spares.py)
         problems = check_plan(p, plan)
     except (InputError, KeyboardInterrupt, MemoryError):
@@ -103,19 +115,74 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     log.info("strategy %s returned with %.2f s left", name, deadline.remaining())
     if problems:
         rest = opts.within(deadline.at_least(MIN_SOLVE_SECONDS))
-        plan = assert_valid(p, _fallback(p, name, rest, problems, t0))  # checked once more: never emit a bad plan
+        plan = assert_valid(p, _fallback(p, name, rest, problems, t0, first))  # never emit a bad plan
+    elif plan.status != "optimal" and time.perf_counter() - t1 >= CUT_FRACTION * given:
+        plan = plan.model_copy(update={"metrics": {**plan.metrics, "cut_by_time_limit": True}})
+    if first is not None and not problems:
+        plan = _not_worse(p, plan, first)
+    if plan.status == "infeasible" and not quotas:  # no false alarm: check before saying it (guarantee.py)
+        plan = _confirmed(p, plan, opts, deadline.less(keep), STRATEGIES)
     if not plan.solve_seconds:
         plan = plan.model_copy(update={"solve_seconds": round(time.perf_counter() - t0, 4)})
     return plan
 
 
-def _fallback(p: Problem, name: str, opts: PlanOptions, problems: list[str], t0: float) -> Plan:
-    """The greedy plan, marked as a fallback, when strategy ``name`` failed or produced an invalid plan."""
+def _confirmed(p: Problem, plan: Plan, opts: PlanOptions, end: Deadline, table: dict[str, Any]) -> Plan:
+    """:func:`~capplan.placement.guarantee.confirm_infeasible` with the greedy and exact strategies of the
+    table, the result validated (a check that fails keeps the strategy's plan)."""
+    from capplan.placement.greedy import plan_greedy
+    from capplan.placement.guarantee import confirm_infeasible
+
+    try:
+        exact = loaded(table["cpsat"]) if "cpsat" in table else None
+        checked = confirm_infeasible(p, plan, opts, end, plan_greedy, exact)
+    except (InputError, KeyboardInterrupt, MemoryError):
+        raise
+    except Exception:
+        log.exception("the check of the guaranteed work failed")
+        return plan
+    return checked if checked is plan or not check_plan(p, checked) else plan
+
+
+def _greedy_first(p: Problem, opts: PlanOptions, mine: Deadline) -> Plan | None:
+    """The greedy plan (validated), within :data:`GREEDY_SHARE` of what ``mine`` leaves; None if it fails."""
+    from capplan.placement.greedy import plan_greedy
+
+    try:
+        plan = plan_with_spares(p, plan_greedy, replace(opts.within(mine.share(GREEDY_SHARE)), progress=None))
+    except (InputError, KeyboardInterrupt, MemoryError):
+        raise
+    except Exception:  # the strategy still runs; only the guarantee against greedy is lost
+        log.exception("the greedy plan failed")
+        return None
+    return plan if not check_plan(p, plan) else None
+
+
+def _not_worse(p: Problem, plan: Plan, greedy: Plan) -> Plan:
+    """``plan``, or ``greedy`` when ``plan`` is lexicographically worse (:func:`lex_key`): ``auto`` never
+    returns less than the greedy plan; ``metrics.auto`` says which one was kept."""
+    from capplan.placement.core.subproblem import lex_key
+
+    if lex_key(p, greedy.assignments) <= lex_key(p, plan.assignments):
+        return plan.model_copy(update={"metrics": {**plan.metrics, "auto": {"kept": plan.strategy,
+                                                                             "over": "greedy"}}})
+    log.info("strategy %s did not catch up with the greedy plan; returning the greedy plan", plan.strategy)
+    cut = bool(plan.metrics.get("cut_by_time_limit")) or bool(greedy.metrics.get("cut_by_time_limit"))
+    metrics = {**greedy.metrics, "auto": {"kept": "greedy", "over": plan.strategy},
+               "cut_by_time_limit": cut and greedy.status != "optimal"}
+    return greedy.model_copy(update={"metrics": metrics})
+
+
+def _fallback(p: Problem, name: str, opts: PlanOptions, problems: list[str], t0: float,
+              first: Plan | None = None) -> Plan:
+    """The greedy plan, marked as a fallback, when strategy ``name`` failed or produced an invalid plan
+    (``first``: the greedy plan ``auto`` already has)."""
     from capplan.placement.greedy import plan_greedy
 
     warning = (f"strategy {name} did not produce a valid plan ({'; '.join(problems[:3])}); "
                "this is the greedy plan instead (please report this as a bug)")
     log.warning(warning)
-    plan = plan_with_spares(p, plan_greedy, replace(opts, progress=None))
+    plan = first if first is not None else plan_with_spares(p, plan_greedy, replace(opts, progress=None))
     metrics = {**plan.metrics, "fallback_from": name, "warning": warning}
     return plan.model_copy(update={"metrics": metrics, "solve_seconds": round(time.perf_counter() - t0, 4)})
+

@@ -10,9 +10,22 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from capplan.model.plan import Assignment, Eviction, Migration, Plan, Status, Unplaced
+from capplan.model.plan import (
+    Assignment,
+    Eviction,
+    Migration,
+    Plan,
+    Status,
+    Unplaced,
+    lexicographic_gap,
+    priority_gaps,
+)
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU, units_to_gpus
+
+
+#: How the reason of a replica a planner did not reach before its time limit starts (greedy, heuristic).
+NOT_TRIED_PREFIX = "not tried: the time limit ran out"
 
 
 def placed_units(p: Problem, assignments: Iterable[Assignment]) -> dict[int, int]:
@@ -82,12 +95,6 @@ def trivial_bound(p: Problem) -> dict[int, int]:
     return {q: min(v, cap) for q, v in out.items()}
 
 
-def lexicographic_gap(obj: list[int], bound: list[int]) -> float:
-    """Relative gap at the highest priority whose objective is below its bound."""
-    for o, b in zip(obj, bound, strict=True):
-        if b > o:
-            return round((b - o) / b, 6)
-    return 0.0
 
 
 def metrics(p: Problem, assignments: list[Assignment], placed: dict[int, int] | None = None) -> dict[str, object]:
@@ -141,11 +148,14 @@ def make_plan(p: Problem, strategy: str, assignments: list[Assignment], unplaced
     else:
         status = "feasible"
     m = metrics(p, assignments, got)
+    m["cut_by_time_limit"] = any(u.reason.startswith(NOT_TRIED_PREFIX) for u in unplaced)
     if extra_metrics:
         m.update(extra_metrics)
+    if status == "optimal":
+        m["cut_by_time_limit"] = False  # nothing left to find: the limit cut nothing
     return Plan(status=status, strategy=strategy, objective=tuple(units_to_gpus(x) for x in obj),
                 bound=tuple(units_to_gpus(x) for x in bvec), priorities=p.priorities,
-                gap=lexicographic_gap(obj, bvec), solve_seconds=round(seconds, 4), seed=seed,
+                gap=lexicographic_gap(obj, bvec), gaps=priority_gaps(obj, bvec), solve_seconds=round(seconds, 4), seed=seed,
                 assignments=tuple(sorted(assignments, key=lambda a: (p.workload_index[a.workload], a.replica))),
                 unplaced=tuple(sorted(unplaced, key=lambda u: p.workload_index[u.workload])),
                 evictions=tuple(evictions), migrations=tuple(migrations), metrics=m)
