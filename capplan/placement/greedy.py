@@ -106,6 +106,16 @@ class GreedyPlacer:
             ok &= st.mig_free[idx] >= np.maximum(need[st.model_id[idx]], 1)
         return np.asarray(idx[ok])
 
+    def _remember(self, w: Workload, nodes: np.ndarray) -> None:
+        """``w`` does not fit on ``nodes`` as they stand (for a reason local to each node)."""
+        if nodes.size == 0:
+            return
+        key = self._fit_shape(w)
+        failed = self._failed.get(key)
+        if failed is None:
+            failed = self._failed[key] = np.full(self.st.n, -1, dtype=np.int64)
+        failed[nodes] = self.st.stamp[nodes]
+
     def _gpu_screen(self, w: Workload, part: np.ndarray) -> np.ndarray:
         """Mask over nodes ``part``: some GPU may take one slice or share of ``w`` (its mode, tenants, free
         memory slices or share and GPU memory); a necessary condition, checked on a chunk of candidates."""
@@ -174,7 +184,9 @@ class GreedyPlacer:
             part, pkey = idx[sel], key[sel]
             part = part[np.lexsort((part, pkey))]
             if w.mig is not None or w.gpu_fraction is not None:
-                part = part[self._gpu_screen(w, part)]
+                fits = self._gpu_screen(w, part)
+                self._remember(w, part[~fits])
+                part = part[fits]
             yield from part.tolist()
             idx, key = idx[~sel], key[~sel]
             m *= 4
@@ -208,11 +220,7 @@ class GreedyPlacer:
             r = st.fit(w, d, i)
             if not isinstance(r, Placement):
                 if r not in _NOT_LOCAL:
-                    key = self._fit_shape(w)
-                    failed = self._failed.get(key)
-                    if failed is None:
-                        failed = self._failed[key] = np.full(st.n, -1, dtype=np.int64)
-                    failed[i] = st.stamp[i]
+                    self._remember(w, np.array([i], dtype=np.int64))
                 break
             st.apply(w, d, r)
             done.append(r)
