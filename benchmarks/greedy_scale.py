@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 def fleet(gpus: int, seed: int = 0) -> dict[str, Any]:
     """The scenario data of the issue's fleet (see the module docstring)."""
     rng = random.Random(seed)

@@ -21,8 +21,7 @@ from capplan.model.units import MILLI
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.reasons import Holdings, explain, explain_fast, room_estimate
 from capplan.placement.core.state import FREE, MIG, SHARED, WHOLE, ClusterState, Placement
-from capplan.placement.core.summary import make_plan
-
+from capplan.placement.core.summary import NOT_TRIED_PREFIX, make_plan
 
 #: Candidate nodes sorted at first (then four times as many at each further chunk), and most domains tried
 #: for a workload tied to one domain once one has held it.
@@ -32,7 +31,7 @@ _DOMAIN_TRIES = 8
 _NOT_LOCAL = ("power", "quota")
 #: Fleets above this many nodes get the array form of the unplaced reasons (:func:`explain_fast`).
 FAST_REASONS_NODES = 1000
-NOT_TRIED = ("not tried: the time limit ran out before the greedy planner reached this workload "
+NOT_TRIED = (NOT_TRIED_PREFIX + " before the greedy planner reached this workload "
              "(priority {priority}; a longer --time-limit places more)")
 
 

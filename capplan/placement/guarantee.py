@@ -101,5 +101,5 @@ def confirm_infeasible(p: Problem, plan: Plan, options: PlanOptions, deadline: D
             note = f"{plan.strategy} left a guaranteed replica out; cpsat placed every guaranteed replica"
             log.info("%s", note)
             return found.model_copy(update={"metrics": {**found.metrics, "guaranteed_check": note}})
-    note = {"guaranteed_check": f"no plan placing every guaranteed replica found ({'; '.join(tried)})"}
-    return plan.model_copy(update={"metrics": {**plan.metrics, **note}})
+    checked = f"no plan placing every guaranteed replica found ({'; '.join(tried)})"
+    return plan.model_copy(update={"metrics": {**plan.metrics, "guaranteed_check": checked}})

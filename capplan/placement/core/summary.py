@@ -23,7 +23,6 @@ from capplan.model.plan import (
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU, units_to_gpus
 
-
 #: How the reason of a replica a planner did not reach before its time limit starts (greedy, heuristic).
 NOT_TRIED_PREFIX = "not tried: the time limit ran out"
 
@@ -155,7 +154,8 @@ def make_plan(p: Problem, strategy: str, assignments: list[Assignment], unplaced
         m["cut_by_time_limit"] = False  # nothing left to find: the limit cut nothing
     return Plan(status=status, strategy=strategy, objective=tuple(units_to_gpus(x) for x in obj),
                 bound=tuple(units_to_gpus(x) for x in bvec), priorities=p.priorities,
-                gap=lexicographic_gap(obj, bvec), gaps=priority_gaps(obj, bvec), solve_seconds=round(seconds, 4), seed=seed,
+                gap=lexicographic_gap(obj, bvec), gaps=priority_gaps(obj, bvec), solve_seconds=round(seconds, 4),
+                seed=seed,
                 assignments=tuple(sorted(assignments, key=lambda a: (p.workload_index[a.workload], a.replica))),
                 unplaced=tuple(sorted(unplaced, key=lambda u: p.workload_index[u.workload])),
                 evictions=tuple(evictions), migrations=tuple(migrations), metrics=m)
