@@ -18,6 +18,7 @@ from capplan.model.deadline import Deadline
 from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import MILLI
+from capplan.placement.core.fit import fit_again
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.reasons import Holdings, explain, explain_fast, room_estimate
 from capplan.placement.core.state import FREE, MIG, SHARED, WHOLE, ClusterState, Placement
@@ -72,6 +73,18 @@ class GreedyPlacer:
         # Per fit shape, the node's stamp when a replica last did not fit there for a reason local to the
         # node (the node has not changed since: it still does not fit; power and quotas depend on others).
         self._failed: dict[tuple[object, ...], np.ndarray] = {}
+        self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # eligibility arrays as node masks
+
+    def _inside(self, idx: np.ndarray, within: np.ndarray) -> np.ndarray:
+        """The nodes of sorted ``idx`` (an eligibility array of the state's cache) that are in ``within``:
+        a mask of ``idx`` read at ``within`` (a domain is small, the fleet large), sorted like ``idx``."""
+        hit = self._masks.get(id(idx))
+        if hit is None or hit[0] is not idx:
+            mask = np.zeros(self.st.n, dtype=bool)
+            mask[idx] = True
+            hit = self._masks[id(idx)] = (idx, mask)
+        out = within[hit[1][within]]
+        return out if bool(np.all(out[1:] >= out[:-1])) else np.sort(out)
 
     @staticmethod
     def _fit_shape(w: Workload) -> tuple[object, ...]:
@@ -87,7 +100,7 @@ class GreedyPlacer:
         st = self.st
         idx, _ = st.eligible(w)
         if within is not None:
-            idx = np.intersect1d(idx, within, assume_unique=True)
+            idx = self._inside(idx, within)
         if idx.size == 0:
             return idx
         ok = (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
@@ -216,7 +229,7 @@ class GreedyPlacer:
         d = st.demand_at(w, i)
         before = len(done)
         while len(done) < n:
-            r = st.fit(w, d, i)
+            r = (fit_again(st, w, d, done[-1]) if len(done) > before else None) or st.fit(w, d, i)
             if not isinstance(r, Placement):
                 if r not in _NOT_LOCAL:
                     self._remember(w, np.array([i], dtype=np.int64))
@@ -296,7 +309,7 @@ class GreedyPlacer:
         pos = {nm: k for k, nm in enumerate(names)}
         idx, _ = st.eligible(w)
         if within is not None:
-            idx = np.intersect1d(idx, within, assume_unique=True)
+            idx = self._inside(idx, within)
         if fixed_domain is not None:
             idx = idx[ids[idx] == pos[fixed_domain]]
         if idx.size == 0:

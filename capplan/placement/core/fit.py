@@ -47,6 +47,31 @@ def fit_on_node(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement |
     return _fit_slice(st, w, d, i)
 
 
+def fit_again(st: ClusterState, w: Workload, d: Demand, last: Placement) -> Placement | None:
+    """The next replica of ``w`` right after ``last`` (its previous replica, just applied) on the same node,
+    when it goes to the same GPU; None when that GPU takes no more (ask :func:`fit_on_node` then).
+
+    What :func:`fit_on_node` returns in that case, found without looking at the node's other GPUs: a slice
+    or share goes to the best GPU by (idle last, most used, ...), and ``last``'s GPU became busier while no
+    other GPU changed, so it stays the best as long as it takes one more. Whole GPUs: None (see the caller).
+    """
+    if d.kind not in ("mig", "fraction") or len(last.gpus) != 1:
+        return None
+    i, gi = last.node, last.gpus[0]
+    if node_reason(st, w, i) or not st.gpu_tenant_ok_at(w, i, gi):
+        return None
+    if st.tdp[i] and int(st.power_free[st.node_dom[i]].min()) < 0:
+        return None  # the power rule for a busy GPU (see _fit_slice)
+    if d.kind == "fraction":
+        ok = _share_room(int(st.frac[i, gi]), int(st.gmem[i, gi]), int(st.gmem_cap[i]), d)
+        return Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli) if ok else None
+    assert d.profile is not None
+    model = st.models[int(st.model_id[i])]
+    assert model is not None
+    opt = _mig_choice(st, model, i, gi, int(st.mig_mask[i, gi]), st.prof_count[i, gi].tolist(), d.profile)
+    return None if opt is None else Placement(node=i, gpus=(gi,), slot=MigSlot(profile=d.profile.name, start=opt[0]))
+
+
 def _fit_whole(st: ClusterState, d: Demand, i: int) -> Placement | str:
     """Whole GPUs: the free ones preset to whole use first, then by index."""
     count = int(st.gpu_count[i])
