@@ -130,9 +130,13 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
 def _confirmed(p: Problem, plan: Plan, opts: PlanOptions, end: Deadline, table: dict[str, Any]) -> Plan:
     """:func:`~capplan.placement.guarantee.confirm_infeasible` with the greedy and exact strategies of the
     table, the result validated (a check that fails keeps the strategy's plan)."""
+    from capplan.placement.core.budget import SUMMARY_COST, reserve
     from capplan.placement.greedy import plan_greedy
     from capplan.placement.guarantee import confirm_infeasible
 
+    if end.remaining() < 3 * reserve(p, end.budget, SUMMARY_COST):  # two greedy passes and an assembly
+        why = "not checked: the time limit left no time to place the guaranteed work alone (a longer limit checks it)"
+        return plan.model_copy(update={"metrics": {**plan.metrics, "guaranteed_check": why}})
     try:
         exact = loaded(table["cpsat"]) if "cpsat" in table else None
         checked = confirm_infeasible(p, plan, opts, end, plan_greedy, exact)
