@@ -188,9 +188,10 @@ class GreedyPlacer:
         key = self._keys(w, idx, prefer)
         m = _CHUNK
         while idx.size:
-            if idx.size > 2 * m:
+            if idx.size > 2 * m:  # the m best: below the m-th key, then ties by node index (idx is sorted)
                 kth = np.partition(key, m - 1)[m - 1]
-                sel = key <= kth
+                sel = key < kth
+                sel[np.flatnonzero(key == kth)[: m - int(sel.sum())]] = True
             else:
                 sel = np.ones(idx.size, dtype=bool)
             part, pkey = idx[sel], key[sel]
