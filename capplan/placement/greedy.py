@@ -18,6 +18,7 @@ from capplan.model.deadline import Deadline
 from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import MILLI
+from capplan.placement.core.budget import SUMMARY_COST, reserve
 from capplan.placement.core.fit import fit_again
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.reasons import Holdings, explain, explain_fast, room_estimate
@@ -409,7 +410,9 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
     priority), the plan so far is returned, and ``metrics.cut_by_time_limit`` is set.
     """
     t0 = time.perf_counter()
+    # the pass stops early enough for the reasons and the plan's assembly (their expected cost) to fit
     clock = options.clock()
+    clock = clock.less(reserve(p, clock.budget, SUMMARY_COST))
     st = ClusterState(p)
     placer = GreedyPlacer(p, st, clock)
     assignments: list[Assignment] = []
