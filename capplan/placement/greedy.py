@@ -19,7 +19,7 @@ from capplan.model.plan import Assignment, Plan, Unplaced
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import MILLI
 from capplan.placement.core.budget import SUMMARY_COST, reserve
-from capplan.placement.core.fit import fit_again
+from capplan.placement.core.fit import fit_more
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.reasons import Holdings, explain, explain_fast, room_estimate
 from capplan.placement.core.state import FREE, MIG, SHARED, WHOLE, ClusterState, Placement
@@ -231,7 +231,12 @@ class GreedyPlacer:
         d = st.demand_at(w, i)
         before = len(done)
         while len(done) < n:
-            r = (fit_again(st, w, d, done[-1]) if len(done) > before else None) or st.fit(w, d, i)
+            more = fit_more(st, w, d, done[-1], n - len(done)) if len(done) > before else []
+            if more:  # the same GPU as the last replica: as fit would choose them, applied at once
+                st.apply_many(w, d, more)
+                done.extend(more)
+                continue
+            r = st.fit(w, d, i)
             if not isinstance(r, Placement):
                 if r not in _NOT_LOCAL:
                     self._remember(w, np.array([i], dtype=np.int64))

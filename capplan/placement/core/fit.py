@@ -47,29 +47,50 @@ def fit_on_node(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement |
     return _fit_slice(st, w, d, i)
 
 
-def fit_again(st: ClusterState, w: Workload, d: Demand, last: Placement) -> Placement | None:
-    """The next replica of ``w`` right after ``last`` (its previous replica, just applied) on the same node,
-    when it goes to the same GPU; None when that GPU takes no more (ask :func:`fit_on_node` then).
+def fit_more(st: ClusterState, w: Workload, d: Demand, last: Placement, most: int) -> list[Placement]:
+    """Up to ``most`` more replicas of ``w`` right after ``last`` (its previous replica, just applied) on the
+    same GPU, as :func:`fit_on_node` would give them one by one; empty when that GPU takes no more (ask
+    :func:`fit_on_node` then).
 
-    What :func:`fit_on_node` returns in that case, found without looking at the node's other GPUs: a slice
-    or share goes to the best GPU by (idle last, most used, ...), and ``last``'s GPU became busier while no
-    other GPU changed, so it stays the best as long as it takes one more. Whole GPUs: None (see the caller).
+    A slice or share goes to the best GPU by (idle last, most used, ...); ``last``'s GPU became busier while no
+    other GPU changed, so it stays the best as long as it takes one more. The node's checks (quota, CPU,
+    memory, tenants, power of a busy GPU) are made once and its CPU and memory counted for all of them; the
+    GPU's slices or share are followed replica by replica. With ClusterQueue quotas, one replica at a time.
+    Whole GPUs: empty (the caller fills them).
     """
-    if d.kind not in ("mig", "fraction") or len(last.gpus) != 1:
-        return None
+    if d.kind not in ("mig", "fraction") or len(last.gpus) != 1 or most <= 0:
+        return []
     i, gi = last.node, last.gpus[0]
     if node_reason(st, w, i) or not st.gpu_tenant_ok_at(w, i, gi):
-        return None
+        return []
     if st.tdp[i] and int(st.power_free[st.node_dom[i]].min()) < 0:
-        return None  # the power rule for a busy GPU (see _fit_slice)
+        return []  # the power rule for a busy GPU (see _fit_slice)
+    if st.quota is not None and w.queue is not None:
+        most = 1
+    if w.cpu_milli:
+        most = min(most, int(st.cpu[i]) // w.cpu_milli)
+    if w.memory_mib:
+        most = min(most, int(st.mem[i]) // w.memory_mib)
+    out: list[Placement] = []
     if d.kind == "fraction":
-        ok = _share_room(int(st.frac[i, gi]), int(st.gmem[i, gi]), int(st.gmem_cap[i]), d)
-        return Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli) if ok else None
-    assert d.profile is not None
+        frac, gmem, cap = int(st.frac[i, gi]), int(st.gmem[i, gi]), int(st.gmem_cap[i])
+        while len(out) < most and _share_room(frac, gmem, cap, d):
+            out.append(Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli))
+            frac, gmem = frac + d.fraction_milli, gmem + d.memory_mib
+        return out
+    prof = d.profile
     model = st.models[int(st.model_id[i])]
-    assert model is not None
-    opt = _mig_choice(st, model, i, gi, int(st.mig_mask[i, gi]), st.prof_count[i, gi].tolist(), d.profile)
-    return None if opt is None else Placement(node=i, gpus=(gi,), slot=MigSlot(profile=d.profile.name, start=opt[0]))
+    assert prof is not None and model is not None
+    mask, counts = int(st.mig_mask[i, gi]), st.prof_count[i, gi].tolist()
+    k, width = st.prof_index[prof.name], (1 << prof.memory_slices) - 1
+    while len(out) < most:
+        opt = _mig_choice(st, model, i, gi, mask, counts, prof)
+        if opt is None:
+            break
+        out.append(Placement(node=i, gpus=(gi,), slot=MigSlot(profile=prof.name, start=opt[0])))
+        mask |= width << opt[0]
+        counts[k] += 1
+    return out
 
 
 def _fit_whole(st: ClusterState, d: Demand, i: int) -> Placement | str:
