@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from capplan.io.scenario import problem_from_data
 from capplan.model.deadline import Deadline
-from capplan.model.plan import priority_gaps
 from capplan.model.validate import check_plan
 from capplan.placement import PlanOptions, solve
 from capplan.placement.core.subproblem import lex_key
@@ -48,7 +47,7 @@ def test_auto_is_never_worse_than_greedy(inst: tuple[dict[str, Any], dict[str, b
     auto = solve(p, "auto", opts)
     assert check_plan(p, auto) == []
     assert lex_key(p, auto.assignments) >= lex_key(p, greedy.assignments)
-    assert auto.gaps == priority_gaps(auto.objective, auto.bound) or len(auto.gaps) == len(auto.priorities)
+    assert len(auto.gaps) == len(auto.priorities)  # their values: checked by the validator above
 
 
 def _slow_fleet(nodes: int, workloads: int) -> dict[str, Any]:
