@@ -15,7 +15,7 @@ from typing import Any
 
 from capplan.model.deadline import Deadline
 from capplan.model.errors import InputError, suggest
-from capplan.model.plan import Plan
+from capplan.model.plan import Plan, lexicographic_gap, priority_gaps
 from capplan.model.problem import Problem
 from capplan.model.validate import assert_valid, check_plan
 from capplan.placement.core.options import PlanOptions
@@ -174,7 +174,11 @@ def _not_worse(p: Problem, plan: Plan, greedy: Plan) -> Plan:
     cut = bool(plan.metrics.get("cut_by_time_limit")) or bool(greedy.metrics.get("cut_by_time_limit"))
     metrics = {**greedy.metrics, "auto": {"kept": "greedy", "over": plan.strategy},
                "cut_by_time_limit": cut and greedy.status != "optimal"}
-    return greedy.model_copy(update={"metrics": metrics})
+    # A bound holds for the problem, not for one plan: the strategy's (an LP's) is usually the tighter one.
+    bound = tuple(max(o, min(a, b)) for o, a, b in zip(greedy.objective, greedy.bound, plan.bound, strict=True)) \
+        if len(plan.bound) == len(greedy.bound) else greedy.bound
+    return greedy.model_copy(update={"metrics": metrics, "bound": bound, "gaps": priority_gaps(greedy.objective, bound),
+                                     "gap": lexicographic_gap(greedy.objective, bound)})
 
 
 def _fallback(p: Problem, name: str, opts: PlanOptions, problems: list[str], t0: float,
