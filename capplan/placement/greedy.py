@@ -32,8 +32,9 @@ _DOMAIN_TRIES = 8
 _NOT_LOCAL = ("power", "quota")
 #: Fleets above this many nodes get the array form of the unplaced reasons (:func:`explain_fast`).
 FAST_REASONS_NODES = 1000
-NOT_TRIED = (NOT_TRIED_PREFIX + " before the greedy planner reached this workload "
-             "(priority {priority}; a longer --time-limit places more)")
+#: The reason of a workload the pass did not reach (the priorities not reached are in ``metrics.not_tried``;
+#: the text has no numbers of its own, so the summary groups every such workload under one cause).
+NOT_TRIED = NOT_TRIED_PREFIX + " before the greedy planner reached this workload (a longer --time-limit places more)"
 
 
 def shape_key(w: Workload) -> tuple[object, ...]:
@@ -300,8 +301,7 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
         if not free_ids:
             continue
         if late or clock.expired():
-            late.append(Unplaced(workload=w.name, replicas=tuple(free_ids),
-                                 reason=NOT_TRIED.format(priority=w.priority)))
+            late.append(Unplaced(workload=w.name, replicas=tuple(free_ids), reason=NOT_TRIED))
             continue
         placed = place_workload(placer, w, len(free_ids), running)
         for r, pl in zip(free_ids, placed, strict=False):
