@@ -13,8 +13,11 @@ Besides the wall time it prints the CPU seconds of the ``capplan`` process (user
 shared machine the wall time of the fixed steps (start, import, load, validate) grows with the load,
 their CPU time much less, so CPU seconds compare two checkouts more fairly than wall seconds.
 
+A case is ``SCENARIO:SECONDS`` or ``SCENARIO:SECONDS:STRATEGY`` (default ``--strategy``).
 Scenarios: ``default`` is the Alibaba default trace imported with ``capplan import alibaba`` (YAML,
-8,152 pods on 1,213 nodes); ``fleet100k`` is :func:`fleet_bench.synthetic` at 100,000 GPUs (JSON).
+8,152 pods on 1,213 nodes); ``fleet100k`` is :func:`fleet_bench.synthetic` at 100,000 GPUs (JSON);
+``isofleet100k`` (or ``isofleet10k``) is :func:`greedy_scale.fleet`, issue 25's fleet (tenant isolation over
+40 tenants, gangs with a required rack or block, MIG inference at the top priority), for greedy and ``auto``.
 ``defaultjson`` is the default trace written as JSON (its load costs what a fast YAML parser would).
 All are written once into ``--workdir``.
 """
@@ -37,7 +40,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 DATA = next((d for d in (Path(__file__).resolve().parents[k] / "shared" / "data" / "alibaba-gpu-v2023"
                          for k in (2, 3)) if d.exists()),
             Path(__file__).resolve().parents[2] / "shared" / "data" / "alibaba-gpu-v2023")
-DEFAULT_CASES = ["default:2", "default:5", "default:10", "default:30", "fleet100k:30", "fleet100k:60"]
+DEFAULT_CASES = ["default:2", "default:5", "default:10", "default:30", "fleet100k:30", "fleet100k:60",
+                 "isofleet100k:30:greedy", "isofleet100k:60:greedy", "isofleet100k:60", "isofleet10k:20:greedy"]
 
 
 def scenario(name: str, workdir: Path) -> Path:
@@ -57,6 +61,14 @@ def scenario(name: str, workdir: Path) -> Path:
 
             path.write_text(json.dumps(load_yaml_or_json(scenario("default", workdir), "scenario")))
         return path
+    if name.startswith("isofleet"):  # issue 25's fleet: isolation over 40 tenants, gangs, MIG at the top
+        from greedy_scale import fleet
+
+        gpus = int(name.removeprefix("isofleet").replace("k", "000"))
+        path = workdir / f"{name}.json"
+        if not path.exists():
+            path.write_text(json.dumps(fleet(gpus)))
+        return path
     if name.startswith("fleet"):
         from fleet_bench import synthetic
 
@@ -65,7 +77,7 @@ def scenario(name: str, workdir: Path) -> Path:
         if not path.exists():
             path.write_text(json.dumps(synthetic(gpus)))
         return path
-    raise SystemExit(f"unknown scenario {name!r}: default or fleetNk (e.g. fleet100k)")
+    raise SystemExit(f"unknown scenario {name!r}: default, fleetNk (e.g. fleet100k) or isofleetNk")
 
 
 def _cpu() -> float:
@@ -92,6 +104,7 @@ def run_case(path: Path, limit: float, strategy: str, checkout: Path | None = No
     if res.returncode in (0, 3):
         plan = json.loads(out.read_text())
         row.update(strategy=plan["strategy"], objective=plan["objective"], gap=plan["gap"],
+                   worst=max(plan.get("gaps") or [plan["gap"]]), cut=plan["metrics"].get("cut_by_time_limit"),
                    placed=plan["metrics"].get("replicas_placed"))
     else:
         row["error"] = res.stderr.strip().splitlines()[-1:] or ["?"]
@@ -101,20 +114,21 @@ def run_case(path: Path, limit: float, strategy: str, checkout: Path | None = No
 def main() -> None:
     """Command line entry."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES, help="SCENARIO:SECONDS ...")
+    ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES, help="SCENARIO:SECONDS[:STRATEGY] ...")
     ap.add_argument("--repeat", type=int, default=1, help="runs per case (the median wall is reported)")
     ap.add_argument("--strategy", default="auto")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/capplan-limits"))
     ap.add_argument("--checkout", type=Path, help="run this source tree's capplan (default: the installed one)")
     a = ap.parse_args()
+    print(f"load {os.getloadavg()[0]:.2f}")
     print("| scenario | limit s | strategy | wall s (median) | wall / limit | <= 1.1 x limit + 1 s | CPU s (median) "
-          "| objective (GPUs per priority) | gap | runs (wall) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| objective (GPUs per priority) | gap | worst priority gap | cut by the limit | runs (wall) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for case in a.cases:
-        name, _, secs = case.partition(":")
+        name, secs, *how = case.split(":")
         limit = float(secs)
         path = scenario(name, a.workdir)
-        rows = [run_case(path, limit, a.strategy, a.checkout) for _ in range(a.repeat)]
+        rows = [run_case(path, limit, how[0] if how else a.strategy, a.checkout) for _ in range(a.repeat)]
         walls = [float(str(r["wall"])) for r in rows]
         wall = statistics.median(walls)
         last = rows[-1]
@@ -122,7 +136,8 @@ def main() -> None:
         cpu = statistics.median(float(str(r["cpu"])) for r in rows)
         print(f"| {name} | {limit:g} | {last.get('strategy', '-')} | {wall:.2f} | {wall / limit:.2f} | {ok} | "
               f"{cpu:.2f} | "
-              f"{last.get('objective', last.get('error'))} | {last.get('gap', '-')} | "
+              f"{last.get('objective', last.get('error'))} | {last.get('gap', '-')} | {last.get('worst', '-')} | "
+              f"{last.get('cut', '-')} | "
               f"{', '.join(f'{w:.1f}' for w in walls)} |", flush=True)
 
 

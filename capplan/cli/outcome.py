@@ -17,7 +17,7 @@ from capplan.io.files import write_text_atomic
 from capplan.io.report.prices import catalog_prices, unpriced_gpus, unpriced_text
 from capplan.model.plan import Plan
 from capplan.model.problem import Problem
-from capplan.placement.core.summary import Cause, group_unplaced, summary_text
+from capplan.placement.core.summary import Cause, gap_text, group_unplaced, plan_gaps, summary_text
 
 log = logging.getLogger("capplan")
 #: Version of the ``--summary-json`` layout (a public format).
@@ -39,7 +39,7 @@ def headline(p: Problem, plan: Plan) -> str:
     m = plan.metrics
     unplaced = sum(len(u.replicas) for u in plan.unplaced)
     total = int(m.get("replicas_total", sum(w.replicas for w in p.workloads)))
-    return (f"capplan {plan.strategy}: status {plan.status}, {plan.solve_seconds:.2f}s, gap {plan.gap:.2%}; "
+    return (f"capplan {plan.strategy}: status {plan.status}, {plan.solve_seconds:.2f}s, {gap_text(plan)}; "
             f"{total - unplaced}/{total} replicas placed, {m.get('gpus_allocated', 0):g} of "
             f"{m.get('gpus_total', 0)} GPUs allocated ({m.get('allocation_pct', 0):.2f}%)"
             + (f", {unplaced} unplaced" if unplaced else ""))
@@ -59,15 +59,10 @@ def print_summary(p: Problem, plan: Plan, quiet: bool, output: str | None) -> No
     console.say("\n".join(lines))
 
 
-def gaps_per_priority(plan: Plan) -> list[float | None] | None:
-    """Relative gap per priority, highest first: the plan's own ``gaps`` when it has them, else
-    ``(bound - objective) / bound`` per priority; None when the plan gives no per-priority bound."""
-    own = getattr(plan, "gaps", None)
-    if own is not None:
-        return list(own)
-    if len(plan.bound) != len(plan.objective) or not plan.bound:
-        return None
-    return [round(max(0.0, b - o) / b, 6) if b > 0 else 0.0 for o, b in zip(plan.objective, plan.bound, strict=True)]
+def gaps_per_priority(plan: Plan) -> list[float] | None:
+    """The plan's ``gaps`` (relative gap per priority, highest first; recomputed for an older plan file
+    without them), None when the plan gives no per-priority bound."""
+    return list(plan_gaps(plan)) or None
 
 
 def _cause(c: Cause) -> dict[str, Any]:
@@ -86,6 +81,7 @@ def summary_data(p: Problem, plan: Plan, exit_code: int, scenario: str, output: 
         "wall_seconds": round(console.elapsed(), 3), "solve_seconds": plan.solve_seconds,
         "priorities": list(plan.priorities), "objective": list(plan.objective), "bound": list(plan.bound),
         "gap": plan.gap, "gaps": gaps_per_priority(plan),
+        "cut_by_time_limit": bool(plan.metrics.get("cut_by_time_limit", False)),
         "allocation": {k: m.get(k) for k in ("gpus_total", "gpus_allocated", "allocation_pct", "cpu_allocation_pct",
                                              "replicas_total", "replicas_placed")},
         "unplaced": {"replicas": sum(c.replicas for c in causes), "workloads": len(plan.unplaced),

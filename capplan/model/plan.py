@@ -7,6 +7,7 @@ Schema generated from these models.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -94,8 +95,11 @@ class Plan(Frozen):
     """The result of planning: assignments, what was left out and why, and solve statistics.
 
     ``objective`` and ``bound`` hold the placed GPU demand (in GPUs) per priority, highest
-    priority first, in the order of ``priorities``. ``gap`` is the relative gap at the
-    highest priority whose objective is below its bound (0 when every bound is met).
+    priority first, in the order of ``priorities``. ``gaps`` holds the relative gap
+    ``(bound - objective) / bound`` of each priority (0 where the bound is 0), aligned with
+    ``priorities`` (:func:`priority_gaps`); ``gap`` is the first nonzero one, the gap at the highest
+    priority whose objective is below its bound (0 when every bound is met). ``metrics.cut_by_time_limit``
+    says whether the time limit stopped the search before it finished (never for an ``optimal`` plan).
     ``goodput`` has one row per placed gang with ``checkpoint`` (its spare nodes included).
     """
 
@@ -106,6 +110,7 @@ class Plan(Frozen):
     bound: tuple[Float, ...] = ()
     priorities: tuple[Int, ...] = ()
     gap: Float = Field(default=0.0, ge=0)
+    gaps: tuple[Float, ...] = ()
     solve_seconds: Float = Field(default=0.0, ge=0)
     seed: Int = 0
     assignments: tuple[Assignment, ...] = ()
@@ -153,6 +158,17 @@ class Plan(Frozen):
             return cls.model_validate(data)
         except ValidationError as exc:
             raise input_error_from(exc, "", Plan) from None
+
+
+def priority_gaps(objective: Sequence[float], bound: Sequence[float]) -> tuple[float, ...]:
+    """The relative gap of each priority, ``(bound - objective) / bound`` (0 where the bound is 0 or met),
+    rounded to six decimals: a plan's ``gaps``, aligned with its ``priorities``."""
+    return tuple(round((b - o) / b, 6) if b > o and b > 0 else 0.0 for o, b in zip(objective, bound, strict=True))
+
+
+def lexicographic_gap(objective: Sequence[float], bound: Sequence[float]) -> float:
+    """A plan's ``gap``: the relative gap at the highest priority whose objective is below its bound."""
+    return next((g for g in priority_gaps(objective, bound) if g > 0), 0.0)
 
 
 _str = json.encoder.encode_basestring_ascii  # what json.dumps uses

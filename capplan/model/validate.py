@@ -100,6 +100,32 @@ def _check_numbers(plan: Plan) -> list[str]:
         v.append(f"gap {plan.gap} is not a finite number in 0..1")
     if not math.isfinite(plan.solve_seconds) or plan.solve_seconds < 0:
         v.append(f"solve_seconds {plan.solve_seconds} is not a finite number >= 0")
+    v.extend(_check_gaps(plan))
+    return v
+
+
+def _check_gaps(plan: Plan) -> list[str]:
+    """``gaps`` (when given) against ``objective`` and ``bound``, ``gap`` its first nonzero entry, and
+    ``metrics.cut_by_time_limit`` against the status and the reasons (recomputed here, not imported)."""
+    v: list[str] = []
+    if plan.gaps:
+        if len(plan.gaps) != len(plan.priorities) or len(plan.bound) != len(plan.priorities):
+            return [f"gaps has {len(plan.gaps)} entries for {len(plan.priorities)} priorities"]
+        for q, g, o, b in zip(plan.priorities, plan.gaps, plan.objective, plan.bound, strict=True):
+            want = (b - o) / b if b > o and b > 0 else 0.0
+            if not math.isfinite(g) or abs(g - want) > 1e-5:
+                v.append(f"gaps: priority {q} has gap {g}, but (bound - objective) / bound = {want:.6f}")
+        first = next((g for g in plan.gaps if g > 0), 0.0)
+        if abs(plan.gap - first) > 1e-9:
+            v.append(f"gap {plan.gap} is not the first nonzero entry of gaps ({first})")
+    cut = plan.metrics.get("cut_by_time_limit")
+    if cut is not None:
+        if not isinstance(cut, bool):
+            v.append(f"metrics.cut_by_time_limit must be true or false, got {cut!r}")
+        elif cut and plan.status == "optimal":
+            v.append("metrics.cut_by_time_limit is true for an optimal plan")
+        elif not cut and any(u.reason.startswith("not tried: the time limit") for u in plan.unplaced):
+            v.append("metrics.cut_by_time_limit is false, but replicas were not tried for lack of time")
     return v
 
 def _check_running(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignment]) -> list[str]:

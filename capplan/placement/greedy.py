@@ -2,9 +2,11 @@
 
 Workloads are taken in order of priority (highest first), gangs before independent replicas
 within a priority, larger demands first. Each replica goes to the feasible node that leaves
-the fewest free whole GPUs (best fit); a gang or a workload with a required topology level is
-tried in every domain of that level and kept in the tightest one that holds it all. MIG slices
-start where the most valid placements stay free. Deterministic: no randomness is used.
+the fewest free whole GPUs (best fit; the order in :mod:`capplan.placement.bestfit`); a gang or a
+workload with a required topology level is tried in the domains of that level (most promising first)
+and kept in the tightest one that holds it all. MIG slices start where the most valid placements stay
+free. The run's deadline is checked between workloads; those not reached are reported as not tried.
+Deterministic: no randomness is used.
 """
 
 from __future__ import annotations
@@ -13,12 +15,26 @@ import time
 
 import numpy as np
 
+from capplan.model.deadline import Deadline
 from capplan.model.plan import Assignment, Plan, Unplaced
-from capplan.model.problem import Problem, Workload
+from capplan.model.problem import Demand, Problem, Workload
+from capplan.placement.bestfit import BestFitOrder
+from capplan.placement.core.budget import SUMMARY_COST, reserve
+from capplan.placement.core.fit import fit_more
 from capplan.placement.core.options import PlanOptions
-from capplan.placement.core.reasons import Holdings, explain
-from capplan.placement.core.state import ClusterState, Placement
-from capplan.placement.core.summary import make_plan
+from capplan.placement.core.reasons import Holdings, explain, explain_fast, room_estimate
+from capplan.placement.core.state import FREE, WHOLE, ClusterState, Placement
+from capplan.placement.core.summary import NOT_TRIED_PREFIX, make_plan
+
+#: Most domains tried for a workload tied to one domain once one has held it.
+_DOMAIN_TRIES = 8
+#: Reasons a replica does not fit on a node that depend on other nodes too (power domains, quotas).
+_NOT_LOCAL = ("power", "quota")
+#: Fleets above this many nodes get the array form of the unplaced reasons (:func:`explain_fast`).
+FAST_REASONS_NODES = 1000
+#: The reason of a workload the pass did not reach (the priorities not reached are in ``metrics.not_tried``;
+#: the text has no numbers of its own, so the summary groups every such workload under one cause).
+NOT_TRIED = NOT_TRIED_PREFIX + " before the greedy planner reached this workload (a longer --time-limit places more)"
 
 
 def shape_key(w: Workload) -> tuple[object, ...]:
@@ -33,55 +49,32 @@ def workload_order(p: Problem) -> list[Workload]:
                                               -w.cpu_milli, p.workload_index[w.name]))
 
 
-class GreedyPlacer:
-    """Constructive placement on a :class:`ClusterState`; reused by other planners for repair."""
+class GreedyPlacer(BestFitOrder):
+    """Constructive placement on a :class:`ClusterState`; reused by other planners for repair.
 
-    def __init__(self, p: Problem, st: ClusterState) -> None:
-        self.p = p
-        self.st = st
+    Replicas of one workload are identical, so the best-fit order of the candidate nodes is computed
+    once per group of replicas and walked: each node is filled until it takes no more (placing on the
+    best node keeps it the best, and no other node changes), which is what asking for the best node
+    replica by replica gives, at one array pass per workload. The order is
+    :class:`~capplan.placement.bestfit.BestFitOrder`'s.
 
-    def candidates(self, w: Workload, within: np.ndarray | None, prefer: set[str] | None = None) -> list[int]:
-        """Eligible nodes with room for CPU, memory and GPUs, best fit first."""
-        st = self.st
-        idx, _ = st.eligible(w)
-        if within is not None:
-            idx = np.intersect1d(idx, within, assume_unique=True)
-        if idx.size == 0:
-            return []
-        ok = (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
-        if w.gpus is not None:
-            ok &= st.free_whole[idx] >= w.gpus
-        elif w.gpu_fraction is not None:
-            ok &= st.frac_room[idx] >= round(w.gpu_fraction * 1000)
-        elif w.mig is not None:
-            ok &= st.mig_free[idx] > 0
-        idx = idx[ok]
-        if idx.size == 0:
-            return []
-        # Best fit: fewest free whole GPUs left, then least free CPU; nodes with busy GPUs first for slices.
-        free_after = st.free_whole[idx] - (w.gpus or 0)
-        partial = (st.gpu_count[idx] - st.free_whole[idx]) > 0
-        keys = [st.cpu[idx], free_after]
-        if w.gpus is None:
-            keys.append(~partial)
-        if prefer:
-            lvl = w.topology.preferred
-            assert lvl is not None
-            keys.append(np.array([self.p.cluster.domain_of(st.nodes[i], lvl) not in prefer for i in idx]))
-        # Least capacity held comes first: the smallest MIG slice that serves the workload, and
-        # CPU-only pods on CPU-only nodes (GPU nodes keep their CPU and memory for GPU work).
-        if w.mig is not None:
-            per = st.eligible(w)[1]
-            keys.append(np.array([per[st.model_of[i]].units for i in idx]))
-        if not w.has_gpu_demand:
-            keys.append(st.gpu_count[idx] > 0)
-        order = np.lexsort(tuple(keys))
-        return [int(i) for i in idx[order]]
+    Parameters
+    ----------
+    p, st
+        The problem and the occupancy to fill.
+    deadline
+        Optional: when it expires, domain searches stop trying further domains (the caller checks it
+        between workloads and reports the workloads it did not try).
+    """
+
+    def __init__(self, p: Problem, st: ClusterState, deadline: Deadline | None = None) -> None:
+        super().__init__(p, st)
+        self.deadline = deadline
 
     def place_one(self, w: Workload, within: np.ndarray | None = None,
                   prefer: set[str] | None = None) -> Placement | None:
         """Place one replica of ``w`` (optionally inside ``within`` nodes); None if it does not fit."""
-        for i in self.candidates(w, within, prefer):
+        for i in self.ordered(w, within, prefer):
             d = self.st.demand_at(w, i)
             r = self.st.fit(w, d, i)
             if isinstance(r, Placement):
@@ -94,19 +87,72 @@ class GreedyPlacer:
         for pl in reversed(placed):
             self.st.apply(w, self.st.demand_at(w, pl.node), pl, -1)
 
+    def _fill(self, w: Workload, i: int, n: int, done: list[Placement]) -> int:
+        """Place replicas of ``w`` on node ``i`` until ``done`` holds ``n`` or the node takes no more."""
+        st = self.st
+        d = st.demand_at(w, i)
+        before = len(done)
+        while len(done) < n:
+            more = fit_more(st, w, d, done[-1], n - len(done)) if len(done) > before else []
+            if more:  # the same GPU as the last replica: as fit would choose them, applied at once
+                st.apply_many(w, d, more)
+                done.extend(more)
+                continue
+            r = st.fit(w, d, i)
+            if not isinstance(r, Placement):
+                if r not in _NOT_LOCAL:
+                    self.remember(w, np.array([i], dtype=np.int64))
+                break
+            st.apply(w, d, r)
+            done.append(r)
+            if d.kind == "whole" and st.quota is None and len(done) < n:
+                self._fill_whole(w, d, i, n, done)
+        return len(done) - before
+
+    def _fill_whole(self, w: Workload, d: Demand, i: int, n: int, done: list[Placement]) -> None:
+        """After one replica of whole GPUs fit on node ``i``: as many more as fit there, in one step.
+
+        The replicas :meth:`ClusterState.fit` would give one by one: the node passed its checks once (its
+        tenant rule does not change with more of the same workload), so CPU, memory, free GPUs and the
+        power headroom decide how many more fit, and each takes the next free GPUs in fit's order."""
+        st = self.st
+        k = n - len(done)
+        if w.cpu_milli:
+            k = min(k, int(st.cpu[i]) // w.cpu_milli)
+        if w.memory_mib:
+            k = min(k, int(st.mem[i]) // w.memory_mib)
+        users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
+        free = [g for g in range(int(st.gpu_count[i]))
+                if users[g] == 0 and fixed[g] <= WHOLE and mode[g] in (FREE, WHOLE)]
+        free.sort(key=lambda g: fixed[g] < 0)
+        k = min(k, len(free) // max(d.gpus, 1))
+        tdp = int(st.tdp[i])
+        if tdp and d.gpus:
+            k = min(k, int(st.power_free[st.node_dom[i]].min()) // (tdp * d.gpus))
+        if k <= 0:
+            return
+        got = [Placement(node=i, gpus=tuple(sorted(free[j * d.gpus:(j + 1) * d.gpus]))) for j in range(k)]
+        st.apply_many(w, d, got)
+        done.extend(got)
+
     def place_group(self, w: Workload, n: int, within: np.ndarray | None, all_or_nothing: bool,
                     prefer: set[str] | None = None) -> list[Placement]:
         """Place up to ``n`` replicas; with ``all_or_nothing`` roll back unless all fit."""
         lvl = w.topology.preferred
         done: list[Placement] = []
         pref = set(prefer or ())
-        for _ in range(n):
-            pl = self.place_one(w, within, pref if lvl else None)
-            if pl is None:
+        while len(done) < n:
+            grown = False
+            for i in self.ordered(w, within, pref if lvl else None):
+                if self._fill(w, i, n, done) and lvl:
+                    dom = self.p.cluster.domain_of(self.st.nodes[i], lvl)
+                    if dom not in pref:  # the order changes: nodes of this domain come first now
+                        pref.add(dom)
+                        grown = True
+                if len(done) == n or grown:
+                    break
+            if not grown:
                 break
-            done.append(pl)
-            if lvl:
-                pref.add(self.p.cluster.domain_of(self.st.nodes[pl.node], lvl))
         if all_or_nothing and len(done) < n:
             self.undo(w, done)
             return []
@@ -118,28 +164,66 @@ class GreedyPlacer:
 
     def place_in_one_domain(self, w: Workload, n: int, level: str, fixed_domain: str | None,
                             all_or_nothing: bool, within: np.ndarray | None = None) -> list[Placement]:
-        """Place replicas of ``w`` inside the single domain of ``level`` that fits them most tightly."""
+        """Place replicas of ``w`` inside the single domain of ``level`` that fits them most tightly.
+
+        Domains are ranked by an optimistic estimate (replicas that fit by CPU, memory and free whole
+        GPUs, then the free whole GPUs left) and tried in that order; the search stops at a domain
+        whose trial meets its estimate (no later domain can do better), or after a few tries.
+        """
+        st = self.st
         if level == self.p.cluster.levels[-1]:
-            doms = {st_n.name: np.array([i]) for i, st_n in enumerate(self.st.nodes)}
+            ids, names = np.arange(st.n, dtype=np.int64), [x.name for x in st.nodes]
         else:
-            doms = {d: idx for (lv, d), idx in self.st.domain_nodes.items() if lv == level}
-        if fixed_domain is not None:
-            doms = {fixed_domain: doms[fixed_domain]}
+            ids, names = st.domain_ids(level)
+        pos = {nm: k for k, nm in enumerate(names)}
+        idx, _ = st.eligible(w)
         if within is not None:
-            doms = {d: x for d, idx in doms.items() if (x := np.intersect1d(idx, within)).size}
-        best: tuple[tuple[int, int], str] | None = None
-        for dom, idx in doms.items():
-            trial = self.place_group(w, n, idx, all_or_nothing)
+            idx = self._inside(idx, within)
+        if fixed_domain is not None:
+            idx = idx[ids[idx] == pos[fixed_domain]]
+        if idx.size == 0:
+            return []
+        ok = st.node_ok(w, idx)
+        room = np.where(ok, np.minimum(room_estimate(st, w, idx), n), 0)
+        cap = np.bincount(ids[idx], weights=room, minlength=len(names)).astype(np.int64)
+        scope = np.arange(st.n, dtype=np.int64) if within is None else within
+        free = np.bincount(ids[scope], weights=st.free_whole[scope], minlength=len(names)).astype(np.int64)
+        est_n = np.minimum(cap, n)
+        if w.gpus is not None:
+            est_left = free - est_n * w.gpus
+        elif w.has_gpu_demand:  # a slice or share turns at most one free GPU busy
+            est_left = np.maximum(free - est_n, 0)
+        else:
+            est_left = free
+        has = np.zeros(len(names), dtype=bool)
+        has[ids[idx]] = True
+        cand = np.flatnonzero(has & (est_n >= (n if all_or_nothing else 1)))
+        if fixed_domain is not None:
+            cand = np.array([pos[fixed_domain]], dtype=np.int64)
+        order = cand[np.lexsort((cand, est_left[cand], -est_n[cand]))].tolist()
+        best: tuple[tuple[int, int], int] | None = None
+        kept: list[Placement] = []  # the best trial stays applied while it may be the last one
+        for tries, dom in enumerate(order):
+            est = (-int(est_n[dom]), int(est_left[dom]))
+            if best is not None and (best[0] <= est or tries >= _DOMAIN_TRIES
+                                     or (self.deadline is not None and self.deadline.expired())):
+                break  # no domain left can beat the best (estimates are optimistic), or enough tries
+            self.undo(w, kept)
+            kept = []
+            trial = self.place_group(w, n, idx[ids[idx] == dom], all_or_nothing)
             if trial:
-                key = (-len(trial), self.domain_leftover(idx))
+                key = (-len(trial), self.domain_leftover(scope[ids[scope] == dom]))
                 if best is None or key < best[0]:
-                    best = (key, dom)
-                self.undo(w, trial)
+                    best, kept = (key, dom), trial
+                else:
+                    self.undo(w, trial)
                 if len(trial) == n and key[1] == 0:
                     break
         if best is None:
             return []
-        return self.place_group(w, n, doms[best[1]], all_or_nothing)
+        if kept:
+            return kept
+        return self.place_group(w, n, idx[ids[idx] == best[1]], all_or_nothing)
 
 
 def place_workload(placer: GreedyPlacer, w: Workload, n: int, running: list[Assignment]) -> list[Placement]:
@@ -186,10 +270,18 @@ def _place_within(placer: GreedyPlacer, w: Workload, n: int, running: list[Assig
 
 
 def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
-    """Plan ``p`` greedily; running replicas stay where they are."""
+    """Plan ``p`` greedily; running replicas stay where they are.
+
+    The clock (``options.clock()``, the run's one deadline) is checked between workloads: when it runs
+    out, the workloads not reached are left unplaced with a reason saying they were not tried (and at which
+    priority), the plan so far is returned, and ``metrics.cut_by_time_limit`` is set.
+    """
     t0 = time.perf_counter()
+    # the pass stops early enough for the reasons and the plan's assembly (their expected cost) to fit
+    clock = options.clock()
+    clock = clock.less(reserve(p, clock.budget, SUMMARY_COST))
     st = ClusterState(p)
-    placer = GreedyPlacer(p, st)
+    placer = GreedyPlacer(p, st, clock)
     assignments: list[Assignment] = []
     running_of: dict[str, list[Assignment]] = {}
     for a in p.running:
@@ -201,10 +293,15 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
         assignments.append(a)
         running_of.setdefault(w.name, []).append(a)
     missing_of: list[tuple[Workload, list[int]]] = []
+    late: list[Unplaced] = []
     for w in workload_order(p):
         running = running_of.get(w.name, [])
-        free_ids = [r for r in range(w.replicas) if r not in {a.replica for a in running}]
+        taken = {a.replica for a in running}
+        free_ids = [r for r in range(w.replicas) if r not in taken]
         if not free_ids:
+            continue
+        if late or clock.expired():
+            late.append(Unplaced(workload=w.name, replicas=tuple(free_ids), reason=NOT_TRIED))
             continue
         placed = place_workload(placer, w, len(free_ids), running)
         for r, pl in zip(free_ids, placed, strict=False):
@@ -212,14 +309,28 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
         missing = free_ids[len(placed):]
         if missing:
             missing_of.append((w, missing))
-    # Greedy never removes a placement, so the final occupancy explains every failure; workloads of
-    # the same shape share one diagnosis.
+    unplaced = _reasons(p, st, assignments, missing_of, fast=bool(late) or len(p.cluster.nodes) > FAST_REASONS_NODES)
+    extra: dict[str, object] = {}
+    if late:
+        extra["cut_by_time_limit"] = True
+        extra["not_tried"] = {"workloads": len(late), "replicas": sum(len(u.replicas) for u in late),
+                              "priorities": sorted({p.workload(u.workload).priority for u in late}, reverse=True)}
+    return make_plan(p, "greedy", assignments, unplaced + late, seconds=time.perf_counter() - t0,
+                     seed=options.seed, extra_metrics=extra)
+
+
+def _reasons(p: Problem, st: ClusterState, assignments: list[Assignment],
+             missing_of: list[tuple[Workload, list[int]]], fast: bool) -> list[Unplaced]:
+    """Why each missing replica is unplaced, on the final occupancy (greedy never removes a placement, so
+    it explains every failure); workloads of the same shape share one diagnosis. ``fast``: the array
+    form (:func:`explain_fast`), for large fleets or when the time is already up."""
     reasons: dict[tuple[object, ...], str] = {}
     unplaced: list[Unplaced] = []
     holdings = Holdings(p, assignments) if missing_of else None
     for w, missing in missing_of:
         key = (shape_key(w), w.mixed_models, w.replicas, len(missing))
         if key not in reasons:
-            reasons[key] = explain(st, w, len(missing), holdings)
+            reasons[key] = (explain_fast(st, w, len(missing), st.eligible(w)[0], holdings) if fast
+                            else explain(st, w, len(missing), holdings))
         unplaced.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=reasons[key]))
-    return make_plan(p, "greedy", assignments, unplaced, seconds=time.perf_counter() - t0, seed=options.seed)
+    return unplaced

@@ -16,14 +16,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from capplan.model.plan import Assignment, Plan, Unplaced
+from capplan.model.plan import Assignment, Plan, Unplaced, lexicographic_gap
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import units_to_gpus
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.reasons import Holdings, explain
 from capplan.placement.core.search import Pick, SearchStats, SubResult, missing_replicas, search
 from capplan.placement.core.state import ClusterState
-from capplan.placement.core.summary import lexicographic_gap, make_plan, placed_units
+from capplan.placement.core.summary import make_plan, placed_units
 
 _NODES = 8  # nodes per neighbourhood
 _OFFER = 40  # unplaced workloads offered per neighbourhood

@@ -13,8 +13,9 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from capplan.model.deadline import Deadline
 from capplan.model.errors import InputError, suggest
-from capplan.model.plan import Plan
+from capplan.model.plan import Plan, lexicographic_gap, priority_gaps
 from capplan.model.problem import Problem
 from capplan.model.validate import assert_valid, check_plan
 from capplan.placement.core.options import PlanOptions
@@ -22,11 +23,16 @@ from capplan.placement.core.progress import Heartbeat
 from capplan.placement.core.reality import planning_problem
 from capplan.placement.core.reconfig import plan_reconfiguring
 from capplan.placement.core.spares import plan_with_spares
+from capplan.placement.strategies import loaded
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
 
 MIN_SOLVE_SECONDS = 0.05
+#: Most of what is left that ``auto`` gives the greedy plan it starts from (greedy usually needs far less).
+GREEDY_SHARE = 0.5
+#: A strategy that used this much of its time without proving its plan optimal was cut by the time limit.
+CUT_FRACTION = 0.9
 """The least time a strategy is given, however little of the limit is left (it then returns its fastest plan)."""
 
 
@@ -69,7 +75,7 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     greedy plan is returned with ``metrics.fallback_from`` (the failed strategy) and ``metrics.warning``.
     """
     from capplan.placement.core.budget import VALIDATE_COST, WRITE_COST, reserve
-    from capplan.placement.strategies import STRATEGIES, choose_strategy, loaded
+    from capplan.placement.strategies import STRATEGIES, choose_strategy
 
     opts = replace(options or PlanOptions(), **kw)
     handed = opts.deadline is not None
@@ -94,10 +100,16 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     log.info("strategy %s ready with %.2f s left; it gets %.2f s (%.2f s kept for the validator%s)", name,
              deadline.remaining(), mine.remaining(), keep, " and writing" if handed else "")
     t0 = time.perf_counter()
+    first = None
+    if strategy == "auto" and name != "greedy":
+        first = _greedy_first(p, q, opts, mine)  # a complete plan early; the strategy must beat it
+        log.info("greedy plan ready with %.2f s left", mine.remaining())
+    given = mine.remaining()
+    t1 = time.perf_counter()
     beat = Heartbeat(opts.progress, name) if opts.progress else None
     try:
         with beat or contextlib.nullcontext():
-            run = replace(opts.within(mine), progress=beat or opts.progress)
+            run = replace(opts.within(mine.at_least(MIN_SOLVE_SECONDS)), progress=beat or opts.progress)
             # the strategy, holding spare nodes for gangs (core/spares.py), counting reconfigured GPUs
             # (core/reconfig.py)
             plan = plan_reconfiguring(q, lambda x, o: plan_with_spares(x, fn, o), run)
@@ -110,7 +122,13 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     log.info("strategy %s returned with %.2f s left", name, deadline.remaining())
     if problems:
         rest = opts.within(deadline.at_least(MIN_SOLVE_SECONDS))
-        plan = assert_valid(p, _fallback(q, name, rest, problems, t0))  # checked once more: never emit a bad plan
+        plan = assert_valid(p, _fallback(q, name, rest, problems, t0, first))  # never emit a bad plan
+    elif plan.status != "optimal" and time.perf_counter() - t1 >= CUT_FRACTION * given:
+        plan = plan.model_copy(update={"metrics": {**plan.metrics, "cut_by_time_limit": True}})
+    if first is not None and not problems:
+        plan = _not_worse(p, plan, first)
+    if plan.status == "infeasible" and not quotas:  # no false alarm: check before saying it (guarantee.py)
+        plan = _confirmed(p, q, plan, opts, deadline.less(keep), STRATEGIES)
     if breaks:
         plan = plan.model_copy(update={"metrics": {**plan.metrics, "running_breaks": [b.message for b in breaks]}})
     if not plan.solve_seconds:
@@ -118,13 +136,76 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     return plan
 
 
-def _fallback(p: Problem, name: str, opts: PlanOptions, problems: list[str], t0: float) -> Plan:
-    """The greedy plan, marked as a fallback, when strategy ``name`` failed or produced an invalid plan."""
+def _confirmed(p: Problem, q: Problem, plan: Plan, opts: PlanOptions, end: Deadline, table: dict[str, Any]) -> Plan:
+    """:func:`~capplan.placement.guarantee.confirm_infeasible` on the planning problem ``q`` with the greedy and
+    exact strategies of the table, the result validated against ``p`` (a check that fails keeps the strategy's
+    plan)."""
+    from capplan.placement.core.budget import SUMMARY_COST, reserve
+    from capplan.placement.greedy import plan_greedy
+    from capplan.placement.guarantee import confirm_infeasible
+
+    if end.remaining() < 3 * reserve(p, end.budget, SUMMARY_COST):  # two greedy passes and an assembly
+        why = "not checked: the time limit left no time to place the guaranteed work alone (a longer limit checks it)"
+        return plan.model_copy(update={"metrics": {**plan.metrics, "guaranteed_check": why}})
+    try:
+        exact = loaded(table["cpsat"]) if "cpsat" in table else None
+        checked = confirm_infeasible(q, plan, opts, end, plan_greedy, exact)
+    except (InputError, KeyboardInterrupt, MemoryError):
+        raise
+    except Exception:
+        log.exception("the check of the guaranteed work failed")
+        return plan
+    return checked if checked is plan or not check_plan(p, checked) else plan
+
+
+def _greedy(q: Problem, opts: PlanOptions) -> Plan:
+    """The greedy plan of the planning problem ``q``, through the wrappers every strategy runs in: spare nodes
+    for gangs (core/spares.py) and reconfigured GPUs counted (core/reconfig.py)."""
     from capplan.placement.greedy import plan_greedy
 
+    return plan_reconfiguring(q, lambda x, o: plan_with_spares(x, plan_greedy, o), replace(opts, progress=None))
+
+
+def _greedy_first(p: Problem, q: Problem, opts: PlanOptions, mine: Deadline) -> Plan | None:
+    """The greedy plan of ``q`` (validated against ``p``), within :data:`GREEDY_SHARE` of what ``mine`` leaves;
+    None if it fails."""
+    try:
+        plan = _greedy(q, opts.within(mine.share(GREEDY_SHARE)))
+    except (InputError, KeyboardInterrupt, MemoryError):
+        raise
+    except Exception:  # the strategy still runs; only the guarantee against greedy is lost
+        log.exception("the greedy plan failed")
+        return None
+    return plan if not check_plan(p, plan) else None
+
+
+def _not_worse(p: Problem, plan: Plan, greedy: Plan) -> Plan:
+    """``plan``, or ``greedy`` when ``plan`` is lexicographically worse (:func:`lex_key`): ``auto`` never
+    returns less than the greedy plan; ``metrics.auto`` says which one was kept."""
+    from capplan.placement.core.subproblem import lex_key
+
+    if lex_key(p, greedy.assignments) <= lex_key(p, plan.assignments):
+        return plan.model_copy(update={"metrics": {**plan.metrics, "auto": {"kept": plan.strategy,
+                                                                             "over": "greedy"}}})
+    log.info("strategy %s did not catch up with the greedy plan; returning the greedy plan", plan.strategy)
+    cut = bool(plan.metrics.get("cut_by_time_limit")) or bool(greedy.metrics.get("cut_by_time_limit"))
+    metrics = {**greedy.metrics, "auto": {"kept": "greedy", "over": plan.strategy},
+               "cut_by_time_limit": cut and greedy.status != "optimal"}
+    # A bound holds for the problem, not for one plan: the strategy's (an LP's) is usually the tighter one.
+    bound = tuple(max(o, min(a, b)) for o, a, b in zip(greedy.objective, greedy.bound, plan.bound, strict=True)) \
+        if len(plan.bound) == len(greedy.bound) else greedy.bound
+    return greedy.model_copy(update={"metrics": metrics, "bound": bound, "gaps": priority_gaps(greedy.objective, bound),
+                                     "gap": lexicographic_gap(greedy.objective, bound)})
+
+
+def _fallback(p: Problem, name: str, opts: PlanOptions, problems: list[str], t0: float,
+              first: Plan | None = None) -> Plan:
+    """The greedy plan, marked as a fallback, when strategy ``name`` failed or produced an invalid plan
+    (``first``: the greedy plan ``auto`` already has; ``p`` is the planning problem)."""
     warning = (f"strategy {name} did not produce a valid plan ({'; '.join(problems[:3])}); "
                "this is the greedy plan instead (please report this as a bug)")
     log.warning(warning)
-    plan = plan_reconfiguring(p, lambda x, o: plan_with_spares(x, plan_greedy, o), replace(opts, progress=None))
+    plan = first if first is not None else _greedy(p, opts)
     metrics = {**plan.metrics, "fallback_from": name, "warning": warning}
     return plan.model_copy(update={"metrics": metrics, "solve_seconds": round(time.perf_counter() - t0, 4)})
+

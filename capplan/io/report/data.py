@@ -23,7 +23,7 @@ from capplan.model.units import UNITS_PER_GPU
 from capplan.model.validate import check_assignments, check_plan
 from capplan.placement.core.reconfig import reconfigured
 from capplan.placement.core.state import ClusterState
-from capplan.placement.core.summary import describe_demand, eligible_units, node_types, placed_units
+from capplan.placement.core.summary import describe_demand, eligible_units, gap_text, node_types, placed_units
 
 _MODE = {"free": 0, "whole": 1, "mig": 2, "shared": 3}
 
@@ -109,7 +109,7 @@ def build_report(p: Problem, plan: Plan, prices: Prices | None = None, timeline:
         "title": title or cl.name,
         "cluster": cl.name,
         "levels": list(cl.levels),
-        "plan": {"status": plan.status, "strategy": plan.strategy, "gap": plan.gap,
+        "plan": {"status": plan.status, "strategy": plan.strategy, "gap": plan.gap, "gap_text": gap_text(plan),
                  "solve_seconds": plan.solve_seconds, "kind": "schedule" if timeline else "plan"},
         "tenants": tenants,
         "models": [{"name": m, "price": prices.of(m), "tdp_w": p.catalog.get(m).tdp_w,

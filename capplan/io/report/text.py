@@ -51,7 +51,8 @@ def render_text(data: dict[str, Any], width: int = 100) -> str:
     plan, tot, cost = data["plan"], data["totals"], data["cost"]
     cur = "$" if data["currency"] == "USD" else data["currency"] + " "
     g = tot["gpus"] or 1
-    lines = [f"{data['title']} · {plan['kind']} {plan['status']} ({plan['strategy']}), gap {plan['gap']:.2%}",
+    lines = [f"{data['title']} · {plan['kind']} {plan['status']} ({plan['strategy']}), "
+             + plan.get("gap_text", f"gap {plan['gap']:.2%}"),
              f"GPUs {tot['gpus']}: {_gpus(tot['allocated'])} allocated ({tot['allocated'] / g:.1%}), "
              f"{_gpus(tot['idle'])} idle, {_gpus(tot['stranded'])} stranded · "
              f"{cur}{cost['per_hour']['total']:,.2f}/h, {cur}{cost['per_month']['total']:,.0f}/month "

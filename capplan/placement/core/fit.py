@@ -47,6 +47,52 @@ def fit_on_node(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement |
     return _fit_slice(st, w, d, i)
 
 
+def fit_more(st: ClusterState, w: Workload, d: Demand, last: Placement, most: int) -> list[Placement]:
+    """Up to ``most`` more replicas of ``w`` right after ``last`` (its previous replica, just applied) on the
+    same GPU, as :func:`fit_on_node` would give them one by one; empty when that GPU takes no more (ask
+    :func:`fit_on_node` then).
+
+    A slice or share goes to the best GPU by (idle last, most used, ...); ``last``'s GPU became busier while no
+    other GPU changed, so it stays the best as long as it takes one more. The node's checks (quota, CPU,
+    memory, tenants, power of a busy GPU) are made once and its CPU and memory counted for all of them; the
+    GPU's slices or share are followed replica by replica. With ClusterQueue quotas, one replica at a time.
+    Whole GPUs: empty (the caller fills them).
+    """
+    if d.kind not in ("mig", "fraction") or len(last.gpus) != 1 or most <= 0:
+        return []
+    i, gi = last.node, last.gpus[0]
+    if node_reason(st, w, i) or not st.gpu_tenant_ok_at(w, i, gi):
+        return []
+    if st.tdp[i] and int(st.power_free[st.node_dom[i]].min()) < 0:
+        return []  # the power rule for a busy GPU (see _fit_slice)
+    if st.quota is not None and w.queue is not None:
+        most = 1
+    if w.cpu_milli:
+        most = min(most, int(st.cpu[i]) // w.cpu_milli)
+    if w.memory_mib:
+        most = min(most, int(st.mem[i]) // w.memory_mib)
+    out: list[Placement] = []
+    if d.kind == "fraction":
+        frac, gmem, cap = int(st.frac[i, gi]), int(st.gmem[i, gi]), int(st.gmem_cap[i])
+        while len(out) < most and _share_room(frac, gmem, cap, d):
+            out.append(Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli))
+            frac, gmem = frac + d.fraction_milli, gmem + d.memory_mib
+        return out
+    prof = d.profile
+    model = st.models[int(st.model_id[i])]
+    assert prof is not None and model is not None
+    mask, counts = int(st.mig_mask[i, gi]), st.prof_count[i, gi].tolist()
+    k, width = st.prof_index[prof.name], (1 << prof.memory_slices) - 1
+    while len(out) < most:
+        opt = _mig_choice(st, model, i, gi, mask, counts, prof)
+        if opt is None:
+            break
+        out.append(Placement(node=i, gpus=(gi,), slot=MigSlot(profile=prof.name, start=opt[0])))
+        mask |= width << opt[0]
+        counts[k] += 1
+    return out
+
+
 def _fit_whole(st: ClusterState, d: Demand, i: int) -> Placement | str:
     """Whole GPUs: the free ones preset to whole use first, then by index."""
     count = int(st.gpu_count[i])
@@ -77,24 +123,45 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
     power_one: bool | None = None
     power_held: bool | None = None
     tdp = int(st.tdp[i])
-    best: tuple[tuple[int, ...], Placement] | None = None
+    best: tuple[tuple[int, ...], int, int] | None = None  # (key, GPU, MIG start): built once chosen
+    if mig:
+        assert d.profile is not None
+        room_left = model.memory_slices - d.profile.memory_slices  # most slices in use that leave room
+    # GPUs in the same state give the same choice, and the first of them wins the tie: each state is
+    # looked at once (on a fresh node, one GPU instead of eight).
+    seen: set[tuple[object, ...]] = set()
     for gi in range(count):
         if not _mode_fits(fixed[gi], mode[gi], want):
             continue
+        tenant_ok = not users[gi] or st.gpu_tenant_ok_at(w, i, gi)
         if mig:
             assert d.profile is not None
+            if masks[gi].bit_count() > room_left:
+                continue
+            if (i, gi) not in st.layouts:
+                state: tuple[object, ...] = (masks[gi], users[gi] == 0, tenant_ok, mode[gi], fixed[gi],
+                                             tuple(counts[gi]))
+                if state in seen:
+                    continue
+                seen.add(state)
+            if not tenant_ok:  # another tenant's GPU: only whether it had room matters (the reason)
+                blocked = blocked or bool(mig_starts(st, model, i, gi, d.profile, masks[gi], counts[gi]))
+                continue
             opt = _mig_choice(st, model, i, gi, masks[gi], counts[gi], d.profile)
             if opt is None:
                 continue
             start, after = opt
-            cand = Placement(node=i, gpus=(gi,), slot=MigSlot(profile=d.profile.name, start=start))
-            key = (users[gi] == 0, -bin(masks[gi]).count("1"), -after, gi)
+            key = (users[gi] == 0, -masks[gi].bit_count(), -after, gi)
         else:
             if not _share_room(frac[gi], gmem[gi], cap, d):
                 continue
-            cand = Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli)
+            state = (frac[gi], gmem[gi], users[gi] == 0, tenant_ok, mode[gi], fixed[gi])
+            if state in seen:
+                continue
+            seen.add(state)
+            start = 0
             key = (users[gi] == 0, MILLI - frac[gi] - d.fraction_milli, 0, gi)
-        if users[gi] and not st.gpu_tenant_ok_at(w, i, gi):
+        if not tenant_ok:
             blocked = True
             continue
         if users[gi] == 0:
@@ -112,10 +179,14 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
             if not power_held:
                 continue
         if best is None or key < best[0]:
-            best = (key, cand)
+            best = (key, gi, start)
     if best is None:
         return "isolation" if blocked else "gpu"
-    return best[1]
+    _, gi, start = best
+    if mig:
+        assert d.profile is not None
+        return Placement(node=i, gpus=(gi,), slot=MigSlot(profile=d.profile.name, start=start))
+    return Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli)
 
 
 def _mode_fits(fixed: int, mode: int, want: int) -> bool:
@@ -167,7 +238,8 @@ def mig_starts(st: ClusterState, model: GpuModel, i: int, gi: int, prof: MigProf
     if model.homogeneous and any(counts) and not counts[k]:
         return []
     if any(counts):
-        compute = sum(x.compute_slices * counts[st.prof_index[x.name]] for x in model.profiles)
+        index = st.prof_index
+        compute = sum([x.compute_slices * counts[index[x.name]] for x in model.profiles])
         if compute + prof.compute_slices > model.compute_slices:
             return []
     layout = st.layouts.get((i, gi))
@@ -182,19 +254,28 @@ def _mig_choice(st: ClusterState, model: GpuModel, i: int, gi: int, mask: int, c
     layout = st.layouts.get((i, gi))
     best: tuple[int, int] | None = None
     for start in mig_starts(st, model, i, gi, prof, mask, counts):
-        after = _placements_left(model, mask | ((1 << prof.memory_slices) - 1) << start, layout)
+        after = _placements_left(model, mask | ((1 << prof.memory_slices) - 1) << start, layout, st.mig_left)
         if best is None or after > best[1]:
             best = (start, after)
     return best
 
 
-def _placements_left(model: GpuModel, mask: int, layout: tuple[MigSlot, ...] | None) -> int:
+def _placements_left(model: GpuModel, mask: int, layout: tuple[MigSlot, ...] | None,
+                      memo: dict[tuple[str, int], int] | None = None) -> int:
+    """Valid (profile, start) placements still free on a GPU with memory-slice ``mask`` (``memo``: the
+    fleet's cache by model name and mask, for GPUs without a preset layout)."""
+    if layout is None and memo is not None:
+        hit = memo.get((model.name, mask))
+        if hit is not None:
+            return hit
     n = 0
     for p in model.profiles:
         for st in p.starts:
             if not mask & (((1 << p.memory_slices) - 1) << st) and (
                     layout is None or MigSlot(profile=p.name, start=st) in layout):
                 n += 1
+    if layout is None and memo is not None:
+        memo[(model.name, mask)] = n
     return n
 
 

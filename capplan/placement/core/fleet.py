@@ -83,6 +83,8 @@ class FleetArrays:
         self.kinds = node_kinds(problem)
         #: ClusterQueue quotas (usage included: the occupancy state charges it); None without queues.
         self.quota: QuotaBook | None = QuotaBook(problem) if problem.queues else None
+        #: MIG placements left on a GPU by (model name, slice mask), without a preset layout (core/fit.py's cache).
+        self.mig_left: dict[tuple[str, int], int] = {}
         self._eligible: dict[object, tuple[np.ndarray, dict[str | None, Demand], list[Demand | None]]] = {}
 
     def _init_models(self, p: Problem) -> None:

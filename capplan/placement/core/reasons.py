@@ -78,7 +78,8 @@ class Holdings:
 
 def _models_of(st: ClusterState, idx: np.ndarray) -> list[str | None]:
     """GPU models of nodes ``idx``, in a fixed order (ties in :meth:`Holdings.competing` do not depend on hashing)."""
-    return sorted({st.model_of[int(i)] for i in idx}, key=str)
+    models: list[str | None] = [st.model_names[int(m)] for m in np.unique(st.model_id[idx])]
+    return sorted(models, key=str)
 
 
 def _gpus_of(st: ClusterState, idx: np.ndarray) -> str:

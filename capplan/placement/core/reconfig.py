@@ -19,13 +19,13 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from capplan.model.plan import Assignment, Plan
+from capplan.model.plan import Assignment, Plan, lexicographic_gap, priority_gaps
 from capplan.model.problem import GpuMode, Node, Problem
 from capplan.model.units import UNITS_PER_GPU
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.state import ClusterState, Placement
 from capplan.placement.core.subproblem import lex_key
-from capplan.placement.core.summary import lexicographic_gap, metrics
+from capplan.placement.core.summary import metrics
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,8 @@ def _bounded(p: Problem, plan: Plan, lifted: Plan) -> Plan:
                                     and len(plan.assignments) >= len(lifted.assignments)):
         status = "feasible"
     return plan.model_copy(update={"bound": tuple(b / UNITS_PER_GPU for b in bnd),
-                                   "gap": lexicographic_gap(obj, bnd), "status": status})
+                                   "gap": lexicographic_gap(obj, bnd), "gaps": priority_gaps(obj, bnd),
+                                   "status": status})
 
 
 def _with_metrics(p: Problem, plan: Plan) -> Plan:

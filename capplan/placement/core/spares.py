@@ -21,11 +21,20 @@ from collections import defaultdict
 
 from capplan.model.errors import InputError
 from capplan.model.interruptions import gang_goodput, wanted_spares
-from capplan.model.plan import Assignment, Eviction, GoodputRow, Migration, Plan, Unplaced
+from capplan.model.plan import (
+    Assignment,
+    Eviction,
+    GoodputRow,
+    Migration,
+    Plan,
+    Unplaced,
+    lexicographic_gap,
+    priority_gaps,
+)
 from capplan.model.problem import Cluster, Node, Problem, Workload
 from capplan.model.units import UNITS_PER_GPU, units_to_gpus
 from capplan.placement.core.options import PlanOptions, Strategy
-from capplan.placement.core.summary import lexicographic_gap, metrics, placed_units
+from capplan.placement.core.summary import metrics, placed_units
 
 log = logging.getLogger(__name__)
 #: The least time a stage is given, however little is left (it then returns its fastest plan).
@@ -195,6 +204,7 @@ def _unplace(p: Problem, plan: Plan, drop: set[tuple[str, int]]) -> Plan:
     return plan.model_copy(update={"assignments": tuple(kept), "unplaced": unplaced, "status": status,
                                    "objective": tuple(units_to_gpus(x) for x in obj),
                                    "gap": lexicographic_gap(obj, bound) if bound else plan.gap,
+                                   "gaps": priority_gaps(obj, bound) if bound else plan.gaps,
                                    "metrics": {**plan.metrics, **metrics(p, kept, got)}})
 
 

@@ -10,9 +10,21 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from capplan.model.plan import Assignment, Eviction, Migration, Plan, Status, Unplaced
+from capplan.model.plan import (
+    Assignment,
+    Eviction,
+    Migration,
+    Plan,
+    Status,
+    Unplaced,
+    lexicographic_gap,
+    priority_gaps,
+)
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU, units_to_gpus
+
+#: How the reason of a replica a planner did not reach before its time limit starts (greedy, heuristic).
+NOT_TRIED_PREFIX = "not tried: the time limit ran out"
 
 
 def placed_units(p: Problem, assignments: Iterable[Assignment]) -> dict[int, int]:
@@ -82,12 +94,6 @@ def trivial_bound(p: Problem) -> dict[int, int]:
     return {q: min(v, cap) for q, v in out.items()}
 
 
-def lexicographic_gap(obj: list[int], bound: list[int]) -> float:
-    """Relative gap at the highest priority whose objective is below its bound."""
-    for o, b in zip(obj, bound, strict=True):
-        if b > o:
-            return round((b - o) / b, 6)
-    return 0.0
 
 
 def metrics(p: Problem, assignments: list[Assignment], placed: dict[int, int] | None = None) -> dict[str, object]:
@@ -141,14 +147,41 @@ def make_plan(p: Problem, strategy: str, assignments: list[Assignment], unplaced
     else:
         status = "feasible"
     m = metrics(p, assignments, got)
+    m["cut_by_time_limit"] = any(u.reason.startswith(NOT_TRIED_PREFIX) for u in unplaced)
     if extra_metrics:
         m.update(extra_metrics)
+    if status == "optimal":
+        m["cut_by_time_limit"] = False  # nothing left to find: the limit cut nothing
     return Plan(status=status, strategy=strategy, objective=tuple(units_to_gpus(x) for x in obj),
                 bound=tuple(units_to_gpus(x) for x in bvec), priorities=p.priorities,
-                gap=lexicographic_gap(obj, bvec), solve_seconds=round(seconds, 4), seed=seed,
+                gap=lexicographic_gap(obj, bvec), gaps=priority_gaps(obj, bvec), solve_seconds=round(seconds, 4),
+                seed=seed,
                 assignments=tuple(sorted(assignments, key=lambda a: (p.workload_index[a.workload], a.replica))),
                 unplaced=tuple(sorted(unplaced, key=lambda u: p.workload_index[u.workload])),
                 evictions=tuple(evictions), migrations=tuple(migrations), metrics=m)
+
+
+def plan_gaps(plan: Plan) -> tuple[float, ...]:
+    """The plan's ``gaps``; for a plan written before they existed, recomputed from objective and bound."""
+    if plan.gaps:
+        return plan.gaps
+    if not plan.bound or len(plan.bound) != len(plan.objective):
+        return ()
+    return priority_gaps(plan.objective, plan.bound)
+
+
+def gap_text(plan: Plan) -> str:
+    """The headline's gap: ``gap 4.89%``, the worst priority when it is worse than the first gap says
+    (``worst: priority 10 at 61.00%``), and whether the time limit cut the search."""
+    out = f"gap {plan.gap:.2%}"
+    gaps = plan_gaps(plan)
+    if gaps and len(gaps) == len(plan.priorities):
+        k = max(range(len(gaps)), key=lambda j: (gaps[j], -j))
+        if gaps[k] > plan.gap:
+            out += f" (worst: priority {plan.priorities[k]} at {gaps[k]:.2%})"
+    if plan.metrics.get("cut_by_time_limit"):
+        out += ", cut by the time limit"
+    return out
 
 
 def summary_text(p: Problem, plan: Plan, more_hint: str = "the plan's `unplaced`") -> str:
@@ -157,14 +190,16 @@ def summary_text(p: Problem, plan: Plan, more_hint: str = "the plan's `unplaced`
     Unplaced work is grouped by cause, the ten largest causes shown, then a count of the rest
     and ``more_hint``, where to read them all (the plan file).
     """
-    lines = [f"capplan {plan.strategy}: status {plan.status}, {plan.solve_seconds:.2f}s, gap {plan.gap:.2%}"]
+    lines = [f"capplan {plan.strategy}: status {plan.status}, {plan.solve_seconds:.2f}s, {gap_text(plan)}"]
     placed = {a.key for a in plan.assignments}
-    for q, obj, bnd in zip(plan.priorities, plan.objective, plan.bound, strict=True):
+    gaps = plan_gaps(plan)
+    for k, (q, obj, bnd) in enumerate(zip(plan.priorities, plan.objective, plan.bound, strict=True)):
         ws = [w for w in p.workloads if w.priority == q]
         n_total = sum(w.replicas for w in ws)
         n_placed = sum(1 for w in ws for r in range(w.replicas) if (w.name, r) in placed)
+        gap = f", gap {gaps[k]:.2%}" if len(gaps) == len(plan.priorities) else ""
         lines.append(f"  priority {q:>6}: {n_placed}/{n_total} replicas placed, "
-                     f"value {obj:g} GPUs (bound {bnd:g})")
+                     f"value {obj:g} GPUs (bound {bnd:g}{gap})")
     m = plan.metrics
     lines.append(f"  GPUs: {m.get('gpus_allocated', 0):g} of {m.get('gpus_total', 0)} allocated "
                  f"({m.get('allocation_pct', 0):.2f}%), CPU {m.get('cpu_allocation_pct', 0):.1f}% allocated")

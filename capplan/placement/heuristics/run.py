@@ -12,6 +12,7 @@ from capplan.model.problem import Problem, Workload
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.reasons import Holdings, explain_fast
 from capplan.placement.core.state import ClusterState
+from capplan.placement.core.summary import NOT_TRIED_PREFIX
 from capplan.placement.heuristics.placer import FleetPlacer, batch_order
 from capplan.placement.heuristics.score import BestFit, Fgd, Scorer, ShapeMix
 
@@ -20,7 +21,7 @@ ScoreName = Literal["fgd", "bestfit"]
 #: switches from fragmentation-aware scoring to best fit.
 BOUND_SHARE = 0.15
 BESTFIT_FROM = 0.5
-LATE = "not tried: the time limit ran out before the planner reached this workload (a longer limit places more)"
+LATE = NOT_TRIED_PREFIX + " before the planner reached this workload (a longer limit places more)"
 
 
 def make_scorer(name: ScoreName, p: Problem, st: ClusterState, workloads: list[Workload] | None = None) -> Scorer:

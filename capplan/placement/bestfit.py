@@ -1,0 +1,174 @@
+"""The best-fit order of the greedy placer: candidate nodes for one workload's replicas, best first.
+
+:class:`BestFitOrder` screens the nodes that may take a replica (CPU, memory, GPUs; a per-GPU screen for
+slices and shares), ranks them by one integer key (best fit: fewest free whole GPUs left, least free CPU,
+busy GPUs first for slices, the smallest MIG slice, a preferred domain, CPU-only pods on CPU-only nodes) and
+yields them lazily, sorting the front of the order only (``argpartition`` in chunks). Fit failures that
+depend on the node alone are remembered per fit shape until the node changes (its stamp), so identical
+workloads do not try the same full nodes again. :class:`~capplan.placement.greedy.GreedyPlacer` walks the order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from capplan.model.problem import Problem, Workload
+from capplan.model.units import MILLI
+from capplan.placement.core.state import FREE, MIG, SHARED, ClusterState
+
+#: Candidate nodes sorted at first (then four times as many at each further chunk).
+_CHUNK = 32
+
+
+class BestFitOrder:
+    """Candidate nodes of a workload on a :class:`ClusterState`, best fit first (see the module docstring).
+
+    Parameters
+    ----------
+    p, st
+        The problem and the occupancy.
+    """
+
+    def __init__(self, p: Problem, st: ClusterState) -> None:
+        self.p = p
+        self.st = st
+        # Per fit shape, the node's stamp when a replica last did not fit there for a reason local to the
+        # node (the node has not changed since: it still does not fit; power and quotas depend on others).
+        self._failed: dict[tuple[object, ...], np.ndarray] = {}
+        self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # eligibility arrays as node masks
+
+    def _inside(self, idx: np.ndarray, within: np.ndarray) -> np.ndarray:
+        """The nodes of sorted ``idx`` (an eligibility array of the state's cache) that are in ``within``:
+        a mask of ``idx`` read at ``within`` (a domain is small, the fleet large), sorted like ``idx``."""
+        hit = self._masks.get(id(idx))
+        if hit is None or hit[0] is not idx:
+            mask = np.zeros(self.st.n, dtype=bool)
+            mask[idx] = True
+            hit = self._masks[id(idx)] = (idx, mask)
+        out = within[hit[1][within]]
+        return out if bool(np.all(out[1:] >= out[:-1])) else np.sort(out)
+
+    @staticmethod
+    def _fit_shape(w: Workload) -> tuple[object, ...]:
+        """What :meth:`ClusterState.fit` looks at besides the node."""
+        return (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.mig_strategy, w.cpu_milli, w.memory_mib,
+                w.tenant, w.isolation, None if w.gpu_models is None else tuple(w.gpu_models), w.queue)
+
+    def _screen(self, w: Workload, within: np.ndarray | None) -> np.ndarray:
+        """Eligible nodes (inside ``within``) with room for CPU, memory and one replica's GPU demand.
+
+        A necessary condition only (power, preset MIG layouts, GPU tenants and slice geometry are
+        checked by :meth:`ClusterState.fit` when a node is tried)."""
+        st = self.st
+        idx, _ = st.eligible(w)
+        if within is not None:
+            idx = self._inside(idx, within)
+        if idx.size == 0:
+            return idx
+        ok = (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
+        failed = self._failed.get(self._fit_shape(w))
+        if failed is not None:
+            ok &= failed[idx] != st.stamp[idx]
+        if w.gpus is not None:
+            ok &= st.free_whole[idx] >= w.gpus
+        elif w.gpu_fraction is not None:
+            ok &= st.frac_room[idx] >= round(w.gpu_fraction * 1000)
+        elif w.mig is not None:
+            # at least as many free memory slices on one GPU as the slice needs (its profile per model)
+            need = np.array([d.profile.memory_slices if d is not None and d.profile is not None else 1
+                             for d in st.demands(w)[0]], dtype=np.int64)
+            ok &= st.mig_free[idx] >= np.maximum(need[st.model_id[idx]], 1)
+        return np.asarray(idx[ok])
+
+    def remember(self, w: Workload, nodes: np.ndarray) -> None:
+        """``w`` does not fit on ``nodes`` as they stand (for a reason local to each node): they are left out
+        of its candidates until they change."""
+        if nodes.size == 0:
+            return
+        key = self._fit_shape(w)
+        failed = self._failed.get(key)
+        if failed is None:
+            failed = self._failed[key] = np.full(self.st.n, -1, dtype=np.int64)
+        failed[nodes] = self.st.stamp[nodes]
+
+    def _gpu_screen(self, w: Workload, part: np.ndarray) -> np.ndarray:
+        """Mask over nodes ``part``: some GPU may take one slice or share of ``w`` (its mode, tenants, free
+        memory slices or share and GPU memory); a necessary condition, checked on a chunk of candidates."""
+        st = self.st
+        want = MIG if w.mig is not None else SHARED
+        fixed, mode = st.fixed[part], st.mode[part]
+        ok = st.exists[part] & ((fixed < 0) | (fixed == want)) & ((mode == FREE) | (mode == want))
+        ok &= (st.users[part] == 0) | st.gpu_tenant_ok(w, part)
+        if w.mig is not None:
+            per = st.demands(w)[0]
+            need = np.array([d.profile.memory_slices if d is not None and d.profile is not None else 0
+                             for d in per], dtype=np.int64)[st.model_id[part]]
+            slices = np.array([m.memory_slices if m is not None else 0 for m in st.models],
+                              dtype=np.int64)[st.model_id[part]]
+            ok &= (slices[:, None] - np.bitwise_count(st.mig_mask[part]).astype(np.int64)) >= need[:, None]
+        else:
+            d = st.demand_at(w, int(part[0])) if part.size else None
+            if d is None:
+                return np.zeros(0, dtype=bool)
+            ok &= (st.frac[part] + d.fraction_milli <= MILLI) & (st.gmem[part] + d.memory_mib
+                                                                 <= st.gmem_cap[part][:, None])
+        return np.asarray(ok.any(axis=1))
+
+    def _keys(self, w: Workload, idx: np.ndarray, prefer: set[str] | None) -> np.ndarray:
+        """One integer per node of ``idx``: best fit first (the most significant field first: CPU-only
+        pods on CPU-only nodes, the smallest MIG slice that serves, a preferred domain, nodes with busy
+        GPUs for slices and shares, fewest free whole GPUs left, least free CPU)."""
+        st = self.st
+        key = np.zeros(idx.size, dtype=np.int64)
+
+        def push(values: np.ndarray, bits: int) -> None:
+            nonlocal key
+            key = (key << bits) | np.clip(values.astype(np.int64), 0, (1 << bits) - 1)
+
+        if not w.has_gpu_demand:
+            push(st.gpu_count[idx] > 0, 1)
+        if w.mig is not None:
+            units = np.array([d.units if d is not None else 0 for d in st.demands(w)[0]], dtype=np.int64)
+            push(units[st.model_id[idx]], 16)
+        if prefer:
+            lvl = w.topology.preferred
+            assert lvl is not None
+            ids, names = st.domain_ids(lvl)
+            want = np.array([k for k, nm in enumerate(names) if nm in prefer], dtype=np.int64)
+            push(~np.isin(ids[idx], want), 1)
+        if w.gpus is None:
+            push((st.gpu_count[idx] - st.free_whole[idx]) == 0, 1)
+        push(st.free_whole[idx] - (w.gpus or 0), 12)
+        push(st.cpu[idx], 31)
+        return key
+
+    def ordered(self, w: Workload, within: np.ndarray | None,
+                prefer: set[str] | None = None) -> Iterator[int]:
+        """Candidate nodes of ``w`` (inside ``within``), best fit first, computed lazily in chunks."""
+        idx = self._screen(w, within)
+        if idx.size == 0:
+            return
+        key = self._keys(w, idx, prefer)
+        m = _CHUNK
+        while idx.size:
+            if idx.size > 2 * m:  # the m best: below the m-th key, then ties by node index (idx is sorted)
+                kth = np.partition(key, m - 1)[m - 1]
+                sel = key < kth
+                sel[np.flatnonzero(key == kth)[: m - int(sel.sum())]] = True
+            else:
+                sel = np.ones(idx.size, dtype=bool)
+            part, pkey = idx[sel], key[sel]
+            part = part[np.lexsort((part, pkey))]
+            if w.mig is not None or w.gpu_fraction is not None:
+                fits = self._gpu_screen(w, part)
+                self.remember(w, part[~fits])
+                part = part[fits]
+            yield from part.tolist()
+            idx, key = idx[~sel], key[~sel]
+            m *= 4
+
+    def candidates(self, w: Workload, within: np.ndarray | None, prefer: set[str] | None = None) -> list[int]:
+        """Eligible nodes with room for CPU, memory and GPUs, best fit first."""
+        return list(self.ordered(w, within, prefer))
