@@ -33,7 +33,8 @@ def test_heuristic_plans_pass_the_validator(data: dict[str, Any]) -> None:
     for score in ("fgd", "bestfit"):
         plan = solve(p, "heuristic", PlanOptions(time_limit=5))
         assert check_plan(p, plan) == []
-        assert plan.strategy == "heuristic"
+        # the heuristic's plan, unless it left a guaranteed replica out that the guaranteed check then placed
+        assert plan.strategy == "heuristic" or "placed" in plan.metrics.get("guaranteed_check", ""), plan.metrics
         _ = score
 
 
