@@ -343,8 +343,9 @@ def _costs(
         "penalty_flexible_lost": pen["lost"],
         "penalty_deferral": pen["deferral"],
     }
+    total = sum(costs.values())  # of the exact parts: the sum of rounded parts was up to a cent off per part
     costs = {k: round(v, 2) for k, v in costs.items()}
-    costs["total"] = round(sum(costs.values()), 2)
+    costs["total"] = round(total, 2)
     return costs
 
 
