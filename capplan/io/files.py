@@ -8,18 +8,16 @@ mode of the file it replaces.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import stat
 import tempfile
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from capplan.model.decode import LIMITS, Limits, decode, read_text
 from capplan.model.errors import InputError
+from capplan.model.signals import signals_deferred
 
 __all__ = ["LIMITS", "Limits", "check_output", "load_yaml_or_json", "write_bytes_atomic", "write_files_atomic",
            "write_text_atomic"]
@@ -122,27 +120,14 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
         raise
 
 
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM held back (delivered on leaving) in the main thread; elsewhere nothing to hold."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    held = {signal.SIGINT, signal.SIGTERM}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def write_files_atomic(folder: str | Path, files: Mapping[str, bytes],
                        before_commit: Callable[[], None] | None = None) -> None:
     """Write several files into ``folder`` as one step: all of them, or none (the old ones stay).
 
     Each file goes to a temporary file in ``folder`` first; ``before_commit`` (e.g. a check for an
     interrupt) runs when all are written, and only then are they renamed, with SIGINT and SIGTERM held
-    back for the few renames (a signal arriving then is taken after the last one). Any error or
+    back for the few renames (:func:`~capplan.model.signals.signals_deferred`: a signal arriving then is
+    taken after the last one). Any error or
     exception before that removes the temporary files and leaves every old file as it was.
 
     Raises
@@ -169,7 +154,7 @@ def write_files_atomic(folder: str | Path, files: Mapping[str, bytes],
                 os.fsync(fh.fileno())
         if before_commit is not None:
             before_commit()
-        with _signals_held():
+        with signals_deferred():
             for tmp, target in staged:
                 os.replace(tmp, target)
     except OSError as exc:
