@@ -255,9 +255,12 @@ def test_time_limit_bounds_the_whole_command(tmp_path: Path) -> None:
                    "--gap", "0", "--time-limit", str(limit), "--what-if", "price=+5%", "lead_time=+1"])
     _, err = proc.communicate(timeout=300)
     wall = time.perf_counter() - t0
-    assert proc.returncode in (0, 3), err
     assert wall < 2 * limit + 2, (wall, err)  # three solves of the whole limit each: 3 x limit and more
-    assert len(json.loads((out / "plan.json").read_text())["what_if"]) == 2
+    if proc.returncode == 1:  # a loaded machine left a solve too little of the limit: the documented error
+        assert "no solution found within" in err and not out.exists(), err
+    else:
+        assert proc.returncode in (0, 3), err
+        assert len(json.loads((out / "plan.json").read_text())["what_if"]) == 2
 
 
 def test_write_files_atomic_all_or_none(tmp_path: Path) -> None:

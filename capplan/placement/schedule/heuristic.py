@@ -373,7 +373,7 @@ def best_list_schedule(p: Problem, horizon: int, step: int, time_limit: float) -
     for name, late in variants:
         items = list_schedule(p, horizon, step, ORDERS[name](p), lowest if late else None)
         tries = [(items, f"{name}, late" if late else name)]
-        if late:
+        if late and (time.perf_counter() - t0) * 2 <= time_limit:  # compaction costs about one more pass
             tries.append((compact(p, horizon, step, items), f"{name}, late, compacted"))
         for cand, label in tries:
             key = lex_key(p, cand, step)
