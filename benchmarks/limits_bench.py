@@ -1,4 +1,4 @@
-"""``--time-limit`` bounds the whole ``plan``, ``schedule`` and ``reserve`` command (issue 15 target 1, issue 27 item 3).
+"""``--time-limit`` bounds the whole ``plan``, ``schedule`` and ``reserve`` command (issues 15, 27).
 
 Each case runs ``python -m capplan plan SCENARIO --time-limit T -q -o PLAN`` in a fresh process and
 measures its wall time (interpreter start, parse, solve, validate, write, exit). Prints one Markdown

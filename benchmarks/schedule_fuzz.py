@@ -179,7 +179,8 @@ def main(argv: list[str] | None = None) -> None:
         hog.terminate()
         hog.wait()
     print(json.dumps({"instances": a.count, "solves": a.count * (2 * len(STRATEGIES) - 1), "hog": a.hog,
-                      "findings": counts, "seconds": round(time.perf_counter() - t0, 1), "load1": round(load, 2)}), flush=True)
+                      "findings": counts, "seconds": round(time.perf_counter() - t0, 1), "load1": round(load, 2)}),
+          flush=True)
 
 
 if __name__ == "__main__":
