@@ -134,9 +134,16 @@ def _first_solve(problem: Problem, s: SolverSettings, method: str) -> RawSolutio
     rest = solve_decomposition(problem, s.now())
     log.info("auto: decomposition %s in %.1f s", rest.status, rest.runtime_s)
     if first.status == "feasible" and (rest.status not in ("optimal", "feasible")
-                                       or first.objective < rest.objective):
+                                       or _total(problem, first) < _total(problem, rest)):
         return first
     return rest
+
+
+def _total(pr: Problem, raw: RawSolution) -> float:
+    """The plan's expected cost recomputed from the decisions: the two methods' objectives are not comparable
+    (they leave out different constants, e.g. the power of the installed fleet)."""
+    orders, commitments, _ = _decisions(pr, raw)
+    return _costs(pr, raw, orders, commitments)["total"]
 
 
 def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None = None) -> Plan:
