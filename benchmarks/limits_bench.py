@@ -1,4 +1,4 @@
-"""Issue 15 target 1: ``--time-limit`` bounds the whole ``capplan plan`` command.
+"""``--time-limit`` bounds the whole ``plan``, ``schedule`` and ``reserve`` command (issues 15, 27).
 
 Each case runs ``python -m capplan plan SCENARIO --time-limit T -q -o PLAN`` in a fresh process and
 measures its wall time (interpreter start, parse, solve, validate, write, exit). Prints one Markdown
@@ -8,6 +8,8 @@ per priority), so that "quality never drops when the limit grows" can be read of
     python benchmarks/limits_bench.py                       # default trace at 2 5 10 30 s, 100k at 30 60 s
     python benchmarks/limits_bench.py --cases default:2 default:10 --repeat 3
     python benchmarks/limits_bench.py --checkout /tmp/main-copy --cases default:2   # another checkout's code
+    python benchmarks/limits_bench.py --command schedule --cases schedule-week:2 schedbench-medium:10
+    python benchmarks/limits_bench.py --command reserve --cases reserve-small:2 reservebench50:10
 
 Besides the wall time it prints the CPU seconds of the ``capplan`` process (user + system): on a
 shared machine the wall time of the fixed steps (start, import, load, validate) grows with the load,
@@ -28,9 +30,11 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,6 +44,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 DATA = next((d for d in (Path(__file__).resolve().parents[k] / "shared" / "data" / "alibaba-gpu-v2023"
                          for k in (2, 3)) if d.exists()),
             Path(__file__).resolve().parents[2] / "shared" / "data" / "alibaba-gpu-v2023")
+EXAMPLES = Path(__file__).resolve().parents[1] / "models" / "examples"
+INSTANCES = Path(__file__).resolve().parent / "instances"
 DEFAULT_CASES = ["default:2", "default:5", "default:10", "default:30", "fleet100k:30", "fleet100k:60",
                  "isofleet100k:30:greedy", "isofleet100k:60:greedy", "isofleet100k:60", "isofleet10k:20:greedy"]
 
@@ -77,7 +83,25 @@ def scenario(name: str, workdir: Path) -> Path:
         if not path.exists():
             path.write_text(json.dumps(synthetic(gpus)))
         return path
-    raise SystemExit(f"unknown scenario {name!r}: default, fleetNk (e.g. fleet100k) or isofleetNk")
+    if name.startswith("reservebench"):  # benchmarks/reserve_bench.py's planning file at N scenarios
+        from reserve_bench import instance
+
+        path = workdir / f"{name}.json"
+        if not path.exists():
+            path.write_text(json.dumps(instance(int(name.removeprefix("reservebench")))))
+        return path
+    if name.startswith("schedbench-"):  # benchmarks/schedule_bench.py's scenario of that size, seed 1
+        from schedule_bench import generate
+
+        path = workdir / f"{name}.json"
+        if not path.exists():
+            path.write_text(json.dumps(generate(name.removeprefix("schedbench-"), 1)))
+        return path
+    for where in (Path(name), EXAMPLES / f"{name}.yaml", INSTANCES / f"{name}.yaml"):
+        if where.is_file():
+            return where
+    raise SystemExit(f"unknown scenario {name!r}: default, fleetNk (e.g. fleet100k), isofleetNk, reservebenchN, "
+                     "schedbench-SIZE, a file, or the name of a models/examples or benchmarks/instances file")
 
 
 def _cpu() -> float:
@@ -85,29 +109,35 @@ def _cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def run_case(path: Path, limit: float, strategy: str, checkout: Path | None = None) -> dict[str, object]:
+def run_case(path: Path, limit: float, strategy: str, checkout: Path | None = None,
+             command: str = "plan") -> dict[str, object]:
     """One ``capplan plan`` run in a fresh process: wall and CPU seconds, exit code and the plan's figures.
 
     ``checkout``: run that source tree's ``capplan`` (it becomes the working directory and
     ``PYTHONPATH``; ``python -m`` puts the working directory first on the path).
     """
-    out = path.with_suffix(f".plan-{limit:g}.json")
+    work = Path(tempfile.mkdtemp(prefix="limits-"))
+    out = work / ("out" if command == "reserve" else f"{command}.json")
     env = os.environ.copy()
     if checkout is not None:
         env["PYTHONPATH"] = str(checkout)
+    argv = [sys.executable, "-m", "capplan", command, str(path), "--time-limit", str(limit), "-o", str(out)]
+    argv += ["--method", strategy] if command == "reserve" else ["--strategy", strategy, "-q"]
     c, t = _cpu(), time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "capplan", "plan", str(path), "--time-limit", str(limit),
-                          "--strategy", strategy, "-q", "-o", str(out)], capture_output=True, text=True,
-                         env=env, cwd=checkout)
+    res = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=checkout)
     wall = time.perf_counter() - t
     row: dict[str, object] = {"wall": round(wall, 2), "cpu": round(_cpu() - c, 2), "code": res.returncode}
-    if res.returncode in (0, 3):
+    if res.returncode in (0, 3) and command == "reserve":
+        doc = json.loads((out / "plan.json").read_text())
+        row.update(strategy=doc["solver"]["method"], objective=doc["costs"]["total"], gap=doc["solver"].get("gap"))
+    elif res.returncode in (0, 3):
         plan = json.loads(out.read_text())
         row.update(strategy=plan["strategy"], objective=plan["objective"], gap=plan["gap"],
                    worst=max(plan.get("gaps") or [plan["gap"]]), cut=plan["metrics"].get("cut_by_time_limit"),
                    placed=plan["metrics"].get("replicas_placed"))
     else:
         row["error"] = res.stderr.strip().splitlines()[-1:] or ["?"]
+    shutil.rmtree(work, ignore_errors=True)
     return row
 
 
@@ -116,7 +146,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES, help="SCENARIO:SECONDS[:STRATEGY] ...")
     ap.add_argument("--repeat", type=int, default=1, help="runs per case (the median wall is reported)")
-    ap.add_argument("--strategy", default="auto")
+    ap.add_argument("--strategy", default="auto", help="the strategy (reserve: the --method)")
+    ap.add_argument("--command", choices=("plan", "schedule", "reserve"), default="plan",
+                    help="the command timed (default plan)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/capplan-limits"))
     ap.add_argument("--checkout", type=Path, help="run this source tree's capplan (default: the installed one)")
     a = ap.parse_args()
@@ -128,7 +160,7 @@ def main() -> None:
         name, secs, *how = case.split(":")
         limit = float(secs)
         path = scenario(name, a.workdir)
-        rows = [run_case(path, limit, how[0] if how else a.strategy, a.checkout) for _ in range(a.repeat)]
+        rows = [run_case(path, limit, how[0] if how else a.strategy, a.checkout, a.command) for _ in range(a.repeat)]
         walls = [float(str(r["wall"])) for r in rows]
         wall = statistics.median(walls)
         last = rows[-1]

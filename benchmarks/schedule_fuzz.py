@@ -2,7 +2,7 @@
 
 Each seed draws a tiny instance (1-2 nodes of 1-2 whole GPUs with 4-8 CPUs, 2-4 workloads of whole GPUs or
 CPUs only, 1-2 h runs, releases, deadlines, two priorities, a 3 h horizon on a 1 h grid), schedules it with
-``heuristic`` and ``cpsat`` and checks:
+``heuristic``, ``cpsat`` and ``auto`` and checks:
 
 - **internal errors**: any exception;
 - **invalid**: :func:`capplan.model.validate_schedule.check_schedule` (the insertion check included) finds a
@@ -11,7 +11,9 @@ CPUs only, 1-2 h runs, releases, deadlines, two priorities, a 3 h horizon on a 1
   workload, from the rules alone: per hour and node, GPUs and CPUs) or the other strategy has a better key
   (work per priority, then less demand-weighted wait, more replicas, less unweighted wait), or a bound is below
   the oracle's optimum (at the first level where they differ);
-- **overruns**: wall time above 1.1 x limit + 1 s.
+- **overruns**: wall time above 1.1 x limit + 1 s;
+- **nondeterminism**: ``cpsat`` and ``auto`` solved again with the same seed give another schedule (run the
+  campaign beside a CPU hog, ``--hog``, to check that the default holds at any load).
 
 ``python -m benchmarks.schedule_fuzz --first 0 --count 2000`` prints one JSON line per finding and a summary.
 """
@@ -30,6 +32,7 @@ from typing import Any
 HOUR = 3600
 H100 = "H100-SXM5-80GB"
 LIMIT = 2.0
+STRATEGIES = ("heuristic", "cpsat", "auto")
 
 
 def generate(seed: int) -> dict[str, Any]:
@@ -102,6 +105,12 @@ def _key(s: Any) -> Key:
             s.wait_replica_s or 0)
 
 
+def _fingerprint(s: Any) -> tuple[Any, ...]:
+    """What must not change between two runs with one seed: status, figures, assignments and reasons."""
+    return (s.status, s.objective, s.bound, s.wait_gpu_h, tuple(a.model_dump_json() for a in s.assignments),
+            tuple(u.model_dump_json() for u in s.unscheduled))
+
+
 def run_seed(seed: int) -> list[dict[str, Any]]:
     """Schedule seed ``seed`` with both strategies; the findings (empty when all is well)."""
     from capplan import problem_from_data, schedule
@@ -112,7 +121,7 @@ def run_seed(seed: int) -> list[dict[str, Any]]:
     best = oracle(data)
     found: list[dict[str, Any]] = []
     got: dict[str, Any] = {}
-    for strategy in ("heuristic", "cpsat"):
+    for strategy in STRATEGIES:
         t0 = time.perf_counter()
         try:
             s = schedule(p, strategy, time_limit=LIMIT, seed=seed % 100)
@@ -135,7 +144,11 @@ def run_seed(seed: int) -> list[dict[str, Any]]:
         bound = tuple(round(x * HOUR) for x in s.bound)
         if bound < best[0]:
             found.append({"seed": seed, "strategy": strategy, "kind": "false bound", "bound": bound, "best": best[0]})
-    for a, b in (("heuristic", "cpsat"), ("cpsat", "heuristic")):
+        if strategy != "heuristic":
+            again = schedule(p, strategy, time_limit=LIMIT, seed=seed % 100)
+            if _fingerprint(again) != _fingerprint(s):
+                found.append({"seed": seed, "strategy": strategy, "kind": "nondeterministic"})
+    for a, b in itertools.permutations(STRATEGIES, 2):
         if a in got and b in got and got[a].status == "optimal" and _better(_key(got[b]), _key(got[a])):
             found.append({"seed": seed, "strategy": a, "kind": "false claim (cross-strategy)"})
     return found
@@ -146,7 +159,15 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--first", type=int, default=0)
     ap.add_argument("--count", type=int, default=200)
+    ap.add_argument("--hog", action="store_true", help="run a CPU-bound process beside the campaign (determinism "
+                                                        "at load)")
     a = ap.parse_args(argv)
+    hog = None
+    if a.hog:
+        import subprocess
+        import sys
+
+        hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     t0 = time.perf_counter()
     counts: dict[str, int] = {}
     for seed in range(a.first, a.first + a.count):
@@ -154,8 +175,12 @@ def main(argv: list[str] | None = None) -> None:
             counts[f["kind"]] = counts.get(f["kind"], 0) + 1
             print(json.dumps(f), flush=True)
     load = os.getloadavg()[0]
-    print(json.dumps({"instances": a.count, "solves": 2 * a.count, "findings": counts,
-                      "seconds": round(time.perf_counter() - t0, 1), "load1": round(load, 2)}), flush=True)
+    if hog is not None:
+        hog.terminate()
+        hog.wait()
+    print(json.dumps({"instances": a.count, "solves": a.count * (2 * len(STRATEGIES) - 1), "hog": a.hog,
+                      "findings": counts, "seconds": round(time.perf_counter() - t0, 1), "load1": round(load, 2)}),
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import math
+from types import FrameType
+from typing import ClassVar
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_GUARANTEE, EXIT_INVALID = 0, 1, 2, 3, 4
 SEED_MAX = 2**31 - 1
@@ -31,13 +33,18 @@ def strategy_help(default: str = "auto") -> str:
 
 
 def seconds(text: str) -> float:
-    """An argparse type: a finite, positive number of seconds."""
+    """An argparse type: a finite, positive number of seconds, at most the file limit on numbers (10^15)."""
+    from capplan.model.decode import LIMITS
+
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a finite positive number of seconds, got {text!r}")
+    if value > LIMITS.magnitude:
+        raise argparse.ArgumentTypeError(f"{text} s is above the limit of {LIMITS.magnitude:g} s "
+                                         "(see docs/formats.md, Limits)")
     return value
 
 
@@ -72,3 +79,26 @@ def gap(text: str) -> float:
     if not math.isfinite(value) or not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"must be a finite number in 0..1, got {text!r}")
     return value
+
+
+class Interrupt:
+    """SIGINT handler: remembers the interrupt, so that an error it causes (a KeyboardInterrupt
+    inside an extension module's import becomes an ImportError) still ends as "interrupted", and
+    a command can see an interrupt that a solver's callback swallowed (:func:`check_interrupt`)."""
+
+    #: The handler the running command installed (None outside a command).
+    current: ClassVar[Interrupt | None] = None
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+
+def check_interrupt() -> None:
+    """Raise :class:`KeyboardInterrupt` if SIGINT arrived during this command, even when a solver's
+    callback swallowed the exception (HiGHS's interrupt callbacks do): call it before writing."""
+    if Interrupt.current is not None and Interrupt.current.seen:
+        raise KeyboardInterrupt

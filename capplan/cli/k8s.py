@@ -262,8 +262,28 @@ def _flavor_labels(specs: list[str]) -> dict[str, str]:
     return out
 
 
+#: Options that only one ``export`` format reads: given with another format they are refused, not ignored.
+_FORMAT_OPTIONS = {"node_labels": ("mig-parted",), "base": ("mig-parted",), "actions": ("bindings",),
+                   "volcano_version": ("volcano-hypernodes",), "kueue_api_version": ("kueue-topology", "kueue-eta")}
+
+
+def _check_format_options(args: argparse.Namespace) -> None:
+    """Refuse an option the format does not read; check the side outputs can be written before any work."""
+    from capplan.io.files import check_output
+
+    for dest, formats in _FORMAT_OPTIONS.items():
+        if getattr(args, dest, None) and args.format not in formats:
+            flag = "--" + dest.replace("_", "-")
+            raise InputError(flag, f"is read by `export {' or '.join(formats)}` only, not by "
+                                   f"`export {args.format}`; drop it")
+    for dest in ("node_labels", "actions"):
+        if getattr(args, dest, None):
+            check_output(getattr(args, dest), "--" + dest.replace("_", "-"))
+
+
 def run_export(args: argparse.Namespace) -> int:
     """Run ``capplan export``; exit code."""
+    _check_format_options(args)
     if args.format == "kueue-eta":
         from capplan.cli.kueue import run_eta
 

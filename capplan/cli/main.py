@@ -16,7 +16,6 @@ import sys
 import threading
 import traceback
 from collections.abc import Sequence
-from types import FrameType
 
 from capplan import __version__
 from capplan.cli import (
@@ -188,18 +187,6 @@ COMMANDS = (schedule, explain, reserve, bench, k8s, sweep, report)
 IMPORT_SOURCES = (alibaba, k8s, kueue)
 
 
-class _Interrupt:
-    """SIGINT handler: remembers the interrupt, so that an error it causes (a KeyboardInterrupt
-    inside an extension module's import becomes an ImportError) still ends as "interrupted"."""
-
-    def __init__(self) -> None:
-        self.seen = False
-
-    def __call__(self, signum: int, frame: FrameType | None) -> None:
-        self.seen = True
-        raise KeyboardInterrupt
-
-
 def _interrupted() -> int:
     """Report the interrupt; return the exit code of the documented "interrupted" path.
 
@@ -236,10 +223,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    interrupt = _Interrupt()
+    interrupt = common.Interrupt()
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGINT, interrupt)
+        common.Interrupt.current = interrupt
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -271,6 +259,7 @@ def _main(argv: Sequence[str] | None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+            common.Interrupt.current = None
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ def _compare(args: argparse.Namespace, problem: Problem, plan: Plan, timeline: T
     if timeline is None or other is None:
         raise InputError("--compare", "compares two schedules (capplan schedule output), not plans")
     check_matches(problem, other_plan, other)
+    check_schedule_file(problem, other_data, "--compare")
     return compare_schedules(problem, timeline, other, (plan.strategy, other_plan.strategy))
 
 
@@ -52,9 +53,27 @@ def _load(args: argparse.Namespace) -> tuple[Problem, Plan, Timeline | None]:
     from capplan.io.scenario import load_scenario
 
     problem = load_scenario(args.scenario, args.catalog)
-    plan, timeline = read_result(load_yaml_or_json(args.plan, "plan"))
+    data = load_yaml_or_json(args.plan, "plan")
+    plan, timeline = read_result(data)
     check_matches(problem, plan, timeline)
+    if timeline is not None:
+        check_schedule_file(problem, data, "PLAN")
     return problem, plan, timeline
+
+
+def check_schedule_file(problem: Problem, data: Any, field: str) -> None:
+    """Refuse a schedule that breaks a rule of the full schedule validator (every instant, the horizon, the
+    summary, the insertion check), naming the first rule broken."""
+    from capplan.model.errors import InputError
+    from capplan.model.schedule import Schedule
+    from capplan.model.validate_schedule import check_schedule
+
+    sch = Schedule.from_data(data)
+    violations = check_schedule(problem, sch)
+    if violations:
+        more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+        raise InputError(field, f"the schedule breaks a rule: {violations[0]}{more}; check both files with "
+                                "`capplan validate`")
 
 
 def run_report(args: argparse.Namespace) -> int:

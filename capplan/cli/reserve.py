@@ -37,7 +37,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     p.add_argument(
         "--time-limit", type=common.seconds, default=60.0, metavar="S",
-        help="solver time limit per solve (s, default 60)",
+        help="time limit of the whole command, loading, solves, what-ifs and writing included (s, default 60)",
     )
     p.add_argument("--threads", type=common.workers, default=1, help="solver threads (default 1, deterministic)")
     p.add_argument("--gap", type=common.gap, default=1e-4, help="relative MIP gap (default 1e-4)")
@@ -45,7 +45,8 @@ def add_parser(subparsers: Any) -> None:
         "--method",
         choices=("auto", "extensive", "decomposition"),
         default="auto",
-        help="extensive MILP, L-shaped decomposition, or auto (decomposition for large scenario sets; default auto)",
+        help="extensive MILP, L-shaped decomposition, or auto (extensive for small scenario sets; on large ones the "
+        "extensive form first for a share of the time, then the decomposition; default auto)",
     )
     p.add_argument(
         "--what-if",
@@ -60,9 +61,24 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=run, output_dir=True)
 
 
+#: Time ``capplan reserve`` keeps for the report and the charts (capped by this share of the limit): about
+#: 0.7 s of CPU for the two charts and the tables on the small example.
+WRITE_SECONDS, WRITE_SHARE = 1.0, 0.25
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run ``capplan reserve``; returns the exit code (raises :class:`InputError` for bad input)."""
-    from capplan.io.files import write_bytes_atomic, write_text_atomic
+    """Run ``capplan reserve``; returns the exit code (raises :class:`InputError` for bad input).
+
+    ``--time-limit`` bounds the whole command: its deadline starts here (loading, every solve, the
+    what-ifs and writing count); the base solve and each what-if share what is left. An interrupt
+    (SIGINT) writes nothing: the outputs are written together at the end, or not at all.
+    """
+    from capplan.model.deadline import Deadline
+
+    deadline = Deadline.start(args.time_limit, "--time-limit")
+    from dataclasses import replace
+
+    from capplan.io.files import write_files_atomic
     from capplan.model.catalog import load_catalog
     from capplan.reserve.check import check_plan
     from capplan.reserve.model import load_planning
@@ -71,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from capplan.reserve.report import cost_breakdown_png, demand_capacity_png, markdown_report
     from capplan.reserve.solver import SolverSettings
     from capplan.reserve.tables import costs_csv, orders_csv
-    from capplan.reserve.whatif import parse_whatif, run_whatifs
+    from capplan.reserve.whatif import apply_deltas, parse_whatif, run_whatifs
 
     _take_planfile(args)
     for i, w in enumerate(args.what_if):
@@ -79,18 +95,23 @@ def run(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.catalog)
     pf = load_planning(args.planfile)
     problem = build_problem(pf, catalog)
+    for i, w in enumerate(args.what_if):  # and on a change the planning file's bounds refuse
+        build_problem(apply_deltas(pf, parse_whatif(w, f"--what-if[{i}]"), catalog), catalog)
+    solving = deadline.less(min(WRITE_SECONDS, WRITE_SHARE * args.time_limit))
     settings = SolverSettings(
-        time_limit=args.time_limit, threads=args.threads, gap=args.gap, method=getattr(args, "method", "auto")
+        time_limit=args.time_limit, threads=args.threads, gap=args.gap, method=getattr(args, "method", "auto"),
+        deadline=solving.share(1 / (1 + len(args.what_if))),
     )
     try:
         plan = solve(problem, settings)
         if args.what_if:
-            from dataclasses import replace
-
-            plan = replace(plan, what_if=run_whatifs(pf, plan, args.what_if, settings, catalog))
+            plan = replace(plan, what_if=run_whatifs(pf, plan, args.what_if, replace(settings, deadline=solving),
+                                                     catalog))
     except SolveError as exc:
+        common.check_interrupt()  # the solve stopped because of Ctrl-C: "interrupted", not "no solution"
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INTERNAL
+    common.check_interrupt()  # HiGHS's callbacks swallow Ctrl-C: an interrupted solve's plan is not written
     violations = check_plan(problem, plan)
     if violations:
         print(
@@ -107,10 +128,7 @@ def run(args: argparse.Namespace) -> int:
         "cost_breakdown.png": cost_breakdown_png(plan, pf.currency),
     }
     out = Path(args.output)
-    for name, data in files.items():
-        write_bytes_atomic(out / name, data) if name.endswith(".png") else write_text_atomic(
-            out / name, data.decode()
-        )
+    write_files_atomic(out, files, before_commit=common.check_interrupt)
     print(plan.summary(unmet=False))
     for w in plan.what_if:
         print(f"what-if {w['what_if']}: {w['status']}, total cost {w['cost_delta']['total']:+,.0f}")

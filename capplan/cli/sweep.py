@@ -84,13 +84,20 @@ class Outcome:
 
 
 def plan_task(task: Task) -> Outcome:
-    """Plan one scenario; never raises (errors become the outcome's exit code and message)."""
+    """Plan one scenario; never raises (errors become the outcome's exit code and message).
+
+    The time limit covers the scenario's whole task, as ``capplan plan``'s covers the command: its deadline
+    starts here, so loading the scenario and validating the plan count."""
+    from capplan.model.deadline import Deadline
+
+    deadline = Deadline.start(task.time_limit)
     from capplan.io.scenario import load_scenario
     from capplan.placement import PlanOptions, solve
 
     try:
         problem = load_scenario(task.scenario, task.catalogs)
-        plan = solve(problem, task.strategy, PlanOptions(time_limit=task.time_limit, seed=task.seed))
+        plan = solve(problem, task.strategy, PlanOptions(time_limit=task.time_limit, deadline=deadline,
+                                                         seed=task.seed))
     except InputError as exc:
         return Outcome(task.name, 2, error=str(exc))
     except PlanValidationError as exc:
@@ -261,7 +268,8 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--strategy", default="auto", help=common.strategy_help() + ", for every scenario")
     p.add_argument(
-        "--time-limit", type=common.seconds, default=60.0, metavar="S", help="seconds per scenario (default 60)"
+        "--time-limit", type=common.seconds, default=60.0, metavar="S",
+        help="seconds per scenario, its loading and validation included (default 60)"
     )
     p.add_argument("--seed", type=common.seed, default=0, help="random seed, for every scenario (default 0)")
     p.add_argument("--jobs", type=common.workers, default=None, metavar="N", help="parallel scenarios (default: CPUs)")

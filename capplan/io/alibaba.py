@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +86,17 @@ def _rows(path: str | Path, required: tuple[str, ...], what: str,
         raise InputError(f"{path}:{reader.line_num}", f"not a valid CSV {what} file: {exc}") from None
 
 
+def _text(row: dict[str, str], key: str, where: str, default: str = "") -> str:
+    """A cell as text, stripped; NUL and other control characters are refused with the row and column
+    (they would end up in workload and node names that YAML, HTML and kubectl cannot carry faithfully)."""
+    raw = (row.get(key) or default).strip()
+    bad = next((c for c in raw if unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        raise InputError(f"{where}.{key}", f"{raw!r} holds the control character U+{ord(bad):04X}; "
+                                           "names and labels take printable characters only")
+    return raw
+
+
 def _int(row: dict[str, str], key: str, where: str, default: int | None = None) -> int:
     raw = (row.get(key) or "").strip()
     if raw == "" and default is not None:
@@ -111,12 +123,12 @@ def read_nodes(path: str | Path) -> list[TraceNode]:
     out = []
     for line, row in _rows(path, NODE_COLUMNS, "node", LIMITS.nodes):
         where = f"{path}:{line}"
-        name = (row.get("sn") or "").strip()
+        name = _text(row, "sn", where)
         if not name:
             raise InputError(f"{where}.sn", "every node needs its id (sn)")
         out.append(TraceNode(name=name, cpu_milli=_int(row, "cpu_milli", where),
                              memory_mib=_int(row, "memory_mib", where), gpus=_int(row, "gpu", where, 0),
-                             model=(row.get("model") or "").strip()))
+                             model=_text(row, "model", where)))
     if not out:
         raise InputError(str(path), "the node file has no rows")
     return out
@@ -132,10 +144,10 @@ def read_pods(path: str | Path) -> list[TracePod]:
             gpu_milli = 0
         elif gpu_milli == 0 or gpu_milli > MILLI or (gpu_milli < MILLI and num_gpu > 1):
             raise InputError(f"{where}.gpu_milli", f"{gpu_milli} is not a valid per-GPU share for {num_gpu} GPU(s)")
-        spec = tuple(s.strip() for s in (row.get("gpu_spec") or "").split("|") if s.strip())
-        out.append(TracePod(name=(row.get("name") or f"pod-{line - 1:05d}").strip(),
+        spec = tuple(s.strip() for s in _text(row, "gpu_spec", where).split("|") if s.strip())
+        out.append(TracePod(name=_text(row, "name", where, f"pod-{line - 1:05d}"),
                             cpu_milli=_int(row, "cpu_milli", where), memory_mib=_int(row, "memory_mib", where),
-                            num_gpu=num_gpu, gpu_milli=gpu_milli, gpu_spec=spec, qos=(row.get("qos") or "").strip(),
+                            num_gpu=num_gpu, gpu_milli=gpu_milli, gpu_spec=spec, qos=_text(row, "qos", where),
                             creation_time=_int(row, "creation_time", where, 0),
                             deletion_time=_opt_int(row, "deletion_time", where),
                             scheduled_time=_opt_int(row, "scheduled_time", where)))

@@ -11,13 +11,16 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from capplan.model.decode import LIMITS, Limits, decode, read_text
 from capplan.model.errors import InputError
+from capplan.model.signals import signals_deferred
 
-__all__ = ["LIMITS", "Limits", "check_output", "load_yaml_or_json", "write_bytes_atomic", "write_text_atomic"]
+__all__ = ["LIMITS", "Limits", "check_output", "load_yaml_or_json", "write_bytes_atomic", "write_files_atomic",
+           "write_text_atomic"]
 
 
 def load_yaml_or_json(path: str | Path, what: str = "file") -> Any:
@@ -114,4 +117,51 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
         raise InputError("", f"cannot write {target}: {exc.strerror}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_files_atomic(folder: str | Path, files: Mapping[str, bytes],
+                       before_commit: Callable[[], None] | None = None) -> None:
+    """Write several files into ``folder`` as one step: all of them, or none (the old ones stay).
+
+    Each file goes to a temporary file in ``folder`` first; ``before_commit`` (e.g. a check for an
+    interrupt) runs when all are written, and only then are they renamed, with SIGINT and SIGTERM held
+    back for the few renames (:func:`~capplan.model.signals.signals_deferred`: a signal arriving then is
+    taken after the last one). Any error or
+    exception before that removes the temporary files and leaves every old file as it was.
+
+    Raises
+    ------
+    InputError
+        When the folder or a file cannot be written.
+    """
+    out = Path(folder)
+    staged: list[tuple[str, Path]] = []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            target = out / name
+            try:
+                mode = stat.S_IMODE(target.stat().st_mode)
+            except OSError:
+                mode = 0o666 & ~_current_umask()
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=out)
+            staged.append((tmp, target))
+            with os.fdopen(fd, "wb") as fh:
+                os.fchmod(fh.fileno(), mode)
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        if before_commit is not None:
+            before_commit()
+        with signals_deferred():
+            for tmp, target in staged:
+                os.replace(tmp, target)
+    except OSError as exc:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        raise InputError("", f"cannot write {out}: {exc.strerror}") from None
+    except BaseException:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
         raise

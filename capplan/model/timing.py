@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from capplan.model.decode import LIMITS
 from capplan.model.units import Frozen
 
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -35,8 +36,21 @@ def parse_seconds(value: Any) -> int:
     Raises
     ------
     ValueError
-        With a message that names the accepted forms.
+        With a message that names the accepted forms, or the limit when the time is above the file limit
+        on numbers (``LIMITS.magnitude``, 10^15 s: flags obey the file limits too).
     """
+    secs = _parse_seconds(value)
+    if secs > LIMITS.magnitude:
+        raise _too_long(value, secs)
+    return secs
+
+
+def _too_long(value: Any, secs: float) -> ValueError:
+    return ValueError(f"{value!r} is {secs:.3g} s, above the limit of {LIMITS.magnitude:g} s "
+                      "(see docs/formats.md, Limits)")
+
+
+def _parse_seconds(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError(f"expected seconds or a time such as 90s, 15m, 2h, 3d; got {value!r}")
     if isinstance(value, int):
@@ -49,6 +63,8 @@ def parse_seconds(value: Any) -> int:
         m = _TIME_RE.match(value)
         if m:
             secs = float(m.group(1)) * _UNIT_SECONDS[m.group(2) or "s"]
+            if secs > LIMITS.magnitude:  # before round(): 1e21 days would overflow nothing but mean nothing
+                raise _too_long(value, secs)
             if abs(secs - round(secs)) < 1e-9:
                 return round(secs)
             raise ValueError(f"{value!r} is not a whole number of seconds")

@@ -9,6 +9,7 @@ says where the shortfall lands and which constraints bind there (:mod:`capplan.r
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -51,9 +52,10 @@ def solve(problem: Problem, settings: SolverSettings | None = None) -> Plan:
     """
     s = settings or SolverSettings()
     method = choose_method(problem, s)
-    raw = solve_decomposition(problem, s) if method == "decomposition" else ReservationModel(problem).solve(s)
+    raw = _first_solve(problem, s, method)
     ranked: dict[str, Any] = {}
-    if raw.status == "infeasible" and method == "decomposition" and choose_method(problem, _auto(s)) == method:
+    if (raw.status == "infeasible" and raw.method == "decomposition"
+            and choose_method(problem, replace(s, method="auto")) != "extensive"):
         # too large for the ranked extensive re-solve: keep the decomposition's plan, in which
         # unmet guaranteed demand is priced far above every other cost (see docs/reservations.md)
         ranked = {"hard_status": "infeasible", "ranked_by": "price"}
@@ -63,8 +65,7 @@ def solve(problem: Problem, settings: SolverSettings | None = None) -> Plan:
     if raw.status in ("infeasible", "no_solution"):
         hard_status, hard_time = raw.status, raw.runtime_s
         soft = ReservationModel(problem, soft=True)
-        half = SolverSettings(max(1.0, s.time_limit / 2), s.threads, s.gap, s.backend, "extensive")
-        best = soft.rank_excess_first(half)
+        best = soft.rank_excess_first(replace(s.now(0.5), method="extensive"))
         if best == float("inf"):
             raise SolveError(f"no solution found within {s.time_limit:g} s; raise --time-limit")
         if hard_status == "no_solution" and best <= TOL:
@@ -72,7 +73,7 @@ def solve(problem: Problem, settings: SolverSettings | None = None) -> Plan:
                 f"no solution found within {s.time_limit:g} s although the guaranteed tiers "
                 "look feasible; raise --time-limit"
             )
-        raw = soft.solve(half)
+        raw = soft.solve(replace(s.now(), method="extensive"))
         ranked = {
             "hard_status": hard_status,
             "hard_runtime_s": round(hard_time, 3),
@@ -85,20 +86,64 @@ def solve(problem: Problem, settings: SolverSettings | None = None) -> Plan:
     return build_plan(problem, raw, ranked)
 
 
-def _auto(s: SolverSettings) -> SolverSettings:
-    return SolverSettings(s.time_limit, s.threads, s.gap, s.backend, "auto")
-
-
-#: scenario-period-class rows above which ``auto`` uses the decomposition
+#: scenario-period-class rows above which ``auto`` does not go straight to the extensive form
 AUTO_DECOMPOSITION_ROWS = 2000
+#: Share of the time ``auto`` gives the extensive form first above :data:`AUTO_DECOMPOSITION_ROWS`
+#: (the decomposition gets the rest when the extensive form has not proven its optimum by then).
+AUTO_EXTENSIVE_SHARE = 0.4
+#: Building the extensive form (PuLP) costs about this many seconds per scenario-period-class row
+#: (measured on benchmarks/reserve_bench.py instances: 960 rows 1.1 s, 4,800 rows 3.6 s, 9,600 rows
+#: 9.1 s at load 7; half of that on a quiet machine). ``auto`` tries the extensive form only when its
+#: build takes at most half of that share.
+BUILD_SECONDS_PER_ROW = 1e-3
+
+
+def _rows(problem: Problem) -> int:
+    W, C, T = problem.demand.shape
+    return int(W * C * T)
 
 
 def choose_method(problem: Problem, settings: SolverSettings) -> str:
-    """``extensive`` or ``decomposition`` for ``settings.method`` (``auto`` decides by size)."""
+    """``extensive``, ``decomposition`` or ``both`` for ``settings.method``.
+
+    ``auto``: the extensive form when there is one scenario or at most :data:`AUTO_DECOMPOSITION_ROWS`
+    scenario-period-class rows; else ``both`` (the extensive form first, for
+    :data:`AUTO_EXTENSIVE_SHARE` of the time, then the decomposition if it has not proven its optimum)
+    when building the extensive form fits half of that share; else the decomposition.
+    """
     if settings.method != "auto":
         return settings.method
-    W, C, T = problem.demand.shape
-    return "decomposition" if W > 1 and W * C * T > AUTO_DECOMPOSITION_ROWS else "extensive"
+    rows = _rows(problem)
+    if problem.demand.shape[0] <= 1 or rows <= AUTO_DECOMPOSITION_ROWS:
+        return "extensive"
+    if rows * BUILD_SECONDS_PER_ROW <= 0.5 * AUTO_EXTENSIVE_SHARE * settings.seconds():
+        return "both"
+    return "decomposition"
+
+
+def _first_solve(problem: Problem, s: SolverSettings, method: str) -> RawSolution:
+    """The solve of the hard problem by ``method`` (``both``: see :func:`choose_method`)."""
+    if method == "extensive":
+        return ReservationModel(problem).solve(s.now())
+    if method == "decomposition":
+        return solve_decomposition(problem, s.now())
+    first = ReservationModel(problem).solve(s.now(AUTO_EXTENSIVE_SHARE))
+    log.info("auto: extensive form %s in %.1f s", first.status, first.runtime_s)
+    if first.status in ("optimal", "infeasible"):  # proven: the optimum, or no plan meets the guarantees
+        return first
+    rest = solve_decomposition(problem, s.now())
+    log.info("auto: decomposition %s in %.1f s", rest.status, rest.runtime_s)
+    if first.status == "feasible" and (rest.status not in ("optimal", "feasible")
+                                       or _total(problem, first) < _total(problem, rest)):
+        return first
+    return rest
+
+
+def _total(pr: Problem, raw: RawSolution) -> float:
+    """The plan's expected cost recomputed from the decisions: the two methods' objectives are not comparable
+    (they leave out different constants, e.g. the power of the installed fleet)."""
+    orders, commitments, _ = _decisions(pr, raw)
+    return _costs(pr, raw, orders, commitments)["total"]
 
 
 def build_plan(problem: Problem, raw: RawSolution, ranked: dict[str, Any] | None = None) -> Plan:
@@ -305,8 +350,9 @@ def _costs(
         "penalty_flexible_lost": pen["lost"],
         "penalty_deferral": pen["deferral"],
     }
+    total = sum(costs.values())  # of the exact parts: the sum of rounded parts was up to a cent off per part
     costs = {k: round(v, 2) for k, v in costs.items()}
-    costs["total"] = round(sum(costs.values()), 2)
+    costs["total"] = round(total, 2)
     return costs
 
 

@@ -11,12 +11,9 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import numpy.typing as npt
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from capplan.reserve.result import Plan
@@ -195,8 +192,8 @@ def _what_ifs(plan: Plan) -> list[str]:
 
 def _png(fig: Any) -> bytes:
     buf = io.BytesIO()
+    FigureCanvasAgg(fig)  # the figure's own canvas: no pyplot state, no global backend switch (thread-safe)
     fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
     return buf.getvalue()
 
 
@@ -260,7 +257,8 @@ def demand_capacity_figure(plan: Plan) -> Figure:
     cs = chart_series(plan)
     T = len(plan.periods)
     x = np.arange(T)
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7.5), sharex=True, height_ratios=(3, 2))
+    fig = Figure(figsize=(11, 7.5))
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     dem, p = cs.demand, cs.prob
     top.fill_between(x, dem.min(axis=0), dem.max(axis=0), alpha=0.15, color="tab:blue", label="demand min-max")
     top.fill_between(
@@ -306,7 +304,8 @@ def demand_capacity_png(plan: Plan) -> bytes:
 def cost_breakdown_png(plan: Plan, currency: str = "USD") -> bytes:
     """Horizontal bar chart of the expected cost per category (human labels, amounts in ``currency``)."""
     items = [(cost_label(k), v) for k, v in plan.costs.items() if k != "total"]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
     ax.barh([k for k, _ in items], [v for _, v in items], color="tab:purple")
     ax.invert_yaxis()
     ax.set_xlabel(f"expected cost over the horizon ({currency})")

@@ -8,11 +8,12 @@ The extensive form (:mod:`capplan.reserve.milp`) and the decomposition
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
+from capplan.model.deadline import Deadline
 from capplan.model.errors import InputError, suggest
 
 #: values below this are read back from a solver as zero
@@ -20,6 +21,8 @@ TOL = 1e-6
 Arr = npt.NDArray[np.float64]
 
 
+#: The least time a solve is given, however little of a deadline is left (it then returns what it has).
+MIN_SOLVE_SECONDS = 0.2
 #: solve methods of :class:`SolverSettings` and PuLP backends of the extensive form
 METHODS = ("auto", "extensive", "decomposition")
 BACKENDS = ("highs", "cbc")
@@ -32,8 +35,11 @@ class SolverSettings:
     ``time_limit`` wall clock (s) per solve, ``threads``, relative MIP ``gap``, ``backend``
     (``highs``/``cbc``, extensive form only) and ``method``: ``extensive`` (one MILP over all
     scenarios through PuLP), ``decomposition`` (L-shaped / Benders with HiGHS, see
-    :mod:`capplan.reserve.lshaped`) or ``auto`` (decomposition for large scenario sets).
-    The settings check themselves when built (:class:`InputError` naming the field).
+    :mod:`capplan.reserve.lshaped`) or ``auto`` (see :func:`capplan.reserve.planner.choose_method`).
+    ``deadline``: the command's :class:`~capplan.model.deadline.Deadline` (``capplan reserve`` starts it
+    when the command starts, so that loading and writing count); every solve then gets at most what is
+    left of it (:meth:`seconds`). The settings check themselves when built (:class:`InputError` naming
+    the field).
     """
 
     time_limit: float = 60.0
@@ -41,6 +47,18 @@ class SolverSettings:
     gap: float = 1e-4
     backend: str = "highs"
     method: str = "auto"
+    deadline: Deadline | None = None
+
+    def seconds(self) -> float:
+        """Seconds the next solve may take: ``time_limit``, or what is left of the deadline when that is
+        less (at least :data:`MIN_SOLVE_SECONDS`)."""
+        if self.deadline is None:
+            return self.time_limit
+        return max(MIN_SOLVE_SECONDS, min(self.time_limit, self.deadline.remaining()))
+
+    def now(self, share: float = 1.0) -> SolverSettings:
+        """These settings with ``time_limit`` set to ``share`` of :meth:`seconds` (for one solve)."""
+        return replace(self, time_limit=max(MIN_SOLVE_SECONDS, share * self.seconds()))
 
     def __post_init__(self) -> None:
         """Check every field when the settings are built.
@@ -60,6 +78,8 @@ class SolverSettings:
             raise InputError("gap", f"relative MIP gap must be in [0, 1), e.g. 1e-4; got {g!r}")
         if self.backend not in BACKENDS:
             raise InputError("backend", f"unknown backend {self.backend!r}; use {' or '.join(BACKENDS)}")
+        if self.deadline is not None and not isinstance(self.deadline, Deadline):
+            raise InputError("deadline", f"must be a Deadline or None, got {self.deadline!r}")
         if self.method not in METHODS:
             hint = suggest(str(self.method), METHODS)
             raise InputError("method", f"unknown method {self.method!r}{hint}; use {', '.join(METHODS)}")

@@ -18,12 +18,14 @@ key             changes                                                 selector
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from capplan.model.catalog import Catalog, builtin_catalog
+from capplan.model.decode import LIMITS
 from capplan.model.errors import InputError, suggest
 from capplan.reserve.model import PlanningFile, parse_planning
 from capplan.reserve.planner import solve
@@ -44,6 +46,7 @@ class Delta:
     selector: str | None
     op: str
     amount: float
+    text: str = ""
 
     def apply(self, x: float) -> float:
         """Apply to a number."""
@@ -72,7 +75,13 @@ def parse_whatif(text: str, path: str = "--what-if") -> tuple[Delta, ...]:
         sign, num, pct = mt.groups()
         amount = float(num) * (-1 if sign == "-" else 1)
         op = "scale" if pct else ("add" if sign else "set")
-        out.append(Delta(key, sel or None, op, amount))
+        if not math.isfinite(amount) or abs(amount) > LIMITS.magnitude:
+            raise InputError(path, f"{part!r}: {num} is above the limit of {LIMITS.magnitude:g} "
+                                   "(see docs/formats.md, Limits)")
+        if op == "scale" and amount < -100:
+            raise InputError(path, f"{part!r}: a change below -100% makes {key} negative; "
+                                   "-100% is the least (free)")
+        out.append(Delta(key, sel or None, op, amount, part))
     return tuple(out)
 
 
@@ -83,6 +92,9 @@ def apply_deltas(pf: PlanningFile, deltas: Sequence[Delta], catalog: Catalog | N
 
     def canon(name: str) -> str:
         return cat.get(name).name if name in cat else name
+
+    def where(obj: dict[str, Any]) -> str:
+        return f"{obj['name']}" if obj.get("name") else "an entry"
 
     def matches(opt: dict[str, Any], sel: str | None) -> bool:
         return sel is None or opt.get("name") == sel or canon(opt["model"]) == canon(sel)
@@ -95,7 +107,10 @@ def apply_deltas(pf: PlanningFile, deltas: Sequence[Delta], catalog: Catalog | N
             if obj.get(field) is None:
                 return
             val = dl.apply(float(obj[field]))
-            obj[field] = max(0, round(val)) if integer else max(0.0, val)
+            if val < 0 or val > LIMITS.magnitude:  # the file's bounds hold for what-ifs too: no silent clamp
+                raise InputError("--what-if", f"{dl.text} makes {where(obj)}.{field} {val:g}; it must be in "
+                                              f"0..{LIMITS.magnitude:g}, as in the planning file")
+            obj[field] = round(val) if integer else val
             hit += 1
 
         opts = d["options"]
@@ -116,7 +131,13 @@ def apply_deltas(pf: PlanningFile, deltas: Sequence[Delta], catalog: Catalog | N
         if dl.key == "demand":
 
             def scale(v: Any, dl: Delta = dl) -> Any:
-                return [max(0.0, dl.apply(x)) for x in v] if isinstance(v, list) else max(0.0, dl.apply(v))
+                if isinstance(v, list):
+                    return [scale(x) for x in v]
+                val = dl.apply(v)
+                if val < 0 or val > LIMITS.magnitude:
+                    raise InputError("--what-if", f"{dl.text} makes a demand value {val:g}; it must be in "
+                                                  f"0..{LIMITS.magnitude:g}, as in the planning file")
+                return val
 
             for sc in d.get("scenarios") or []:
                 for c in sc["demand"]:
@@ -159,7 +180,9 @@ def run_whatifs(
     out = []
     for i, text in enumerate(texts):
         deltas = parse_whatif(text, f"--what-if[{i}]")
-        plan = solve(build_problem(apply_deltas(pf, deltas, catalog), catalog), settings)
+        each = settings if settings.deadline is None else replace(
+            settings, deadline=settings.deadline.share(1 / (len(texts) - i)))  # an even share of what is left
+        plan = solve(build_problem(apply_deltas(pf, deltas, catalog), catalog), each)
         bought: dict[str, int] = {}
         for o in base.orders:
             bought[o.model] = bought.get(o.model, 0) - o.count

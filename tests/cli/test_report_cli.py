@@ -108,17 +108,25 @@ def test_plan_of_another_scenario_exit_2(tmp_path: Path, mixed_plan: Path, capsy
 
 
 def test_report_and_show_read_a_schedule(tmp_path: Path, mixed_plan: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A schedule file (plan fields + horizon_s, start_s, end_s) gets a timeline; `show` draws t = 0."""
+    """A schedule file (`capplan schedule` output) gets a timeline; `show` draws t = 0. A plan with times
+    pasted on is not a schedule: the full schedule validator refuses it, naming the field."""
+    week = str(EXAMPLES / "schedule-week.yaml")
+    sched = tmp_path / "schedule.json"
+    assert main(["schedule", week, "--strategy", "heuristic", "--time-limit", "10", "-q", "-o", str(sched)]) == 0
+    schedule = json.loads(sched.read_text(encoding="utf-8"))
+    out = tmp_path / "r.html"
+    assert main(["report", week, str(sched), "-o", str(out)]) == 0
+    data = _data(out.read_text(encoding="utf-8"))
+    assert data["plan"]["kind"] == "schedule"  # type: ignore[index]
+    assert data["schedule"]["horizon_s"] == schedule["horizon_s"]  # type: ignore[index]
+    assert len(data["assignments"]) == len(schedule["assignments"])  # type: ignore[arg-type]
+    assert main(["show", week, str(sched)]) == 0
+    assert "schedule" in capsys.readouterr().out.splitlines()[0]
     plan = json.loads(mixed_plan.read_text(encoding="utf-8"))
     for k, a in enumerate(plan["assignments"]):
         a.update(start_s=0 if k % 2 == 0 else 3600, end_s=7200)
     plan["horizon_s"] = 7200
-    sched = tmp_path / "schedule.json"
-    sched.write_text(json.dumps(plan), encoding="utf-8")
-    out = tmp_path / "r.html"
-    assert main(["report", MIXED, str(sched), "-o", str(out)]) == 0
-    data = _data(out.read_text(encoding="utf-8"))
-    assert data["plan"]["kind"] == "schedule" and data["schedule"]["horizon_s"] == 7200  # type: ignore[index]
-    assert len(data["assignments"]) == len(plan["assignments"])  # type: ignore[arg-type]
-    assert main(["show", MIXED, str(sched)]) == 0
-    assert "schedule" in capsys.readouterr().out.splitlines()[0]
+    pasted = tmp_path / "pasted.json"
+    pasted.write_text(json.dumps(plan), encoding="utf-8")
+    assert main(["report", MIXED, str(pasted), "-o", str(tmp_path / "p.html")]) == 2
+    assert not (tmp_path / "p.html").exists()

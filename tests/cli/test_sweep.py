@@ -195,3 +195,28 @@ def test_signal_during_a_sweep(tmp_path: Path, sig: int, code: int, last: str) -
     assert "Traceback" not in err
     assert sorted(p.name for p in out.iterdir()) == ["summary.csv"]
     assert (out / "summary.csv").read_text() == "previous\n"
+
+
+def test_time_limit_covers_loading_the_scenario(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scenario's limit starts before its loading: a slow load leaves the planner only what is left
+    (the planner's clock started after the load before, so a task took its load plus the whole limit)."""
+    import capplan.io.scenario as scenario_io
+    import capplan.placement as placement
+    from capplan.cli.sweep import Task, plan_task
+
+    real_load, seen = scenario_io.load_scenario, {}
+
+    def slow_load(*a: object, **k: object) -> object:
+        time.sleep(1.0)
+        return real_load(*a, **k)  # type: ignore[arg-type]
+
+    def spy(problem: object, strategy: str, opts: object) -> object:
+        seen["opts"] = opts
+        raise InputError("spy", "stop here")
+
+    monkeypatch.setattr(scenario_io, "load_scenario", slow_load)
+    monkeypatch.setattr(placement, "solve", spy)
+    out = plan_task(Task("t", str(EXAMPLES / "training-cluster.yaml"), (), "greedy", 5.0, 0))
+    assert out.exit_code == 2 and "stop here" in out.error
+    deadline = seen["opts"].deadline  # type: ignore[attr-defined]
+    assert deadline is not None and deadline.remaining() < 4.0

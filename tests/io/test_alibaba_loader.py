@@ -112,3 +112,29 @@ def test_import_cli_bad_input_exit_2_nothing_written(tmp_path: Path) -> None:
     out = tmp_path / "s.yaml"
     assert main(["import", "alibaba", str(_nodes(tmp_path)), str(pods), "-o", str(out)]) == 2
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("cell", "column"), [("p\x001", "name"), ("p\x07", "name"), ("p\x1b[31m", "name"),
+                                               ("p\x85q", "name")])
+def test_control_characters_in_names_are_refused_with_the_row(tmp_path: Path, cell: str, column: str) -> None:
+    """NUL and other control characters in a pod name: exit 2 naming file:line.column, nothing written."""
+    pods = tmp_path / "pods.csv"
+    with open(pods, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerows([["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"], ["ok", 1000, 1024, 0, 0],
+                     [cell, 1000, 1024, 0, 0]])
+    with pytest.raises(InputError) as exc:
+        read_pods(pods)
+    assert f"{pods}:3.{column}" in str(exc.value) and "control character" in str(exc.value)
+    out = tmp_path / "s.yaml"
+    assert main(["import", "alibaba", str(_nodes(tmp_path)), str(pods), "-o", str(out)]) == 2
+    assert not out.exists()
+
+
+def test_control_character_in_a_node_id_is_refused(tmp_path: Path) -> None:
+    """The node file's sn too."""
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn\x000,32000,131072,2,T4\n", encoding="utf-8")
+    with pytest.raises(InputError) as exc:
+        read_nodes(nodes)
+    assert f"{nodes}:2.sn" in str(exc.value)

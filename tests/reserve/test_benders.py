@@ -101,12 +101,16 @@ def test_unmet_guaranteed_falls_back_to_ranked_solve() -> None:
     assert check_plan(pr, plan) == []
 
 
-def test_auto_method_by_size() -> None:
-    """auto keeps small problems on the extensive form and large scenario sets on the decomposition."""
+def test_auto_method_by_size_and_time() -> None:
+    """auto keeps small problems on the extensive form; a large scenario set tries the extensive form first
+    when its build fits the time (then the decomposition), else goes straight to the decomposition."""
     small = build_problem(parse_planning(_two_scenarios()))
     assert choose_method(small, SETTINGS) == "extensive"
     big = replace(small, demand=np.zeros((400, 2, 3)), scenario_names=tuple(f"s{i}" for i in range(400)))
-    assert choose_method(big, SETTINGS) == "decomposition"
+    assert choose_method(big, replace(SETTINGS, time_limit=60)) == "both"
+    assert choose_method(big, replace(SETTINGS, time_limit=2)) == "decomposition"
+    huge = replace(small, demand=np.zeros((4000, 2, 12)), scenario_names=tuple(f"s{i}" for i in range(4000)))
+    assert choose_method(huge, replace(SETTINGS, time_limit=60)) == "decomposition"
 
 
 @settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

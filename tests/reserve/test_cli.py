@@ -5,6 +5,11 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +209,72 @@ def test_bad_gap_is_exit_2_naming_the_field(tmp_path: Path, capsys: pytest.Captu
     assert capplan_main(["reserve", _small(tmp_path), "-o", str(tmp_path / "o"), "--gap", "1"]) == 2
     assert "error: gap:" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def _bench_file(tmp_path: Path, scenarios: int) -> Path:
+    from benchmarks.reserve_bench import instance
+
+    path = tmp_path / f"bench{scenarios}.yaml"
+    path.write_text(yaml.safe_dump(instance(scenarios)), encoding="utf-8")
+    return path
+
+
+def _popen(argv: list[str]) -> subprocess.Popen[str]:
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.Popen([sys.executable, "-m", "capplan", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, PYTHONPATH=str(root)),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def test_sigint_during_the_decomposition_keeps_the_previous_outputs(tmp_path: Path) -> None:
+    """Ctrl-C while the decomposition runs (HiGHS's callbacks swallow the KeyboardInterrupt): exit 1
+    "interrupted", the previous outputs untouched, no temporary file left."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in FILES:
+        (out / name).write_text("previous\n")
+    proc = _popen(["reserve", str(_bench_file(tmp_path, 10)), "-o", str(out), "--method", "decomposition",
+                   "--time-limit", "120"])
+    time.sleep(12)  # imports and the build take a few seconds; the search then runs for tens of seconds
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert err.strip().splitlines()[-1] == "interrupted", err
+    assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
+    assert all((out / name).read_text() == "previous\n" for name in FILES)
+
+
+def test_time_limit_bounds_the_whole_command(tmp_path: Path) -> None:
+    """--time-limit covers the base solve and every what-if (it was per solve: three solves that each use
+    the whole limit took three times it)."""
+    limit = 10.0
+    out = tmp_path / "out"
+    t0 = time.perf_counter()
+    proc = _popen(["reserve", str(_bench_file(tmp_path, 10)), "-o", str(out), "--method", "decomposition",
+                   "--gap", "0", "--time-limit", str(limit), "--what-if", "price=+5%", "lead_time=+1"])
+    _, err = proc.communicate(timeout=300)
+    wall = time.perf_counter() - t0
+    assert wall < 2 * limit + 2, (wall, err)  # three solves of the whole limit each: 3 x limit and more
+    if proc.returncode == 1:  # a loaded machine left a solve too little of the limit: the documented error
+        assert "no solution found within" in err and not out.exists(), err
+    else:
+        assert proc.returncode in (0, 3), err
+        assert len(json.loads((out / "plan.json").read_text())["what_if"]) == 2
+
+
+def test_write_files_atomic_all_or_none(tmp_path: Path) -> None:
+    """An interrupt before the commit leaves every old file and no temporary file; the commit writes all."""
+    from capplan.io.files import write_files_atomic
+
+    (tmp_path / "a").write_text("old a")
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_files_atomic(tmp_path, {"a": b"new a", "b": b"new b"}, before_commit=interrupted)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"] and (tmp_path / "a").read_text() == "old a"
+    write_files_atomic(tmp_path, {"a": b"new a", "b": b"new b"})
+    assert (tmp_path / "a").read_text() == "new a" and (tmp_path / "b").read_text() == "new b"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]

@@ -124,3 +124,28 @@ def test_unmet_without_sites_names_the_cloud() -> None:
     _, plan = solved(d)
     assert plan.unmet and all(u.sites == ("cloud",) for u in plan.unmet)
     assert any("availability cap" in b for b in plan.unmet[0].binding)
+
+
+def test_charts_leave_the_hosts_matplotlib_alone() -> None:
+    """Importing the reservation report and drawing its charts does not switch the host's matplotlib backend
+    (it called matplotlib.use("Agg") on import) nor open pyplot figures: a library user's GUI stays as it was."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    example = root / "models" / "examples" / "reserve-small.yaml"
+    code = ("import matplotlib; matplotlib.use('svg'); import matplotlib.pyplot as plt\n"
+            "from capplan.model.catalog import load_catalog\n"
+            "from capplan.reserve.model import load_planning\n"
+            "from capplan.reserve.planner import solve\n"
+            "from capplan.reserve.problem import build_problem\n"
+            "from capplan.reserve.report import cost_breakdown_png, demand_capacity_png\n"
+            f"pr = build_problem(load_planning({str(example)!r}), load_catalog([]))\n"
+            "plan = solve(pr)\n"
+            "assert demand_capacity_png(plan)[:4] == b'\\x89PNG' and cost_breakdown_png(plan)[:4] == b'\\x89PNG'\n"
+            "assert matplotlib.get_backend() == 'svg', matplotlib.get_backend()\n"
+            "assert plt.get_fignums() == [], plt.get_fignums()\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, timeout=300)
+    assert res.returncode == 0, res.stderr

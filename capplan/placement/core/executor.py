@@ -13,6 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Protocol, TypeVar
 
 from capplan.model.errors import InputError
+from capplan.model.signals import signals_deferred
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -60,7 +61,8 @@ class LocalExecutor:
                 proc.terminate()
             pool.shutdown(wait=True, cancel_futures=True)
             raise
-        pool.shutdown()
+        with signals_deferred():  # Ctrl-C inside shutdown() left its manager thread blocked: a hang at exit
+            pool.shutdown()
         return iter(results)
 
 

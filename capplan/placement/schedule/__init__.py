@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from capplan.model.errors import InputError, suggest
 from capplan.model.interruptions import expected_duration, expected_goodput, with_expected_durations
 from capplan.model.problem import Problem
@@ -49,8 +51,10 @@ def _spec(p: Problem, horizon: int | str | None, step: int | str | None) -> Sche
         raise InputError("horizon", "must be positive, e.g. 24h or 7d")
     try:
         return ScheduleSpec(horizon=h, step=s)
-    except ValueError as exc:
-        raise InputError("schedule", str(exc).splitlines()[-1]) from None
+    except ValidationError as exc:  # its message, without pydantic's heading and link
+        msg = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise InputError("horizon" if horizon is not None else "step" if step is not None else "schedule",
+                         msg) from None
 
 
 def schedule(problem: Problem, strategy: str = "auto", options: PlanOptions | None = None, *,

@@ -55,6 +55,10 @@ POST_SHARE = 0.35
 #: share of the wall time list scheduling took (compaction is one list-scheduling pass; measured on the
 #: benchmark's 200-workload fleets: list scheduling 4.4 s, then compaction 2.2 s and the reasons 0.5 s).
 POST_OF_HINT = 0.7
+#: The least wall time the pooled relaxation and the full time model get when the nominal budget (the user's
+#: limit, load-independent) leaves them time but a loaded machine took the wall clock first: whether they run
+#: then does not depend on the load (a bounded overrun instead of another schedule for the same seed).
+MODEL_FLOOR_SECONDS = 0.3
 #: Above this many optional intervals (jobs x candidate nodes), the full time model is replaced by
 #: large-neighbourhood search over time windows and domains.
 FULL_MODEL_INTERVALS = 3000
@@ -220,9 +224,14 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: Deadline | f
     strategy = "heuristic"
     left = time_limit - (time.perf_counter() - t0)
     relaxed: TimeSolution | None = None
-    if jobs.jobs and left > 0.1 and known is None:  # at sweep scale the pooled model proves nothing in time
+    # the gates below and the floors of what they give read the nominal budget too, so that a load spike
+    # (the wall clock gone before the step) does not drop a step that the same seed runs on a quiet machine
+    nominal = deadline.budget
+    share = LNS_RELAXED_SHARE if lns else RELAXED_SHARE
+    if jobs.jobs and (left > 0.1 or nominal * (1 - HINT_SHARE) > 0.1) and known is None:
+        # at sweep scale the pooled model proves nothing in time
         relaxed = pooled(jobs.jobs, busy, caps, horizon, step, gpus=[capacity_rate(p) // UNITS_PER_GPU]).solve(
-            None, (LNS_RELAXED_SHARE if lns else RELAXED_SHARE) * left, seed, workers)
+            None, max(share * left, min(share * nominal, MODEL_FLOOR_SECONDS)), seed, workers)
     relax = relaxation(p, horizon, step)
     relax_time = min(BOUND_SHARE * time_limit, 10.0)
     bound: dict[int, int] | None = None
@@ -230,9 +239,11 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: Deadline | f
         bound = combined_bound(p, horizon, step, relaxed, relax=relax, relax_time=relax_time, seed=seed)
     left = time_limit - (time.perf_counter() - t0)
     extra: dict[str, object] = {}
-    if jobs.jobs and left - relax_time > 0.1 and not lns:
+    model_nominal = nominal * (1 - HINT_SHARE - RELAXED_SHARE - BOUND_SHARE)
+    if jobs.jobs and (left - relax_time > 0.1 or model_nominal > 0.1) and not lns:
         tm = TimeModel(jobs.jobs, busy, caps, budgets, horizon, step, quota=jobs.quota)
-        sol = tm.solve(jobs.hint(heuristic), left - relax_time, seed, workers)
+        sol = tm.solve(jobs.hint(heuristic), max(left - relax_time, min(model_nominal, MODEL_FLOOR_SECONDS)),
+                       seed, workers)
         if sol is not None:
             cand = jobs.decode(sol)
             strategy = "cpsat"

@@ -163,6 +163,25 @@ class ListScheduler:
         why = explain(st, w, w.replicas)
         return f"cannot start at its release {describe_seconds(earliest)}: {why}; it starts at {describe_seconds(t)}"
 
+    def holders(self, w: Workload, lo: int, hi: int, most: int = 3) -> str:
+        """``; held in [lo, hi) by A (from .. to ..), ...``: the scheduled work on the nodes that could host ``w``
+        overlapping that window, most GPU-time first (empty when none)."""
+        nodes = self.p.cluster.nodes
+        ok = {i for i, n in enumerate(nodes) if self.p.can_host(w, n) is not None}
+        held: dict[str, list[int]] = {}  # workload -> [first start, last end, overlap units x seconds]
+        for it in self.tl.live():
+            if it.w.name == w.name or it.pl.node not in ok or it.end <= lo or it.start >= hi:
+                continue
+            h = held.setdefault(it.w.name, [it.start, it.end, 0])
+            h[0], h[1] = min(h[0], it.start), max(h[1], it.end)
+            h[2] += max(1, len(it.pl.gpus)) * (min(it.end, hi) - max(it.start, lo))
+        if not held:
+            return ""
+        top = sorted(held.items(), key=lambda kv: (-kv[1][2], kv[0]))
+        named = ", ".join(f"{name} ({describe_seconds(a)} to {describe_seconds(b)})" for name, (a, b, _) in top[:most])
+        more = f" and {len(top) - most} more" if len(top) > most else ""
+        return (f"; from {describe_seconds(lo)} to {describe_seconds(hi)} its nodes are held by {named}{more}")
+
     def missing_reason(self, w: Workload, missing: list[int]) -> str:
         """Why replicas of ``w`` do not run: never fit, or fit only too late (with the time they would)."""
         earliest = ceil_to(w.release, self.step)
@@ -176,18 +195,23 @@ class ListScheduler:
             return (f"needs {describe_seconds(w.duration)} from its release {describe_seconds(earliest)}, "
                     f"past the horizon {describe_seconds(self.horizon)}; extend the horizon (--horizon)")
         t = self.earliest_fit(w, n, earliest)
+        last = min(self.horizon, w.deadline) if w.deadline is not None else self.horizon
         if t is None:
             st = self.tl.window(earliest, self._end(w, earliest))
-            return f"{explain(st, w, n)}; no room from its release to the horizon {describe_seconds(self.horizon)}"
+            return (f"{explain(st, w, n)}; no room from its release to the horizon {describe_seconds(self.horizon)}"
+                    f"{self.holders(w, earliest, last)}")
         end = self._end(w, t)
         if w.deadline is not None and end > w.deadline:
             return (f"needs {what}; the earliest room frees at {describe_seconds(t)}, so it would end at "
-                    f"{describe_seconds(end)}, after its deadline {describe_seconds(w.deadline)}")
+                    f"{describe_seconds(end)}, after its deadline {describe_seconds(w.deadline)}"
+                    f"{self.holders(w, earliest, last)}")
         if end > self.horizon:
             return (f"needs {what}; the earliest room frees at {describe_seconds(t)}, so it would end at "
-                    f"{describe_seconds(end)}, after the horizon {describe_seconds(self.horizon)}")
+                    f"{describe_seconds(end)}, after the horizon {describe_seconds(self.horizon)}"
+                    f"{self.holders(w, earliest, t)}")
         return (f"needs {what}; room for some frees at {describe_seconds(t)} (to end at {describe_seconds(end)}), "
-                f"which this schedule leaves to other work; a longer time limit or horizon may fit it")
+                f"which this schedule leaves to other work{self.holders(w, earliest, end)}; a longer time limit or "
+                "horizon may fit it")
 
     def run(self, order: list[Workload] | None = None, late_above: int | None = None) -> list[Item]:
         """Schedule every workload in ``order`` (default :func:`schedule_order`); return all replicas.
@@ -373,7 +397,7 @@ def best_list_schedule(p: Problem, horizon: int, step: int, time_limit: float) -
     for name, late in variants:
         items = list_schedule(p, horizon, step, ORDERS[name](p), lowest if late else None)
         tries = [(items, f"{name}, late" if late else name)]
-        if late:
+        if late and (time.perf_counter() - t0) * 2 <= time_limit:  # compaction costs about one more pass
             tries.append((compact(p, horizon, step, items), f"{name}, late, compacted"))
         for cand, label in tries:
             key = lex_key(p, cand, step)

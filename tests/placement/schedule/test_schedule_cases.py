@@ -86,7 +86,7 @@ def test_gang_that_misses_its_deadline_says_when_a_rack_frees(strategy: str) -> 
     (u,) = s.unscheduled
     assert u.workload == "gang" and u.replicas == (0, 1)
     assert u.reason == ("needs 2 x 8 GPUs in one rack; the earliest room frees at 3h, so it would end at 5h, "
-                        "after its deadline 4h")
+                        "after its deadline 4h; from 0h to 4h its nodes are held by old (0h to 5h)")
     # CP-SAT proves that nothing better exists; list scheduling's energy bound counts the gang's work
     assert s.status == ("optimal" if strategy == "cpsat" else "feasible")
     assert check_schedule(p, s) == []
@@ -119,7 +119,8 @@ def test_guaranteed_deadline_that_cannot_be_met_is_infeasible(strategy: str) -> 
     assert s.status == "infeasible"
     (u,) = s.unscheduled
     assert u.workload == "urgent"
-    assert u.reason == "needs 8 GPUs; the earliest room frees at 10h, so it would end at 12h, after its deadline 6h"
+    assert u.reason == ("needs 8 GPUs; the earliest room frees at 10h, so it would end at 12h, after its deadline 6h; "
+                        "from 0h to 6h its nodes are held by old (0h to 10h)")
     assert row(s, "urgent").reason == u.reason and not row(s, "urgent").deadline_met
     assert check_schedule(p, s) == []
 
