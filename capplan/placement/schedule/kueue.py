@@ -47,13 +47,70 @@ def kueue_order(p: Problem) -> Callable[[Workload], tuple[int, int, int]]:
     return lambda w: (-w.priority, w.created, p.workload_index[w.name])
 
 
+class _DomainPlacer(GreedyPlacer):
+    """The greedy placer with a faster search of the domain for a required (or preferred) topology level.
+
+    :meth:`GreedyPlacer.place_in_one_domain` tries every domain of the level and keeps the one a full
+    placement leaves with the fewest free whole GPUs (the first in domain order on a tie). For workloads of
+    whole GPUs, ``g`` per replica on every eligible node, a full placement of ``n`` replicas leaves exactly
+    ``free - n g`` there, and a domain whose nodes' CPU, memory and free whole GPUs hold fewer than ``n``
+    replicas cannot take them all. So the domains that may hold ``n`` are tried in the order of that leftover
+    (then domain order), and the first full placement is the greedy placer's answer; it is checked against
+    the leftover it was predicted to leave, and anything else falls back to the greedy placer's own search.
+    """
+
+    def place_in_one_domain(self, w: Workload, n: int, level: str, fixed_domain: str | None,
+                            all_or_nothing: bool, within: np.ndarray | None = None) -> list[Placement]:
+        st = self.st
+        idx, per = st.eligible(w)
+        kinds = {(d.kind, d.gpus) for d in per.values()}
+        if fixed_domain is not None or len(kinds) != 1 or idx.size == 0:
+            return super().place_in_one_domain(w, n, level, fixed_domain, all_or_nothing, within)
+        kind, g = next(iter(kinds))
+        if kind != "whole" or g < 1:
+            return super().place_in_one_domain(w, n, level, fixed_domain, all_or_nothing, within)
+        size = len(st.nodes)
+        inside = np.zeros(size, dtype=bool)
+        inside[within if within is not None else slice(None)] = True
+        room = np.zeros(size, dtype=np.int64)
+        cap = st.free_whole[idx] // g
+        if w.cpu_milli:
+            cap = np.minimum(cap, st.cpu[idx] // w.cpu_milli)
+        if w.memory_mib:
+            cap = np.minimum(cap, st.mem[idx] // w.memory_mib)
+        room[idx] = cap
+        room[~inside] = 0
+        if level == self.p.cluster.levels[-1]:
+            ids, count = np.arange(size), size
+        else:
+            ids, names = st.domain_ids(level)
+            count = len(names)
+        dom_room = np.bincount(ids, weights=room, minlength=count)
+        dom_free = np.bincount(ids, weights=np.where(inside, st.free_whole, 0), minlength=count)
+        left = dom_free - n * g
+        fits = np.flatnonzero(dom_room >= n)
+        for k in fits[np.lexsort((fits, left[fits]))].tolist():
+            nodes = np.flatnonzero((ids == k) & inside)
+            trial = self.place_group(w, n, nodes, all_or_nothing)
+            if len(trial) == n:
+                if self.domain_leftover(nodes) == left[k]:
+                    return trial
+                self.undo(w, trial)  # not the predicted leftover: the greedy placer's own search decides
+                break
+            self.undo(w, trial)
+        else:
+            if all_or_nothing:
+                return []  # no domain takes all n: every trial of the greedy placer's search comes back empty
+        return super().place_in_one_domain(w, n, level, fixed_domain, all_or_nothing, within)
+
+
 class KueueSim:
     """The admission simulation of one problem (see the module docstring)."""
 
     def __init__(self, p: Problem, horizon: int, step: int) -> None:
         self.p, self.horizon, self.step = p, horizon, step
         self.st = ClusterState(p)
-        self.placer = GreedyPlacer(p, self.st)
+        self.placer = _DomainPlacer(p, self.st)
         self.live: list[tuple[int, int, Item]] = []  # heap of (end, seq, item)
         self.items: list[Item] = []
         self.seq = 0
@@ -159,31 +216,45 @@ class KueueSim:
         """Admit what the queues admit at ``t``; whether anything was admitted."""
         any_admitted = False
         failed: set[tuple[object, int]] = set()
+        todo = self.todo
+        self.queues = {q: [w for w in ws if w.name in todo] for q, ws in self.queues.items()}
         ready = {q: [w for w in ws if w.release <= t] for q, ws in self.queues.items()}
+        # A BestEffortFIFO queue's workloads before its cursor all have a shape that failed at this instant
+        # (failures are kept for the instant), so its next scan starts there: the same tries, in the same order.
+        cursor = dict.fromkeys(ready, 0)
         order = kueue_order(self.p)
+        keys = self.keys
         noted: set[str] = set()  # StrictFIFO queues whose waiting workloads got their reason at this instant
         while True:
             heads = sorted((q for q in ready if ready[q]), key=lambda q: order(ready[q][0]))
-            admitted: tuple[str, Workload] | None = None
+            admitted: tuple[str, int] | None = None
             for q in heads:
                 strict = self.strict.get(q, False)
-                keys = self.keys
-                for w in ready[q][:1] if strict else ready[q]:
+                waiting = ready[q]
+                if strict:
+                    w = waiting[0]
                     if keys[w.name] not in failed and self._try(w, t, failed):
-                        admitted = (q, w)
-                        break
+                        admitted = (q, 0)
+                else:
+                    j = cursor[q]
+                    while j < len(waiting):
+                        w = waiting[j]
+                        if keys[w.name] not in failed and self._try(w, t, failed):
+                            admitted = (q, j)
+                            break
+                        j += 1
+                    cursor[q] = j
                 if strict and admitted is None and q not in noted:
                     noted.add(q)
-                    head = ready[q][0]
-                    for w in ready[q][1:]:
+                    head = waiting[0]
+                    for w in waiting[1:]:
                         self.reasons.setdefault(w.name, f"queue: behind {head.name} in StrictFIFO ClusterQueue {q}")
                 if admitted is not None:
                     break
             if admitted is None:
                 return any_admitted
-            q, w = admitted
-            ready[q].remove(w)
-            self.queues[q].remove(w)
+            q, j = admitted
+            del ready[q][j]  # admitted: out of self.todo, so out of self.queues at the next instant
             any_admitted = True
 
     def run(self) -> None:
