@@ -224,6 +224,7 @@ class KueueSim:
         cursor = dict.fromkeys(ready, 0)
         order = kueue_order(self.p)
         keys = self.keys
+        shapes = {q: {keys[w.name] for w in ws} for q, ws in ready.items()}  # a queue whose all failed waits
         noted: set[str] = set()  # StrictFIFO queues whose waiting workloads got their reason at this instant
         while True:
             heads = sorted((q for q in ready if ready[q]), key=lambda q: order(ready[q][0]))
@@ -236,12 +237,18 @@ class KueueSim:
                     if keys[w.name] not in failed and self._try(w, t, failed):
                         admitted = (q, 0)
                 else:
-                    j = cursor[q]
-                    while j < len(waiting):
+                    j, end = cursor[q], len(waiting)
+                    if shapes[q] <= failed:
+                        j = end
+                    while j < end:
                         w = waiting[j]
-                        if keys[w.name] not in failed and self._try(w, t, failed):
-                            admitted = (q, j)
-                            break
+                        if keys[w.name] not in failed:
+                            if self._try(w, t, failed):
+                                admitted = (q, j)
+                                break
+                            if shapes[q] <= failed:
+                                j = end
+                                break
                         j += 1
                     cursor[q] = j
                 if strict and admitted is None and q not in noted:
