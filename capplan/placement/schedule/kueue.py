@@ -139,13 +139,19 @@ class KueueSim:
             if missing:
                 self.todo[w.name] = missing
         #: what decides whether a workload fits now: its shape and its replicas to place (failures are shared)
-        self.keys: dict[str, tuple[object, int]] = {  # replicas already running pin a domain: then its own key
-            name: ((name,) if name in self.running else shape_key(p.workload(name)), len(reps))
+        # (a small number per key: failures are looked up and grouped for every pending workload at every instant)
+        ids: dict[tuple[object, int], int] = {}
+        self.keys: dict[str, int] = {  # replicas already running pin a domain: then its own key
+            name: ids.setdefault(((name,) if name in self.running else shape_key(p.workload(name)), len(reps)),
+                                 len(ids))
             for name, reps in self.todo.items()}
         order = kueue_order(p)
         self.queues: dict[str, list[Workload]] = {}
         for w in sorted((w for w in p.workloads if w.name in self.todo), key=order):
             self.queues.setdefault(w.queue or _NO_QUEUE, []).append(w)
+        #: per queue, its latest release (from then on all its workloads are ready) and whether it holds admitted ones
+        self.last_release = {q: max(w.release for w in ws) for q, ws in self.queues.items()}
+        self.stale = dict.fromkeys(self.queues, False)
 
     def _add(self, it: Item) -> None:
         self.items.append(it)
@@ -155,7 +161,7 @@ class KueueSim:
     def _end(self, w: Workload, t: int) -> int:
         return t + w.duration if w.duration is not None else self.horizon
 
-    def _try(self, w: Workload, t: int, failed: set[tuple[object, int]]) -> bool:
+    def _try(self, w: Workload, t: int, failed: set[int]) -> bool:
         n = len(self.todo[w.name])
         key = self.keys[w.name]
         if key in failed:
@@ -217,16 +223,22 @@ class KueueSim:
     def _turn(self, t: int) -> bool:
         """Admit what the queues admit at ``t``; whether anything was admitted."""
         any_admitted = False
-        failed: set[tuple[object, int]] = set()
+        failed: set[int] = set()
         todo = self.todo
-        self.queues = {q: [w for w in ws if w.name in todo] for q, ws in self.queues.items()}
-        ready = {q: [w for w in ws if w.release <= t] for q, ws in self.queues.items()}
+        ready: dict[str, list[Workload]] = {}
+        for q, ws in self.queues.items():
+            if self.stale[q]:
+                ws = self.queues[q] = [w for w in ws if w.name in todo]
+                self.stale[q] = False
+            # once all are released the queue's own list is the ready one (an admission leaves it at once)
+            ready[q] = ws if self.last_release[q] <= t else [w for w in ws if w.release <= t]
         # A BestEffortFIFO queue's workloads before its cursor all have a shape that failed at this instant
         # (failures are kept for the instant), so its next scan starts there: the same tries, in the same order.
         cursor = dict.fromkeys(ready, 0)
         order = kueue_order(self.p)
         keys = self.keys
-        shapes = {q: {keys[w.name] for w in ws} for q, ws in ready.items()}  # a queue whose all failed waits
+        # a BestEffortFIFO queue all of whose shapes failed at this instant admits nothing more at it
+        shapes = {q: {keys[w.name] for w in ws} for q, ws in ready.items() if not self.strict.get(q, False)}
         noted: set[str] = set()  # StrictFIFO queues whose waiting workloads got their reason at this instant
         while True:
             heads = sorted((q for q in ready if ready[q]), key=lambda q: order(ready[q][0]))
@@ -255,15 +267,17 @@ class KueueSim:
                     cursor[q] = j
                 if strict and admitted is None and q not in noted:
                     noted.add(q)
-                    head = waiting[0]
+                    behind = f"queue: behind {waiting[0].name} in StrictFIFO ClusterQueue {q}"
                     for w in waiting[1:]:
-                        self.reasons.setdefault(w.name, f"queue: behind {head.name} in StrictFIFO ClusterQueue {q}")
+                        self.reasons.setdefault(w.name, behind)
                 if admitted is not None:
                     break
             if admitted is None:
                 return any_admitted
             q, j = admitted
-            del ready[q][j]  # admitted: out of self.todo, so out of self.queues at the next instant
+            if ready[q] is not self.queues[q]:
+                self.stale[q] = True  # admitted: out of self.todo, so out of self.queues at the next instant
+            del ready[q][j]
             any_admitted = True
 
     def run(self) -> None:
