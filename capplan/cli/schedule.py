@@ -54,10 +54,16 @@ def summary(sch: Any) -> str:
     """A readable summary of a schedule (per-priority work, waits, what does not run)."""
     from capplan.model.timing import describe_seconds, format_seconds
 
-    lines = [f"capplan schedule ({sch.strategy}): status {sch.status}, {sch.solve_seconds:.2f}s, "
-             f"gap {sch.gap:.2%}, horizon {format_seconds(sch.horizon_s)}"]
+    simulated = sch.metrics.get("policy") == "kueue"  # a simulation of Kueue's admission: no search, no gap
+    if simulated:
+        lines = [f"capplan schedule (kueue): Kueue's admission simulated, not optimised; status {sch.status}, "
+                 f"{sch.solve_seconds:.2f}s, horizon {format_seconds(sch.horizon_s)}"]
+    else:
+        lines = [f"capplan schedule ({sch.strategy}): status {sch.status}, {sch.solve_seconds:.2f}s, "
+                 f"gap {sch.gap:.2%}, horizon {format_seconds(sch.horizon_s)}"]
     for q, obj, bnd in zip(sch.priorities, sch.objective, sch.bound, strict=True):
-        lines.append(f"  priority {q:>6}: {obj:g} GPU-hours of work done (bound {bnd:g})")
+        what = f"no schedule does more than {bnd:g}" if simulated else f"bound {bnd:g}"
+        lines.append(f"  priority {q:>6}: {obj:g} GPU-hours of work done ({what})")
     lines.append(f"  demand-weighted wait: {sch.wait_gpu_h:g} GPU-hours")
     if sch.wait_replica_s is not None:
         lines.append(f"  unweighted wait: {sch.wait_replica_s / 3600:g} replica-hours (CPU-only pods too)")

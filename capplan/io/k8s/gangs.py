@@ -57,7 +57,9 @@ class _Collector:
         self.order = [*(level for level, _ in levels), "node"]  # Volcano tier t -> order[-1 - t]
         self.warnings = warnings
         self.classes, self.default = priority_classes(items)
-        self.pods: list[PodSpec] = []
+        self.pods: list[PodSpec] = []  # append-only: :meth:`have` indexes it by key as it grows
+        self._by_key: dict[Key, list[PodSpec]] = {}
+        self._indexed = 0
         self.kinds: dict[tuple[str, str], str] = {}  # (ns, name) -> kind of a Kubeflow job / TrainJob
         for i, it in enumerate(items):
             spec = it.get("spec")
@@ -127,7 +129,11 @@ class _Collector:
             )
 
     def have(self, key: Key, role: str | None = None) -> list[PodSpec]:
-        return [p for p in self.pods if p.key == key and (role is None or p.role == role)]
+        """The pods of ``key`` (of ``role``), in reading order (an index, not a scan: thousands of Workloads)."""
+        for p in self.pods[self._indexed:]:  # a pod's key is set before it is added, and never changes
+            self._by_key.setdefault(p.key, []).append(p)
+        self._indexed = len(self.pods)
+        return [p for p in self._by_key.get(key, ()) if role is None or p.role == role]
 
     def fill(
         self, key: Key, role: str, want: int, template: dict[str, Any], path: str, priority: int | None = None,

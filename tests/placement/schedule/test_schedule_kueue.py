@@ -117,3 +117,36 @@ def test_past_the_horizon_is_unscheduled_with_its_start() -> None:
 def test_unknown_policy() -> None:
     with pytest.raises(InputError, match="unknown policy"):
         schedule(head_case("StrictFIFO"), policy="fifo")
+
+
+def test_a_simulation_is_feasible_never_optimal() -> None:
+    """One 8-GPU node, W (8 GPUs, 1h) admitted at 0: all work runs and nothing waits, which a search would
+    report as ``optimal`` (its a-priori best). Kueue's simulation searched nothing: ``feasible``; the bound
+    (8 GPU-hours, all the work) is kept and labelled as the a-priori one; the summary prints no gap."""
+    from capplan.cli.schedule import summary
+    from capplan.placement.schedule.kueue import BOUND_LABEL
+
+    p = kueue_problem({"r1": 1}, [queue("q", 8)], [{"name": "W", "gpus": 8, "duration": "1h", "queue": "q"}])
+    s = schedule(p, policy="kueue")
+    assert (s.status, s.objective, s.bound, s.metrics["bound"]) == ("feasible", (8.0,), (8.0,), BOUND_LABEL)
+    assert check_schedule(p, s) == []
+    head, prio = summary(s).splitlines()[:2]
+    assert "not optimised" in head and "status feasible" in head and "gap" not in head
+    assert prio == "  priority      0: 8 GPU-hours of work done (no schedule does more than 8)"
+    assert "gap 0.00%" in summary(schedule(p))  # the optimal policy keeps its gap
+
+
+def test_below_the_bound_is_no_gap_in_the_summary() -> None:
+    """One 8-GPU node, horizon 24h, A and B (8 GPUs, 20h each): A runs 0..20h (160 GPU-hours), B would run
+    20h..40h, past the horizon. The a-priori bound is the node's 8 x 24 = 192 GPU-hours, so the format's
+    ``gap`` field is 32 / 192 (kept, a number, for compatibility); the summary, once "gap 16.67%", says the
+    simulation was not optimised and gives the bound as what no schedule exceeds."""
+    from capplan.cli.schedule import summary
+
+    p = kueue_problem({"r1": 1}, [queue("q", 8)], [{"name": "A", "gpus": 8, "duration": "20h", "queue": "q"},
+                                                   {"name": "B", "gpus": 8, "duration": "20h", "queue": "q"}])
+    s = schedule(p, policy="kueue")
+    assert (s.status, s.objective, s.bound, s.gap) == ("feasible", (160.0,), (192.0,), 0.166667)
+    head, prio = summary(s).splitlines()[:2]
+    assert "gap" not in head
+    assert prio == "  priority      0: 160 GPU-hours of work done (no schedule does more than 192)"
