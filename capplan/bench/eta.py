@@ -133,6 +133,7 @@ def kueue_problem(tr: ReplayTrace, queues: Sequence[QueueSpec]) -> Problem:
     """The replay fleet as a capplan problem with the queues (one flavor over every node; quotas for GPUs,
     and for CPU and memory at the fleet's totals, so that they never bind)."""
     from capplan.bench.replay.protocol import cluster_problem
+    from capplan.model.catalog import Catalog
     from capplan.model.quota import ClusterQueue, Flavor, QuotaEntry
 
     cpu = int(tr.fleet.cpu.sum()) / MILLI
@@ -141,7 +142,13 @@ def kueue_problem(tr: ReplayTrace, queues: Sequence[QueueSpec]) -> Problem:
         QuotaEntry(flavor="all", resource="cpu", nominal=cpu),
         QuotaEntry(flavor="all", resource="memory", nominal=mem),
         QuotaEntry(flavor="all", resource="nvidia.com/gpu", nominal=q.gpus))) for q in queues)
-    return cluster_problem(tr).replace(flavors=(Flavor(name="all"),), queues=cqs)
+    base = cluster_problem(tr)
+    # The replay's admission counts every GPU under one quota; the trace's undisclosed models (G1-G3, vendor
+    # `alibaba` in the catalog) would be asked as `alibaba.com/gpu`, which no quota names, so capplan would
+    # never admit a pending pod there nor charge a running one. They are requested as nvidia.com/gpu here.
+    models = tuple(m if m.vendor in ("nvidia", "amd") else m.model_copy(update={"vendor": "nvidia"})
+                   for m in base.catalog.models)
+    return base.replace(catalog=Catalog(models=models), flavors=(Flavor(name="all"),), queues=cqs)
 
 
 def noisy_durations(duration: IntArr, sigma: float, seed: int) -> IntArr:

@@ -59,9 +59,9 @@ def test_gpu_units() -> None:
     assert gpu_units(np.array([2, 1, 0, 8]), np.array([1000, 300, 0, 1000])).tolist() == [2, 1, 0, 8]
 
 
-def _trace(pods: list[tuple[int, int, int, int]]) -> object:
-    """One node with 2 T4 GPUs; pods (GPUs, arrival, run time, milli per GPU)."""
-    node = TraceNode(name="n0", cpu_milli=32000, memory_mib=65536, gpus=2, model="T4")
+def _trace(pods: list[tuple[int, int, int, int]], model: str = "T4") -> object:
+    """One node with 2 GPUs of ``model``; pods (GPUs, arrival, run time, milli per GPU)."""
+    node = TraceNode(name="n0", cpu_milli=32000, memory_mib=65536, gpus=2, model=model)
     tps = [TracePod(name=f"p{k}", cpu_milli=1000, memory_mib=1024, num_gpu=g, gpu_milli=m, creation_time=a,
                     scheduled_time=a, deletion_time=a + d) for k, (g, a, d, m) in enumerate(pods)]
     return load_replay([node], tps)
@@ -98,10 +98,12 @@ def test_replay_quota_until_a_pod_ends() -> None:
     assert _replay("BestEffortFIFO", 1, [(1, 0, 100, 1000), (1, 20, 30, 500)]) == [0, 100]
 
 
-def test_run_eta_exact_on_hand_worked_queue() -> None:
+@pytest.mark.parametrize("model", ["T4", "G2"])
+def test_run_eta_exact_on_hand_worked_queue(model: str) -> None:
     # with exact run times and no later arrivals to overtake, capplan's estimate is the start Kueue gives
-    # (the ends fall on ticks' minute grid: a running pod is believed to have at least a minute left)
-    tr = _trace([(1, 0, 1020, 1000), (2, 10, 540, 1000), (1, 20, 300, 1000)])
+    # (the ends fall on ticks' minute grid: a running pod is believed to have at least a minute left); also on
+    # the trace's undisclosed models (G2: vendor alibaba), which the replay's one GPU quota counts too
+    tr = _trace([(1, 0, 1020, 1000), (2, 10, 540, 1000), (1, 20, 300, 1000)], model)
     run = run_eta(tr, [QueueSpec("q", "StrictFIFO", 2)], np.zeros(3, dtype=np.int64), 60, [0.0], seed=0)
     assert run.start.tolist() == [0, 1020, 1560]
     assert len(run.pod) > 0
