@@ -176,7 +176,7 @@ def shape_b(gpus: int, seed: int = 0) -> Data:
         x = rnd.random()
         if x < 0.85:
             size = rnd.choice([2, 3, 4, 6, 8, 12, 16, 24, 32, 48])
-            size = min(size, max(2, n // 4))
+            size = min(size, max(2, n // 2))  # small fleets: a block-bound gang still fits one block
             w: Data = {"name": f"gang{k}", "kind": "training", "replicas": size, "gpus": 8, "cpu": 96,
                        "memory_gib": 1024, "priority": rnd.choice([100, 50, 50, 10]),
                        "topology": {"required": "rack" if size <= 8 else "block"}}
@@ -308,7 +308,8 @@ def shape_e(gpus: int, seed: int = 0) -> Data:
     rnd = random.Random(f"e{seed}")
     n = gpus // 8
     racks = []
-    for r, rack in enumerate(blk for b in _racks(n, 16, 1) for blk in b):
+    per_rack = max(1, min(16, n // len(E_MODELS)))  # 16, or fewer on a small fleet so that every model shows
+    for r, rack in enumerate(blk for b in _racks(n, per_rack, 1) for blk in b):
         model = E_MODELS[r % len(E_MODELS)]
         preset = len(rack) // 3 if r % 3 != 2 else 0
         nodes = [_group(f"r{r}p", preset, gpu=model, gpus=8, cpu=128, memory_gib=1024,
