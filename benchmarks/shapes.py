@@ -64,7 +64,7 @@ def _size(text: str) -> int:
     return SIZES[text] if text in SIZES else int(text)
 
 
-def _racks(n_nodes: int, per_rack: int, racks_per_block: int) -> list[list[int]]:
+def _racks(n_nodes: int, per_rack: int, racks_per_block: int) -> list[list[list[int]]]:
     """Node indices 0..n-1 cut into racks (the last may be short), racks grouped into blocks."""
     racks = [list(range(i, min(n_nodes, i + per_rack))) for i in range(0, n_nodes, per_rack)]
     return [racks[i:i + racks_per_block] for i in range(0, len(racks), racks_per_block)]
