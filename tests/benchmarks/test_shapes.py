@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ def shapes() -> ModuleType:
     return mod
 
 
-def _features(p: Problem) -> dict[str, object]:
+def _features(p: Problem) -> dict[str, Any]:
     top = max(p.priorities)
     models_per_rack: dict[str, set[str]] = {}
     for n in p.cluster.nodes:
@@ -61,7 +62,7 @@ def test_generator_builds_its_shape_and_greedy_plans_it(shapes: ModuleType, shap
     assert p.cluster.gpus_total == TINY
     f = _features(p)
     if shape == "a":
-        assert {"tenant", "node"} <= f["top isolation"] and f["tenants"] >= 20  # type: ignore[operator]
+        assert {"tenant", "node"} <= f["top isolation"] and f["tenants"] >= 20
     elif shape == "b":
         assert f["mixed racks"] and f["required"] == {"rack", "block"}
         assert sum(w.replicas * (w.gpus or 0) for w in p.workloads) >= 1.3 * TINY  # over-subscribed
@@ -72,7 +73,7 @@ def test_generator_builds_its_shape_and_greedy_plans_it(shapes: ModuleType, shap
     elif shape == "e":
         assert f["models"] >= 5 and f["layouts"] and f["auto guaranteed"]
     else:
-        assert f["running"] and (True, False) in f["movable"] and (False, True) in f["movable"]  # type: ignore[operator]
+        assert f["running"] and (True, False) in f["movable"] and (False, True) in f["movable"]
     moves = shape in shapes.FLAGS
     plan = solve(p, "greedy", PlanOptions(time_limit=30, allow_preemption=moves, allow_migration=moves))
     assert check_plan(p, plan) == []
