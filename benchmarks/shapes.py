@@ -447,9 +447,10 @@ def lex_key(data: Data, plan: Data) -> list[float]:
 
 
 def compare(a: list[float] | None, b: list[float] | None) -> str:
-    """``better``, ``equal`` or ``worse``: plan key ``a`` against ``b`` (no plan is worse than any plan)."""
+    """``better``, ``equal`` or ``worse``: plan key ``a`` against ``b`` (no plan is worse than any plan;
+    ``no plans`` when neither has one)."""
     if a is None or b is None:
-        return "equal" if a is b else ("worse" if a is None else "better")
+        return "no plans" if a is b else ("worse" if a is None else "better")
     for x, y in zip(a, b, strict=True):
         if x > y + 1e-6:
             return "better"

@@ -90,6 +90,7 @@ def test_lex_key_and_compare_by_hand(shapes: ModuleType) -> None:
     assert shapes.compare([0.0, 9.0], [1.0, 0.0]) == "worse"
     assert shapes.compare([1.0, 2.0], [1.0, 2.0 + 1e-9]) == "equal"
     assert shapes.compare(None, [0.0]) == "worse" and shapes.compare([0.0], None) == "better"
+    assert shapes.compare(None, None) == "no plans"
 
 
 def test_gaps_from_the_plan_or_computed(shapes: ModuleType) -> None:
