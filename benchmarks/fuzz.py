@@ -7,14 +7,18 @@ Usage::
     python benchmarks/fuzz.py show SEED          # the scenario YAML of one instance (to reproduce a finding)
 
 A seeded generator (:func:`generate`) draws a scenario covering the scenario format: nodes of several GPU
-models (MIG, AMD partitions, plain, CPU-only), preset GPU modes, one to three topology levels, power budgets;
-workloads with whole GPUs (gangs, required / preferred topology), named and ``auto`` MIG slices, fractions,
-CPU-only pods, tenants and isolation, priorities, SLA; and for half of the instances a running state (part of
-an earlier plan) with ``--allow-preemption`` / ``--allow-migration`` drawn at random. Every strategy (and
-``auto``) plans it with a 1-3 s limit (1 s for half of them); each plan is checked by the independent validator
+models (MIG, AMD partitions, plain, CPU-only), preset GPU modes and preset MIG layouts (random valid layouts,
+whole or partial), domains of mixed models or of one or two models, one to three topology levels, power
+budgets; workloads with whole GPUs (gangs, required / preferred topology), named and ``auto`` MIG slices,
+fractions, CPU-only pods, tenants and isolation (likelier at the top priority), one to eight priorities, SLA,
+over-subscription (a third of the instances multiply every workload's replicas by 2 or 3); and for half of the
+instances a running state (part of an earlier plan) with ``--allow-preemption`` / ``--allow-migration`` drawn
+at random: the features of ``benchmarks/shapes.py`` at a small size. Every strategy (and ``auto``) plans it with
+a 1-3 s limit (1 s for half of them); each plan is checked by the independent validator
 (:func:`capplan.model.validate.check_plan`); the strategies' results are compared (a plan claiming ``optimal``
 must not be beaten lexicographically by another strategy's plan; no plan may exceed another strategy's bound
-at a priority whose higher priorities it matches); wall time is recorded against the limit.
+at a priority whose higher priorities it matches; no plan may say ``infeasible`` while another strategy's
+valid plan places every guaranteed replica); wall time is recorded against the limit.
 
 One JSON line per solve goes to ``--out`` as the campaign runs, so a long run can be summarised at any time.
 Instance ``k`` uses seed ``k``: a finding is reproduced with ``show k``.
@@ -53,25 +57,54 @@ MODELS: dict[str, list[str]] = {
 }
 
 
-def _node(rnd: random.Random, name: str) -> dict[str, Any]:
-    model = rnd.choice([*MODELS, None, "H100-SXM5-80GB"])
+def _layout(rnd: random.Random, model: str) -> list[dict[str, Any]]:
+    """A random valid MIG layout of ``model`` (NVIDIA): instances at allowed starts, memory slices disjoint,
+    compute slices and each profile's count within the GPU's, drawn here from the catalog's profile table."""
+    from capplan.model.catalog import load_catalog
+
+    m = load_catalog().get(model)
+    places = [(pr, s) for pr in m.profiles for s in pr.starts]
+    rnd.shuffle(places)
+    used, compute, counts, out = 0, 0, dict[str, int](), []
+    for pr, s in places:
+        mask = ((1 << pr.memory_slices) - 1) << s
+        if used & mask or compute + pr.compute_slices > m.compute_slices or counts.get(pr.name, 0) >= pr.max_count:
+            continue
+        used, compute = used | mask, compute + pr.compute_slices
+        counts[pr.name] = counts.get(pr.name, 0) + 1
+        out.append({"profile": pr.name, "start": s})
+        if rnd.random() < 0.3:
+            break  # a partial layout: the GPU offers only these instances
+    return sorted(out, key=lambda x: x["start"])
+
+
+def _node(rnd: random.Random, name: str, models: list[str | None] | None = None) -> dict[str, Any]:
+    model = rnd.choice(models or [*MODELS, None, "H100-SXM5-80GB"])  # None: a CPU-only node
     e: dict[str, Any] = {"name": name, "cpu": rnd.choice([4, 8, 32, 64]), "memory_gib": rnd.choice([32, 128, 512])}
     if model:
         gpus = rnd.choice([1, 2, 4, 8])
         e.update(gpu=model, gpus=gpus)
-        if rnd.random() < 0.25:
-            modes = ["whole", "shared"] + (["mig"] if MODELS[model] else [])
+        if rnd.random() < 0.35:
+            modes = ["whole", "shared"] + (["mig", "mig"] if MODELS[model] else [])
             g = rnd.sample(range(gpus), k=rnd.randint(1, min(2, gpus)))
-            e["gpu_modes"] = [{"gpus": g, "mode": rnd.choice(modes)}]
+            mode: dict[str, Any] = {"gpus": g, "mode": rnd.choice(modes)}
+            if mode["mode"] == "mig" and not model.startswith("MI") and rnd.random() < 0.7:
+                mode["layout"] = _layout(rnd, model)  # a preset MIG layout (the shapes' mix of presets)
+            e["gpu_modes"] = [mode]
     return e
 
 
-def _workload(rnd: random.Random, name: str, levels: list[str]) -> dict[str, Any]:
+def _workload(rnd: random.Random, name: str, levels: list[str], prios: list[int] | None = None,
+              pressure: int = 1) -> dict[str, Any]:
     kind = rnd.choice(["gpus", "gpus", "mig", "mig-auto", "fraction", "cpu"])
-    w: dict[str, Any] = {"name": name, "replicas": rnd.choice([1, 1, 2, 3, 4, 6]),
+    prio = rnd.choice(prios or [0, 0, 10, 100])
+    top = prios is not None and prio == max(prios)
+    w: dict[str, Any] = {"name": name, "replicas": rnd.choice([1, 1, 2, 3, 4, 6]) * pressure,
                          "cpu": rnd.choice([0, 1, 2, 8]), "memory_gib": rnd.choice([0, 4, 32]),
-                         "priority": rnd.choice([0, 0, 10, 100]), "tenant": rnd.choice(["a", "b", "c"]),
-                         "isolation": rnd.choice(["none", "none", "none", "tenant", "node"])}
+                         "priority": prio, "tenant": rnd.choice(["a", "b", "c"]),
+                         # isolation is likelier at the top priority (the shapes' isolated inference)
+                         "isolation": rnd.choice(["none", "tenant", "node"] if top else
+                                                 ["none", "none", "none", "tenant", "node"])}
     if kind == "gpus":
         w["gpus"] = rnd.choice([1, 1, 2, 4, 8])
         if rnd.random() < 0.4:
@@ -108,13 +141,16 @@ def _cluster(rnd: random.Random) -> tuple[dict[str, Any], list[str]]:
     levels = ["block", "rack", "node"][3 - depth:]
     counter = [0]
 
+    mixed_racks = rnd.random() < 0.5  # else a domain of mostly one model (two models at most)
+
     def build(d: int, prefix: str) -> dict[str, Any]:
         key = levels[d] + "s"
         if d == depth - 1:
             nodes = []
+            pair: list[str | None] = [rnd.choice([*MODELS, None]), rnd.choice(list(MODELS))]
             for _ in range(rnd.randint(1, 3 if depth > 1 else 6)):
                 counter[0] += 1
-                nodes.append(_node(rnd, f"n{counter[0]}"))
+                nodes.append(_node(rnd, f"n{counter[0]}", None if mixed_racks else pair))
             return {"nodes": nodes}
         items = []
         for i in range(rnd.randint(1, 2 if d == 0 and depth == 3 else 3)):
@@ -139,7 +175,10 @@ def generate(seed: int) -> dict[str, Any]:
     data: dict[str, Any] = {}
     while True:
         cluster, levels = _cluster(rnd)
-        works = [_workload(rnd, f"w{i}", levels) for i in range(rnd.randint(1, 7))]
+        # one to eight priority levels; a third of the instances over-subscribed (replicas x 2 or x 3)
+        prios = sorted(rnd.sample(range(0, 1000, 10), rnd.randint(1, 8)))
+        pressure = rnd.choice([1, 1, 2, 3])
+        works = [_workload(rnd, f"w{i}", levels, prios, pressure) for i in range(rnd.randint(1, 7))]
         data = {"cluster": cluster, "workloads": works}
         try:
             p = problem_from_data(data)
@@ -361,22 +400,26 @@ def run_instance(seed: int, strategies: tuple[str, ...] = STRATEGIES) -> list[di
         recs.append(rec)
     guaranteed = sum(w.replicas for w in p.workloads if w.sla == "guaranteed")
     for rec in recs:
-        rec["false_proof"], rec["false_bound"] = cross_check(rec, recs, guaranteed)
+        rec["false_proof"], rec["false_bound"], rec["false_infeasible"] = cross_check(rec, recs, guaranteed)
     return recs
 
 
-def cross_check(rec: dict[str, Any], recs: list[dict[str, Any]], guaranteed: int) -> tuple[list[str], list[str]]:
-    """Findings against one solve's claims: valid plans of the instance beating its proof or exceeding its bound.
+def cross_check(rec: dict[str, Any], recs: list[dict[str, Any]],
+                guaranteed: int) -> tuple[list[str], list[str], list[str]]:
+    """Findings against one solve's claims: valid plans of the instance beating its proof, exceeding its bound
+    or refuting its ``infeasible``.
 
     A plan claiming ``optimal`` must not be beaten in the order of :func:`lex`. A bound is checked by walking
     the priorities while another plan (placing every guaranteed replica) sits exactly at it with every replica
     of the priority placed: that plan then shares the optimum's prefix, so at the next priority it may not
-    exceed the bound.
+    exceed the bound. A plan marked ``infeasible`` (a guaranteed workload cannot be met: exit 3, a nightly
+    job's alarm) is false when another strategy's valid plan places every guaranteed replica.
     """
     if "key" not in rec or rec.get("invalid"):
-        return [], []
+        return [], [], []
     proofs: list[str] = []
     bounds: list[str] = []
+    infeasible: list[str] = []
     for other in recs:
         if "key" not in other or other.get("invalid"):
             continue
@@ -384,13 +427,15 @@ def cross_check(rec: dict[str, Any], recs: list[dict[str, Any]], guaranteed: int
             proofs.append(other["strategy"])
         if other["key"][0] < guaranteed:
             continue
+        if rec["status"] == "infeasible" and guaranteed:
+            infeasible.append(other["strategy"])
         for k, (b, o) in enumerate(zip(rec["bound"], other["objective"], strict=True)):
             if o > b + 1e-6:
                 bounds.append(other["strategy"])
                 break
             if o < b - 1e-6 or other["key"][2 + 2 * k] < other["totals"][k]:
                 break  # below the bound, or replicas left out here: the optimum may differ from here on
-    return proofs, bounds
+    return proofs, bounds, infeasible
 
 
 def _beats(a: list[float], b: list[float]) -> bool:
@@ -416,7 +461,8 @@ def _worker(seed: int) -> list[dict[str, Any]]:
         return run_instance(seed)
     except Exception as exc:  # the generator itself failed: record it rather than stop the campaign
         return [{"seed": seed, "strategy": "-", "error": f"generator: {type(exc).__name__}: {exc}"[:400],
-                 "wall": 0.0, "limit": 0.0, "over": False, "false_proof": [], "false_bound": []}]
+                 "wall": 0.0, "limit": 0.0, "over": False, "false_proof": [], "false_bound": [],
+                 "false_infeasible": []}]
 
 
 def run(first: int, count: int, workers: int, out: Path, commit: str | None = None) -> None:
@@ -438,7 +484,7 @@ def run(first: int, count: int, workers: int, out: Path, commit: str | None = No
                 f.write(json.dumps(r) + "\n")
             f.flush()
             bad = [r for r in recs if r.get("error") or r.get("invalid") or r.get("false_proof")
-                   or r.get("false_bound") or r.get("over")]
+                   or r.get("false_bound") or r.get("false_infeasible") or r.get("over")]
             if bad:
                 print(f"  seed {recs[0]['seed']}: " + "; ".join(_finding(r) for r in bad), flush=True)
             if i % 100 == 0:
@@ -455,6 +501,8 @@ def _finding(r: dict[str, Any]) -> str:
         parts.append(f"optimal beaten by {r['false_proof']}")
     if r.get("false_bound"):
         parts.append(f"bound {r.get('bound')} exceeded by {r['false_bound']}")
+    if r.get("false_infeasible"):
+        parts.append(f"infeasible while {r['false_infeasible']} placed every guaranteed replica")
     if r.get("over"):
         parts.append(f"wall {r['wall']} s for limit {r['limit']} s")
     return f"{r['strategy']}: " + ", ".join(parts)
@@ -473,21 +521,22 @@ def summarize(path: Path, markdown: bool) -> str:
     for group in per_seed.values():  # the findings are recomputed from the records (the criteria may evolve)
         guaranteed = max((r.get("guaranteed", 0) for r in group), default=0)
         for r in group:
-            r["false_proof"], r["false_bound"] = cross_check(r, group, guaranteed)
+            r["false_proof"], r["false_bound"], r["false_infeasible"] = cross_check(r, group, guaranteed)
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in recs:
         by[r["strategy"]].append(r)
     seeds = {r["seed"] for r in recs}
     commits = sorted({r.get("commit", "?") for r in recs})
     head = ["strategy", "solves", "internal errors", "invalid plans", "fallbacks", "false proofs", "false bounds",
-            "optimal", "wall/limit median", "p99", "max", "over 1.1x+1s"]
+            "false infeasible", "optimal", "wall/limit median", "p99", "max", "over 1.1x+1s"]
     rows: list[list[object]] = []
     for name in sorted(by, key=lambda s: STRATEGIES.index(s) if s in STRATEGIES else 99):
         rs = by[name]
         ratios = sorted(r["wall"] / r["limit"] for r in rs if r.get("limit"))
         rows.append([name, len(rs), sum(1 for r in rs if r.get("error")), sum(1 for r in rs if r.get("invalid")),
                      sum(1 for r in rs if r.get("fallback")), sum(1 for r in rs if r.get("false_proof")),
-                     sum(1 for r in rs if r.get("false_bound")), sum(1 for r in rs if r.get("status") == "optimal"),
+                     sum(1 for r in rs if r.get("false_bound")), sum(1 for r in rs if r.get("false_infeasible")),
+                     sum(1 for r in rs if r.get("status") == "optimal"),
                      f"{_quantile(ratios, 0.5):.2f}", f"{_quantile(ratios, 0.99):.2f}",
                      f"{ratios[-1] if ratios else 0:.2f}",
                      sum(1 for r in rs if r.get("over"))])

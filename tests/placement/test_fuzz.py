@@ -108,8 +108,43 @@ def test_fuzz_campaign_instances_are_clean(fuzz: Any, seed: int) -> None:
     assert [r["strategy"] for r in recs] == list(fuzz.STRATEGIES)
     for r in recs:
         assert not r.get("error") and not r["invalid"] and not r["fallback"], r
-        assert not r["false_proof"] and not r["false_bound"], r
+        assert not r["false_proof"] and not r["false_bound"] and not r["false_infeasible"], r
     assert any(r["running"] for r in recs) == bool(fuzz.generate(seed)["scenario"].get("running"))
+
+
+def test_cross_check_flags_a_false_infeasible(fuzz: Any) -> None:
+    """``infeasible`` is a finding when another valid plan places every guaranteed replica, and only then."""
+    def rec(strategy: str, status: str, guaranteed_placed: int, **extra: Any) -> dict[str, Any]:
+        return {"strategy": strategy, "status": status, "key": [guaranteed_placed, 4.0, 4], "objective": [4.0],
+                "bound": [8.0], "totals": [6], "invalid": [], **extra}
+
+    decompose, cpsat = rec("decompose", "infeasible", 1), rec("cpsat", "feasible", 2)
+    assert fuzz.cross_check(decompose, [decompose, cpsat], 2)[2] == ["cpsat"]
+    short = rec("cpsat", "infeasible", 1)  # no plan meets the guarantee: both may say infeasible
+    assert fuzz.cross_check(decompose, [decompose, short], 2)[2] == []
+    broken = rec("cpsat", "feasible", 2, invalid=["replica placed twice"])  # an invalid plan refutes nothing
+    assert fuzz.cross_check(decompose, [decompose, broken], 2)[2] == []
+
+
+def test_generator_covers_the_shapes_features(fuzz: Any) -> None:
+    """Over 200 seeds the generator draws preset MIG layouts, isolation at the top priority, required topology,
+    guaranteed work, five or more priorities, over-subscription and running state; every instance builds."""
+    seen: dict[str, int] = dict.fromkeys(["layout", "top isolated", "required", "guaranteed", "priorities>=5",
+                                          "running", "oversubscribed"], 0)
+    for seed in range(200):
+        data = fuzz.generate(seed)["scenario"]
+        p = problem_from_data(data)
+        nodes = [n for n in p.cluster.nodes]
+        seen["layout"] += any(m.layout for n in nodes for m in n.gpu_modes)
+        top = max(p.priorities)
+        seen["top isolated"] += any(w.isolation != "none" and w.priority == top for w in p.workloads)
+        seen["required"] += any(w.topology.required for w in p.workloads)
+        seen["guaranteed"] += any(w.sla == "guaranteed" for w in p.workloads)
+        seen["priorities>=5"] += len(p.priorities) >= 5
+        seen["running"] += bool(p.running)
+        demand = sum(w.replicas * (w.gpus or 0) for w in p.workloads)
+        seen["oversubscribed"] += demand > p.cluster.gpus_total > 0
+    assert all(v >= 5 for v in seen.values()), seen
 
 
 def test_a_failing_strategy_falls_back_to_the_greedy_plan(monkeypatch: pytest.MonkeyPatch) -> None:
