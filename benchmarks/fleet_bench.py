@@ -90,13 +90,11 @@ def _published(workload: str) -> dict[int, tuple[str, str]]:
     return out
 
 
-def synthetic(gpus: int, seed: int = 0) -> dict[str, Any]:
-    """A fleet of ``gpus`` H100/A100 GPUs (8 per node, 16 nodes per rack, 8 racks per block) and
-    two replicas per GPU of mixed shapes: gangs of 8-512 GPUs, MIG inference, shared, whole GPUs."""
-    rng = random.Random(seed)
-    n_nodes = gpus // 8
+def fleet_blocks(gpus: int) -> list[dict[str, Any]]:
+    """``gpus`` GPUs as scenario blocks: 8 GPUs per node, 16 nodes per rack, 8 racks per block; every third rack
+    A100-SXM4-80GB, the others H100-SXM5-80GB."""
     blocks: list[dict[str, Any]] = []
-    for i in range(n_nodes):
+    for i in range(gpus // 8):
         b, r = i // 128, (i // 16) % 8
         if len(blocks) <= b:
             blocks.append({"name": f"b{b}", "racks": []})
@@ -105,6 +103,14 @@ def synthetic(gpus: int, seed: int = 0) -> dict[str, Any]:
             racks.append({"name": f"b{b}r{r}", "nodes": []})
         model = "H100-SXM5-80GB" if (i // 16) % 3 else "A100-SXM4-80GB"
         racks[r]["nodes"].append({"name": f"n{i}", "gpu": model, "gpus": 8, "cpu": 192, "memory_gib": 1536})
+    return blocks
+
+
+def synthetic(gpus: int, seed: int = 0) -> dict[str, Any]:
+    """A fleet of ``gpus`` H100/A100 GPUs (8 per node, 16 nodes per rack, 8 racks per block) and
+    two replicas per GPU of mixed shapes: gangs of 8-512 GPUs, MIG inference, shared, whole GPUs."""
+    rng = random.Random(seed)
+    blocks = fleet_blocks(gpus)
     work: list[dict[str, Any]] = []
     replicas, budget = 0, 2 * gpus
     k = 0

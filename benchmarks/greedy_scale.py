@@ -25,21 +25,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fleet_bench import fleet_blocks
+
 
 def fleet(gpus: int, seed: int = 0) -> dict[str, Any]:
     """The scenario data of the issue's fleet (see the module docstring)."""
     rng = random.Random(seed)
-    n_nodes = gpus // 8
-    blocks: list[dict[str, Any]] = []
-    for i in range(n_nodes):
-        b, r = i // 128, (i // 16) % 8
-        if len(blocks) <= b:
-            blocks.append({"name": f"b{b}", "racks": []})
-        racks = blocks[b]["racks"]
-        if len(racks) <= r:
-            racks.append({"name": f"b{b}r{r}", "nodes": []})
-        model = "H100-SXM5-80GB" if (i // 16) % 3 else "A100-SXM4-80GB"
-        racks[r]["nodes"].append({"name": f"n{i}", "gpu": model, "gpus": 8, "cpu": 192, "memory_gib": 1536})
+    blocks = fleet_blocks(gpus)  # the fleet of fleet_bench.synthetic; the work differs
     work: list[dict[str, Any]] = []
     replicas, budget, k = 0, 2 * gpus, 0
     while replicas < budget:
