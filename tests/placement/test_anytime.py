@@ -176,3 +176,20 @@ def test_a_true_infeasible_stays_and_says_what_was_checked() -> None:
     plan = solve(p, "decompose", time_limit=3)
     assert plan.status == "infeasible"
     assert "no plan placing every guaranteed replica" in plan.metrics["guaranteed_check"]
+
+
+def test_cpsat_models_a_short_limit_on_two_racks() -> None:
+    """The fuzz reproducer `fuzz-26`: two racks, no running state, 1 s. CP-SAT used to give its whole limit's
+    first 30% to the stages (region repair to follow), find that under 0.3 s and return greedy's plan, which
+    leaves a guaranteed replica out (`infeasible`) where the model proves a plan placing all of them in 0.1 s.
+    Without time to share, the stages now get it all."""
+    from pathlib import Path
+
+    from capplan.io.scenario import load_scenario
+
+    p = load_scenario(Path(__file__).resolve().parents[2] / "benchmarks" / "instances"
+                      / "fuzz-26-cpsat-false-infeasible.yaml")
+    plan = solve(p, "cpsat", PlanOptions(time_limit=1.0, seed=0))
+    assert check_plan(p, plan) == []
+    assert plan.strategy == "cpsat" and plan.status != "infeasible", plan.metrics.get("cpsat")
+    assert "fallback" not in plan.metrics.get("cpsat", {})

@@ -70,6 +70,10 @@ def plan_cpsat(problem: Problem, options: PlanOptions, repair_racks: bool = True
     greedy = plan_greedy(problem, options)
     if options.progress:
         options.progress(plan_event("greedy", t0, greedy))
+    if repairable and deadline - time.perf_counter() < max(0.3, MODEL_MIN_SHARE * tl):
+        # too short a limit to share between the stages and region repair: the stages get it all (a 1 s limit
+        # on a two-rack fleet used to end in greedy's plan, even an `infeasible` one CP-SAT solves in 0.1 s)
+        repairable, deadline = False, final
     if deadline - time.perf_counter() < max(0.3, MODEL_MIN_SHARE * tl):
         return greedy_as_cpsat(greedy, t0, {"fallback": "greedy", "reason": "no time left after greedy"})
     ix = build_index(problem, options)
