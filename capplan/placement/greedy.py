@@ -309,7 +309,8 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
         missing = free_ids[len(placed):]
         if missing:
             missing_of.append((w, missing))
-    unplaced = _reasons(p, st, assignments, missing_of, fast=bool(late) or len(p.cluster.nodes) > FAST_REASONS_NODES)
+    fast = bool(late) or len(p.cluster.nodes) > FAST_REASONS_NODES
+    unplaced = unplaced_reasons(p, st, assignments, missing_of, fast)
     extra: dict[str, object] = {}
     if late:
         extra["cut_by_time_limit"] = True
@@ -319,7 +320,7 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
                      seed=options.seed, extra_metrics=extra)
 
 
-def _reasons(p: Problem, st: ClusterState, assignments: list[Assignment],
+def unplaced_reasons(p: Problem, st: ClusterState, assignments: list[Assignment],
              missing_of: list[tuple[Workload, list[int]]], fast: bool) -> list[Unplaced]:
     """Why each missing replica is unplaced, on the final occupancy (greedy never removes a placement, so
     it explains every failure); workloads of the same shape share one diagnosis. ``fast``: the array
