@@ -203,7 +203,7 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: Deadline | f
     (:func:`capplan.placement.schedule.window.improve`) re-solves parts of list scheduling's schedule
     (``lns``: force one or the other).
     """
-    from capplan.placement.schedule.strategies import SWEEP_FROM_REPLICAS
+    from capplan.placement.schedule.strategies import use_sweep
 
     t0 = time.perf_counter()
     deadline = Deadline.coerce(time_limit)
@@ -213,7 +213,7 @@ def schedule_cpsat(p: Problem, horizon: int, step: int, time_limit: Deadline | f
     if lns is None:
         lns = jobs.size(caps) > FULL_MODEL_INTERVALS
     known: Outcome | None = None
-    if sum(w.replicas for w in p.workloads) >= SWEEP_FROM_REPLICAS:
+    if use_sweep(p, deadline.budget):
         known = sweep_schedule(p, horizon, step, deadline.share(SWEEP_HINT_SHARE))
         heuristic, order = known.items, "time-order sweep"
     else:

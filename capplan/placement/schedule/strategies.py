@@ -19,6 +19,20 @@ from capplan.placement.core.options import PlanOptions
 
 #: From this many replicas ``heuristic`` uses the linear time-order sweep instead of earliest-start search.
 SWEEP_FROM_REPLICAS = 2000
+#: One earliest-start list-scheduling pass costs about this many seconds x replicas^2 (its windows grow with the
+#: work running at once): 12.7 s for 1,761 replicas of schedule_bench's `medium` size (one core, quiet).
+LIST_SECONDS_PER_REPLICA2 = 4.1e-6
+#: The sweep also replaces that pass when one pass is expected to take more than this share of the run's
+#: nominal budget (it cannot be cut short: the limit would not hold).
+LIST_PASS_MAX_SHARE = 0.5
+
+
+def use_sweep(p: Problem, budget: float) -> bool:
+    """Whether the time-order sweep builds the first schedule instead of earliest-start list scheduling: from
+    :data:`SWEEP_FROM_REPLICAS` replicas, or when one list pass would take more than
+    :data:`LIST_PASS_MAX_SHARE` of ``budget`` (nominal seconds, so the choice does not depend on the load)."""
+    replicas = sum(w.replicas for w in p.workloads)
+    return replicas >= SWEEP_FROM_REPLICAS or LIST_SECONDS_PER_REPLICA2 * replicas ** 2 > LIST_PASS_MAX_SHARE * budget
 
 
 def _cpsat_declines(p: Problem) -> str | None:
@@ -38,8 +52,8 @@ def _run_cpsat(p: Problem, spec: ScheduleSpec, options: PlanOptions) -> Schedule
 
 
 def _run_heuristic(p: Problem, spec: ScheduleSpec, options: PlanOptions) -> Schedule:
-    """Earliest-start list scheduling up to :data:`SWEEP_FROM_REPLICAS` replicas, the time-order sweep above."""
-    if sum(w.replicas for w in p.workloads) < SWEEP_FROM_REPLICAS:
+    """Earliest-start list scheduling, or the time-order sweep where :func:`use_sweep` says so."""
+    if not use_sweep(p, options.clock().budget):
         from capplan.placement.schedule.heuristic import schedule_heuristic
 
         return schedule_heuristic(p, spec.horizon, spec.step, options.seed, options.clock())
