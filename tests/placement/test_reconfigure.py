@@ -217,10 +217,9 @@ def test_broken_isolation_and_domain_stay_and_bind_newcomers(name: str) -> None:
     assert not [a for a in new if a.node == "h1" and a.gpus == (0,)], new
 
 
-def test_cpsat_plans_around_a_gpu_that_breaks_isolation() -> None:
-    """Two 2-GPU A100 nodes; GPU 0 of a1 runs sec (isolated) beside other, a2 runs sec beside a node-isolated
-    pod. Neither GPU 0 of a1 nor node a2 takes anything new, so GPU 1 of a1 is the only room: two `other`
-    replicas (2/7 GPU) beat one `sec` (1/7). 6 of 8 placed, proven."""
+def _two_a100s_breaking_isolation() -> Problem:
+    """Two 2-GPU A100 nodes in two racks: GPU 0 of a1 runs sec (tenant-isolated) beside other; a2 runs sec
+    beside iso (node-isolated)."""
     node = {"gpu": "A100-SXM4-80GB", "gpus": 2, "cpu": 64, "memory_gib": 512}
     mig = {"profile": "1g.10gb", "start": 0}
     p = problem_from_data({"cluster": {"levels": ["rack", "node"], "racks": [
@@ -232,6 +231,14 @@ def test_cpsat_plans_around_a_gpu_that_breaks_isolation() -> None:
                     {"workload": "sec", "replica": 1, "node": "a2", "gpus": [0], "mig": mig},
                     {"workload": "other", "replica": 0, "node": "a1", "gpus": [0], "mig": {**mig, "start": 1}},
                     {"workload": "iso", "replica": 0, "node": "a2", "gpus": [1], "fraction": 0.25}]})
+    return p
+
+
+def test_cpsat_plans_around_a_gpu_that_breaks_isolation() -> None:
+    """Two 2-GPU A100 nodes; GPU 0 of a1 runs sec (isolated) beside other, a2 runs sec beside a node-isolated
+    pod. Neither GPU 0 of a1 nor node a2 takes anything new, so GPU 1 of a1 is the only room: two `other`
+    replicas (2/7 GPU) beat one `sec` (1/7). 6 of 8 placed, proven."""
+    p = _two_a100s_breaking_isolation()
     plan = solve(p, "cpsat", OPTS)
     assert check_plan(p, plan) == [] and plan.status == "optimal" and len(plan.assignments) == 6
     assert sorted((a.workload, a.node, a.gpus) for a in plan.assignments if a.workload == "other") == [
@@ -296,17 +303,7 @@ def test_explain_keeps_running_breaks_in_place() -> None:
     running state leaves it nowhere."""
     from capplan.placement.cpsat.explain import explain_workload
 
-    node = {"gpu": "A100-SXM4-80GB", "gpus": 2, "cpu": 64, "memory_gib": 512}
-    mig = {"profile": "1g.10gb", "start": 0}
-    p = problem_from_data({"cluster": {"levels": ["rack", "node"], "racks": [
-        {"name": "r1", "nodes": [{"name": "a1", **node}]}, {"name": "r2", "nodes": [{"name": "a2", **node}]}]},
-        "workloads": [ISO[0], {**ISO[1], "replicas": 3},
-                      {"name": "iso", "replicas": 2, "gpu_fraction": 0.25, "tenant": "c", "isolation": "node",
-                       "cpu": 1, "memory_gib": 1}],
-        "running": [{"workload": "sec", "replica": 0, "node": "a1", "gpus": [0], "mig": mig},
-                    {"workload": "sec", "replica": 1, "node": "a2", "gpus": [0], "mig": mig},
-                    {"workload": "other", "replica": 0, "node": "a1", "gpus": [0], "mig": {**mig, "start": 1}},
-                    {"workload": "iso", "replica": 0, "node": "a2", "gpus": [1], "fraction": 0.25}]})
+    p = _two_a100s_breaking_isolation()
     plan = solve(p, "cpsat", OPTS)
     sec = explain_workload(p, "sec", plan, OPTS)
     assert "not optimal" not in sec.message and sec.competitors == (("other", 2),), sec.message
