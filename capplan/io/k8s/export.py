@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
-from collections.abc import Mapping
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
@@ -26,8 +26,23 @@ from capplan.io.k8s.labels import MIG_CONFIG
 from capplan.io.k8s.mig import parse_mig_parted
 from capplan.model.errors import InputError
 from capplan.model.plan import Plan
-from capplan.model.problem import Problem
+from capplan.model.problem import Node, Problem
 from capplan.placement.core.reconfig import reconfigured
+
+
+def _mig_nodes(problem: Problem) -> list[Node]:
+    """The nodes whose GPU model is an NVIDIA MIG-capable one (the nodes mig-parted configures)."""
+    out = []
+    for n in problem.cluster.nodes:
+        model = problem.gpu_model(n)
+        if model is not None and model.vendor == "nvidia" and model.partitioning == "mig":
+            out.append(n)
+    return out
+
+
+def _counts(profiles: Iterable[str]) -> dict[str, int]:
+    """Profile -> instance count."""
+    return dict(Counter(profiles))
 
 
 def gpu_configs(problem: Problem, plan: Plan) -> dict[str, list[dict[str, int] | None]]:
@@ -39,20 +54,14 @@ def gpu_configs(problem: Problem, plan: Plan) -> dict[str, list[dict[str, int] |
             c[a.mig.profile] = c.get(a.mig.profile, 0) + 1
     changed = set(reconfigured(problem, plan.assignments))  # presets the plan changes (reconfigure: allowed)
     out: dict[str, list[dict[str, int] | None]] = {}
-    for n in problem.cluster.nodes:
-        model = problem.gpu_model(n)
-        if model is None or model.vendor != "nvidia" or model.partitioning != "mig":
-            continue
+    for n in _mig_nodes(problem):
         per: list[dict[str, int] | None] = []
         for g in range(n.gpus):
             fixed = n.mode_of(g)
             if (n.name, g) in changed:
                 per.append(dict(used[(n.name, g)]) if (n.name, g) in used else None)
             elif fixed is not None and fixed.mode == "mig" and fixed.layout is not None:
-                cfg: dict[str, int] = {}
-                for s in fixed.layout:
-                    cfg[s.profile] = cfg.get(s.profile, 0) + 1
-                per.append(cfg)
+                per.append(_counts(s.profile for s in fixed.layout))
             elif (n.name, g) in used or (fixed is not None and fixed.mode == "mig"):
                 per.append(dict(used.get((n.name, g), {})))
             else:
@@ -68,20 +77,10 @@ def current_configs(problem: Problem) -> dict[str, list[dict[str, int] | None]]:
     preset ``whole`` or ``shared``, or without a preset, MIG off (None).
     """
     out: dict[str, list[dict[str, int] | None]] = {}
-    for n in problem.cluster.nodes:
-        model = problem.gpu_model(n)
-        if model is None or model.vendor != "nvidia" or model.partitioning != "mig":
-            continue
-        per: list[dict[str, int] | None] = []
-        for g in range(n.gpus):
-            m = n.mode_of(g)
-            cfg: dict[str, int] | None = None
-            if m is not None and m.mode == "mig":
-                cfg = {}
-                for s in m.layout or ():
-                    cfg[s.profile] = cfg.get(s.profile, 0) + 1
-            per.append(cfg)
-        out[n.name] = per
+    for n in _mig_nodes(problem):
+        modes = [n.mode_of(g) for g in range(n.gpus)]
+        out[n.name] = [_counts(s.profile for s in m.layout or ()) if m is not None and m.mode == "mig" else None
+                       for m in modes]
     return out
 
 
