@@ -22,7 +22,8 @@ from capplan.model.validate_quota import check_plan_quotas
 from capplan.model.validate_rules import check_assignments, check_groups, check_taints, replica_value
 
 # check_assignments and replica_value live in validate_rules; this module is the validator's front.
-__all__ = ["assert_valid", "check_assignments", "check_claims", "check_coverage", "check_plan", "replica_value"]
+__all__ = ["assert_valid", "check_assignments", "check_claims", "check_coverage", "check_plan", "check_plan_numbers",
+           "replica_value"]
 
 _TOL = 1e-6
 
@@ -257,6 +258,13 @@ def check_claims(objective: Sequence[float], bound: Sequence[float], expected: S
                 if b > o + _TOL:
                     break
     return v
+
+
+def check_plan_numbers(plan: Plan) -> list[str]:
+    """The checks of a plan's own numbers only: finite values, ``gaps`` and ``gap`` against ``objective`` and
+    ``bound``, the bound not below the objective, ``metrics.cut_by_time_limit``. For a plan whose assignments
+    passed :func:`check_plan` and whose bound or metrics were revised afterwards (cheap: no assignment is read)."""
+    return _check_numbers(plan) + check_claims(plan.objective, plan.bound, plan.objective)
 
 
 def assert_valid(p: Problem, plan: Plan) -> Plan:

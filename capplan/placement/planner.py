@@ -14,10 +14,10 @@ from dataclasses import replace
 from typing import Any
 
 from capplan.model.deadline import Deadline
-from capplan.model.errors import InputError, suggest
+from capplan.model.errors import InputError, PlanValidationError, suggest
 from capplan.model.plan import Plan, lexicographic_gap, priority_gaps
 from capplan.model.problem import Problem
-from capplan.model.validate import assert_valid, check_plan
+from capplan.model.validate import assert_valid, check_plan, check_plan_numbers
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.progress import Heartbeat
 from capplan.placement.core.reality import planning_problem
@@ -133,6 +133,10 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
         plan = plan.model_copy(update={"metrics": {**plan.metrics, "running_breaks": [b.message for b in breaks]}})
     if not plan.solve_seconds:
         plan = plan.model_copy(update={"solve_seconds": round(time.perf_counter() - t0, 4)})
+    # every plan above passed check_plan; the steps after it revise only its bound, gaps and metrics
+    revised = check_plan_numbers(plan)
+    if revised:
+        raise PlanValidationError(revised)
     return plan
 
 

@@ -193,3 +193,21 @@ def test_cpsat_models_a_short_limit_on_two_racks() -> None:
     assert check_plan(p, plan) == []
     assert plan.strategy == "cpsat" and plan.status != "infeasible", plan.metrics.get("cpsat")
     assert "fallback" not in plan.metrics.get("cpsat", {})
+
+
+def test_revised_numbers_are_checked() -> None:
+    """What solve() revises after the full check (bound, gaps, cut_by_time_limit) goes through the validator's
+    number checks: a bound revised below the objective, or gaps that no longer follow it, are refused."""
+    from pathlib import Path
+
+    from capplan.io.scenario import load_scenario
+    from capplan.model.validate import check_plan_numbers
+
+    p = load_scenario(Path(__file__).resolve().parents[2] / "models" / "examples" / "mixed-fleet.yaml")
+    plan = solve(p, "greedy", PlanOptions(time_limit=5, seed=0))
+    assert check_plan_numbers(plan) == []
+    low = tuple(o - 1 for o in plan.objective)
+    assert any("below" in v for v in check_plan_numbers(plan.model_copy(update={"bound": low})))
+    assert any("gaps" in v for v in check_plan_numbers(plan.model_copy(update={"gaps": tuple(0.5 for _ in plan.gaps)})))
+    assert check_plan_numbers(plan.model_copy(update={"status": "optimal", "metrics": {
+        **plan.metrics, "cut_by_time_limit": True}}))
