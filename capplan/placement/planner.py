@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
 
 MIN_SOLVE_SECONDS = 0.05
-#: Most of what is left that ``auto`` gives the greedy plan it starts from (greedy usually needs far less).
-GREEDY_SHARE = 0.5
+#: Below this many seconds left after ``auto``'s greedy plan, the strategy is not run: it could not beat it.
+STRATEGY_MIN_SECONDS = 0.5
 #: A strategy that used this much of its time without proving its plan optimal was cut by the time limit.
 CUT_FRACTION = 0.9
 """The least time a strategy is given, however little of the limit is left (it then returns its fastest plan)."""
@@ -102,31 +102,27 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     t0 = time.perf_counter()
     first = None
     if strategy == "auto" and name != "greedy":
-        first = _greedy_first(p, q, opts, mine)  # a complete plan early; the strategy must beat it
+        # a complete plan first, with the whole budget (greedy stops when done, usually in a fraction of it):
+        # the strategy must beat it, and when greedy needed the time, the strategy is not run at all
+        first = _greedy_first(p, q, opts, mine)
         log.info("greedy plan ready with %.2f s left", mine.remaining())
     given = mine.remaining()
     t1 = time.perf_counter()
-    beat = Heartbeat(opts.progress, name) if opts.progress else None
-    try:
-        with beat or contextlib.nullcontext():
-            run = replace(opts.within(mine.at_least(MIN_SOLVE_SECONDS)), progress=beat or opts.progress)
-            # the strategy, holding spare nodes for gangs (core/spares.py), counting reconfigured GPUs
-            # (core/reconfig.py)
-            plan = plan_reconfiguring(q, lambda x, o: plan_with_spares(x, fn, o), run)
-        problems = check_plan(p, plan)
-    except (InputError, KeyboardInterrupt, MemoryError):
-        raise
-    except Exception as exc:  # a strategy bug must not cost the user the plan: fall back below
-        problems = [f"{type(exc).__name__}: {exc}"]
-        log.exception("strategy %s failed", name)
-    log.info("strategy %s returned with %.2f s left", name, deadline.remaining())
-    if problems:
-        rest = opts.within(deadline.at_least(MIN_SOLVE_SECONDS))
-        plan = assert_valid(p, _fallback(q, name, rest, problems, t0, first))  # never emit a bad plan
-    elif plan.status != "optimal" and time.perf_counter() - t1 >= CUT_FRACTION * given:
-        plan = plan.model_copy(update={"metrics": {**plan.metrics, "cut_by_time_limit": True}})
-    if first is not None and not problems:
-        plan = _not_worse(p, plan, first)
+    if first is not None and (first.metrics.get("cut_by_time_limit") or given < STRATEGY_MIN_SECONDS):
+        log.info("no time left after the greedy plan; strategy %s is not run", name)
+        plan = first.model_copy(update={"metrics": {**first.metrics, "auto": {"kept": "greedy", "over": name}}})
+    else:
+        ran, problems = _run(p, q, fn, name, opts, mine)
+        log.info("strategy %s returned with %.2f s left", name, deadline.remaining())
+        if ran is None or problems:
+            rest = opts.within(deadline.at_least(MIN_SOLVE_SECONDS))
+            ran = assert_valid(p, _fallback(q, name, rest, problems, t0, first))  # never emit a bad plan
+        else:
+            if ran.status != "optimal" and time.perf_counter() - t1 >= CUT_FRACTION * given:
+                ran = ran.model_copy(update={"metrics": {**ran.metrics, "cut_by_time_limit": True}})
+            if first is not None:
+                ran = _not_worse(p, ran, first)
+        plan = ran
     if plan.status == "infeasible" and not quotas:  # no false alarm: check before saying it (guarantee.py)
         plan = _confirmed(p, q, plan, opts, deadline.less(keep), STRATEGIES)
     if breaks:
@@ -138,6 +134,23 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     if revised:
         raise PlanValidationError(revised)
     return plan
+
+
+def _run(p: Problem, q: Problem, fn: Any, name: str, opts: PlanOptions, mine: Deadline
+         ) -> tuple[Plan | None, list[str]]:
+    """Strategy ``fn`` on the planning problem ``q`` within ``mine``, holding spare nodes for gangs
+    (core/spares.py) and counting reconfigured GPUs (core/reconfig.py); the plan and its violations of ``p``."""
+    beat = Heartbeat(opts.progress, name) if opts.progress else None
+    try:
+        with beat or contextlib.nullcontext():
+            run = replace(opts.within(mine.at_least(MIN_SOLVE_SECONDS)), progress=beat or opts.progress)
+            plan = plan_reconfiguring(q, lambda x, o: plan_with_spares(x, fn, o), run)
+        return plan, check_plan(p, plan)
+    except (InputError, KeyboardInterrupt, MemoryError):
+        raise
+    except Exception as exc:  # a strategy bug must not cost the user the plan: the caller falls back
+        log.exception("strategy %s failed", name)
+        return None, [f"{type(exc).__name__}: {exc}"]
 
 
 def _confirmed(p: Problem, q: Problem, plan: Plan, opts: PlanOptions, end: Deadline, table: dict[str, Any]) -> Plan:
@@ -171,10 +184,9 @@ def _greedy(q: Problem, opts: PlanOptions) -> Plan:
 
 
 def _greedy_first(p: Problem, q: Problem, opts: PlanOptions, mine: Deadline) -> Plan | None:
-    """The greedy plan of ``q`` (validated against ``p``), within :data:`GREEDY_SHARE` of what ``mine`` leaves;
-    None if it fails."""
+    """The greedy plan of ``q`` (validated against ``p``) within ``mine``; None if it fails."""
     try:
-        plan = _greedy(q, opts.within(mine.share(GREEDY_SHARE)))
+        plan = _greedy(q, opts.within(mine))
     except (InputError, KeyboardInterrupt, MemoryError):
         raise
     except Exception:  # the strategy still runs; only the guarantee against greedy is lost

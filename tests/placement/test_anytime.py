@@ -211,3 +211,15 @@ def test_revised_numbers_are_checked() -> None:
     assert any("gaps" in v for v in check_plan_numbers(plan.model_copy(update={"gaps": tuple(0.5 for _ in plan.gaps)})))
     assert check_plan_numbers(plan.model_copy(update={"status": "optimal", "metrics": {
         **plan.metrics, "cut_by_time_limit": True}}))
+
+
+def test_auto_keeps_the_limit_for_greedy_when_greedy_needs_it() -> None:
+    """A fleet that takes greedy longer than the limit: auto's greedy plan gets the whole limit (it used to get
+    half, and the strategy after it could not catch up, so auto placed less than `--strategy greedy`), and the
+    strategy is not run; the plan says so and is as good as greedy's at the same limit."""
+    p = problem_from_data(_slow_fleet(2000, 6000))
+    plan = solve(p, "auto", PlanOptions(time_limit=2, seed=0))
+    assert check_plan(p, plan) == []
+    assert plan.strategy == "greedy" and plan.metrics["auto"]["kept"] == "greedy"
+    assert plan.metrics["cut_by_time_limit"] is True
+    assert any(u.reason.startswith("not tried") for u in plan.unplaced)
