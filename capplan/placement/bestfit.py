@@ -59,8 +59,10 @@ class BestFitOrder:
     def _screen(self, w: Workload, within: np.ndarray | None) -> np.ndarray:
         """Eligible nodes (inside ``within``) with room for CPU, memory and one replica's GPU demand.
 
-        A necessary condition only (power, preset MIG layouts, GPU tenants and slice geometry are
-        checked by :meth:`ClusterState.fit` when a node is tried)."""
+        A necessary condition only (exact for whole GPUs and power; preset MIG layouts, GPU tenants and
+        slice geometry are checked by :meth:`ClusterState.fit` when a node is tried). Power is screened here
+        because a failure on power is not remembered (it depends on other nodes): without the screen every
+        workload would try each node of a full power domain again."""
         st = self.st
         idx, _ = st.eligible(w)
         if within is not None:
@@ -73,6 +75,8 @@ class BestFitOrder:
             ok &= failed[idx] != st.stamp[idx]
         if w.gpus is not None:
             ok &= st.free_whole[idx] >= w.gpus
+            if w.gpus and st.tdp[idx].any():  # power_ok exactly: each replica turns w.gpus idle GPUs on
+                ok &= (st.tdp[idx] == 0) | (st.power_headroom(idx) >= w.gpus * st.tdp[idx])
         elif w.gpu_fraction is not None:
             ok &= st.frac_room[idx] >= round(w.gpu_fraction * 1000)
         elif w.mig is not None:
@@ -80,6 +84,10 @@ class BestFitOrder:
             need = np.array([d.profile.memory_slices if d is not None and d.profile is not None else 1
                              for d in st.demands(w)[0]], dtype=np.int64)
             ok &= st.mig_free[idx] >= np.maximum(need[st.model_id[idx]], 1)
+        if w.has_gpu_demand and w.gpus is None and st.tdp[idx].any():
+            # a slice or share turns on an idle GPU (its draw) or joins a busy one (no budget overdrawn)
+            head, tdp = st.power_headroom(idx), st.tdp[idx]
+            ok &= (tdp == 0) | (head >= tdp) | ((head >= 0) & (st.users[idx] > 0).any(axis=1))
         return np.asarray(idx[ok])
 
     def remember(self, w: Workload, nodes: np.ndarray) -> None:

@@ -166,8 +166,10 @@ class GreedyPlacer(BestFitOrder):
                             all_or_nothing: bool, within: np.ndarray | None = None) -> list[Placement]:
         """Place replicas of ``w`` inside the single domain of ``level`` that fits them most tightly.
 
-        Domains are ranked by an optimistic estimate (replicas that fit by CPU, memory and free whole
-        GPUs, then the free whole GPUs left) and tried in that order; the search stops at a domain
+        Domains are ranked by an optimistic estimate (replicas that fit by CPU, memory, free whole GPUs and
+        the power budgets over them, :meth:`ClusterState.domain_room`; then the free whole GPUs left) and
+        tried in that order, skipping those whose estimate cannot hold an all-or-nothing group (under
+        binding power budgets most racks cannot, and trying each cost a failed trial per gang); the search stops at a domain
         whose trial meets its estimate (no later domain can do better), or after a few tries.
         """
         st = self.st
@@ -185,7 +187,7 @@ class GreedyPlacer(BestFitOrder):
             return []
         ok = st.node_ok(w, idx)
         room = np.where(ok, np.minimum(room_estimate(st, w, idx), n), 0)
-        cap = np.bincount(ids[idx], weights=room, minlength=len(names)).astype(np.int64)
+        cap = st.domain_room(w, idx, room, ids, len(names))
         scope = np.arange(st.n, dtype=np.int64) if within is None else within
         free = np.bincount(ids[scope], weights=st.free_whole[scope], minlength=len(names)).astype(np.int64)
         est_n = np.minimum(cap, n)

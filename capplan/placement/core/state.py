@@ -145,6 +145,47 @@ class ClusterState(FleetArrays):
         need = new_gpus * int(self.tdp[i])
         return not need or int(self.power_free[self.node_dom[i]].min()) >= need
 
+    def domain_room(self, w: Workload, idx: np.ndarray, room: np.ndarray, ids: np.ndarray,
+                    count: int) -> np.ndarray:
+        """Upper bound on the replicas of ``w`` each topology domain can still take, power budgets included.
+
+        Parameters
+        ----------
+        w
+            The workload.
+        idx, room
+            Candidate nodes and an upper bound on the replicas each can take on its own (CPU, memory, GPUs).
+        ids, count
+            Topology domain id per node of the fleet and the number of domains.
+
+        Returns
+        -------
+        numpy.ndarray
+            Per domain, at most the sum of ``room`` over its nodes; for whole GPUs also at most what each
+            power domain over them can feed: every replica turns ``w.gpus`` idle GPUs on, so the nodes of a
+            topology domain under one power domain take at most its headroom over the cheapest node's draw.
+        """
+        dom = ids[idx]
+        cost = (w.gpus or 0) * self.tdp[idx]
+        if not cost.any():
+            return np.bincount(dom, weights=room, minlength=count).astype(np.int64)
+        big = np.int64(1) << 40
+        head = np.maximum(self.power_headroom(idx), 0)
+        room = np.where(cost > 0, np.minimum(room, head // np.maximum(cost, 1)), room).astype(np.int64)
+        out = np.bincount(dom, weights=room, minlength=count).astype(np.int64)
+        fed = cost > 0
+        free = np.bincount(dom[~fed], weights=room[~fed], minlength=count).astype(np.int64)  # no draw
+        npow = self.power_free.size
+        for j in range(self.node_dom.shape[1]):
+            pair = dom[fed] * npow + self.node_dom[idx[fed], j]
+            keys, inv = np.unique(pair, return_inverse=True)
+            held = np.bincount(inv, weights=room[fed]).astype(np.int64)
+            cheapest = np.full(keys.size, big, dtype=np.int64)
+            np.minimum.at(cheapest, inv, cost[fed])
+            fed_cap = np.minimum(held, np.maximum(self.power_free[keys % npow], 0) // cheapest)
+            out = np.minimum(out, free + np.bincount(keys // npow, weights=fed_cap, minlength=count).astype(np.int64))
+        return out
+
     def node_ok(self, w: Workload, idx: np.ndarray, count: int = 1) -> np.ndarray:
         """Mask over ``idx``: CPU, memory and node isolation allow ``count`` more replicas of ``w``."""
         ok = ((self.cpu[idx] >= count * w.cpu_milli) & (self.mem[idx] >= count * w.memory_mib)
