@@ -70,6 +70,7 @@ class GreedyPlacer(BestFitOrder):
     def __init__(self, p: Problem, st: ClusterState, deadline: Deadline | None = None) -> None:
         super().__init__(p, st)
         self.deadline = deadline
+        self._levels: dict[str, tuple[np.ndarray, list[str], dict[str, int]]] = {}
 
     def place_one(self, w: Workload, within: np.ndarray | None = None,
                   prefer: set[str] | None = None) -> Placement | None:
@@ -105,12 +106,12 @@ class GreedyPlacer(BestFitOrder):
                 break
             st.apply(w, d, r)
             done.append(r)
-            if d.kind == "whole" and st.quota is None and len(done) < n:
+            if d.kind in ("whole", "none") and st.quota is None and len(done) < n:
                 self._fill_whole(w, d, i, n, done)
         return len(done) - before
 
     def _fill_whole(self, w: Workload, d: Demand, i: int, n: int, done: list[Placement]) -> None:
-        """After one replica of whole GPUs fit on node ``i``: as many more as fit there, in one step.
+        """After one replica of whole GPUs (or none) fit on node ``i``: as many more as fit there, in one step.
 
         The replicas :meth:`ClusterState.fit` would give one by one: the node passed its checks once (its
         tenant rule does not change with more of the same workload), so CPU, memory, free GPUs and the
@@ -121,6 +122,12 @@ class GreedyPlacer(BestFitOrder):
             k = min(k, int(st.cpu[i]) // w.cpu_milli)
         if w.memory_mib:
             k = min(k, int(st.mem[i]) // w.memory_mib)
+        if d.kind == "none":  # CPU-only pods: CPU and memory alone
+            if k > 0:
+                got = [Placement(node=i)] * k
+                st.apply_many(w, d, got)
+                done.extend(got)
+            return
         users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
         free = [g for g in range(int(st.gpu_count[i]))
                 if users[g] == 0 and fixed[g] <= WHOLE and mode[g] in (FREE, WHOLE)]
@@ -162,6 +169,18 @@ class GreedyPlacer(BestFitOrder):
         """Free whole GPUs left in a set of nodes (smaller means a tighter fit)."""
         return int(self.st.free_whole[nodes].sum())
 
+    def _domains(self, level: str) -> tuple[np.ndarray, list[str], dict[str, int]]:
+        """Domain id per node, domain names and the id of each name, for topology ``level`` (cached)."""
+        hit = self._levels.get(level)
+        if hit is None:
+            st = self.st
+            if level == self.p.cluster.levels[-1]:
+                ids, names = np.arange(st.n, dtype=np.int64), [x.name for x in st.nodes]
+            else:
+                ids, names = st.domain_ids(level)
+            hit = self._levels[level] = (ids, names, {nm: k for k, nm in enumerate(names)})
+        return hit
+
     def place_in_one_domain(self, w: Workload, n: int, level: str, fixed_domain: str | None,
                             all_or_nothing: bool, within: np.ndarray | None = None) -> list[Placement]:
         """Place replicas of ``w`` inside the single domain of ``level`` that fits them most tightly.
@@ -173,11 +192,7 @@ class GreedyPlacer(BestFitOrder):
         whose trial meets its estimate (no later domain can do better), or after a few tries.
         """
         st = self.st
-        if level == self.p.cluster.levels[-1]:
-            ids, names = np.arange(st.n, dtype=np.int64), [x.name for x in st.nodes]
-        else:
-            ids, names = st.domain_ids(level)
-        pos = {nm: k for k, nm in enumerate(names)}
+        ids, names, pos = self._domains(level)
         idx, _ = st.eligible(w)
         if within is not None:
             idx = self._inside(idx, within)

@@ -76,6 +76,9 @@ class ClusterState(FleetArrays):
         self.node_iso = np.zeros(n, dtype=np.int32)
         self.gpu_iso = np.zeros((n, g), dtype=np.int32)
         self.power_free = self.power_budget.copy()  # watts left per power domain (see FleetArrays)
+        self._power_ver, self._head_at, self._head = 0, -1, self.power_free[:0]  # headroom() cache
+        self._dom_cols = [np.ascontiguousarray(c) for c in self.node_dom.T]
+        self._pairs: dict[int, tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]]] = {}
         self.stamp = np.zeros(n, dtype=np.int64)  # bumped whenever a node changes (score caches)
         self.journal: list[tuple[Workload, Demand, Placement]] | None = None
         self._depth = 0
@@ -138,7 +141,18 @@ class ClusterState(FleetArrays):
 
     def power_headroom(self, idx: np.ndarray) -> np.ndarray:
         """Watts still available to nodes ``idx`` (the tightest of their power domains)."""
-        return np.asarray(self.power_free[self.node_dom[idx]].min(axis=1))
+        return np.asarray(self.headroom()[idx])
+
+    def headroom(self) -> np.ndarray:
+        """Watts still available to every node (the tightest of its power domains); recomputed for the
+        whole fleet when a budget changed since the last call (read-only)."""
+        if self._head_at != self._power_ver:
+            cols = self._dom_cols
+            head = self.power_free[cols[0]]
+            for c in cols[1:]:
+                np.minimum(head, self.power_free[c], out=head)
+            self._head, self._head_at = head, self._power_ver
+        return self._head
 
     def power_ok(self, i: int, new_gpus: int) -> bool:
         """Whether node ``i``'s power domains can feed ``new_gpus`` more busy GPUs."""
@@ -169,21 +183,33 @@ class ClusterState(FleetArrays):
         cost = (w.gpus or 0) * self.tdp[idx]
         if not cost.any():
             return np.bincount(dom, weights=room, minlength=count).astype(np.int64)
-        big = np.int64(1) << 40
-        head = np.maximum(self.power_headroom(idx), 0)
-        room = np.where(cost > 0, np.minimum(room, head // np.maximum(cost, 1)), room).astype(np.int64)
+        room = np.where(cost > 0, np.minimum(room, np.maximum(self.power_headroom(idx), 0) // np.maximum(cost, 1)),
+                        room).astype(np.int64)
         out = np.bincount(dom, weights=room, minlength=count).astype(np.int64)
         fed = cost > 0
         free = np.bincount(dom[~fed], weights=room[~fed], minlength=count).astype(np.int64)  # no draw
+        for pair, pair_dom, pair_pow, pair_tdp in self._power_pairs(ids):
+            held = np.bincount(pair[idx[fed]], weights=room[fed], minlength=pair_dom.size).astype(np.int64)
+            fed_cap = np.minimum(held, np.maximum(self.power_free[pair_pow], 0) // (w.gpus * pair_tdp))
+            out = np.minimum(out, free + np.bincount(pair_dom, weights=fed_cap, minlength=count).astype(np.int64))
+        return out
+
+    def _power_pairs(self, ids: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """Per power column, the (topology domain of ``ids``, power domain) pairs: the pair of each node, and
+        each pair's topology domain, power domain and least TDP over its nodes that draw power (cached; the
+        least TDP over all of a pair's nodes keeps :meth:`domain_room` an upper bound for any subset)."""
+        hit = self._pairs.get(id(ids))
+        if hit is not None and hit[0] is ids:
+            return hit[1]
         npow = self.power_free.size
-        for j in range(self.node_dom.shape[1]):
-            pair = dom[fed] * npow + self.node_dom[idx[fed], j]
-            keys, inv = np.unique(pair, return_inverse=True)
-            held = np.bincount(inv, weights=room[fed]).astype(np.int64)
-            cheapest = np.full(keys.size, big, dtype=np.int64)
-            np.minimum.at(cheapest, inv, cost[fed])
-            fed_cap = np.minimum(held, np.maximum(self.power_free[keys % npow], 0) // cheapest)
-            out = np.minimum(out, free + np.bincount(keys // npow, weights=fed_cap, minlength=count).astype(np.int64))
+        big = np.int64(1) << 40
+        out = []
+        for col in self._dom_cols:
+            keys, pair = np.unique(ids * npow + col, return_inverse=True)
+            tdp = np.full(keys.size, big, dtype=np.int64)
+            np.minimum.at(tdp, pair, np.where(self.tdp > 0, self.tdp, big))
+            out.append((pair.astype(np.int64), keys // npow, keys % npow, np.maximum(tdp, 1)))
+        self._pairs[id(ids)] = (ids, out)
         return out
 
     def node_ok(self, w: Workload, idx: np.ndarray, count: int = 1) -> np.ndarray:
@@ -329,6 +355,7 @@ class ClusterState(FleetArrays):
         if turned:
             self.power_free[self.node_dom[i]] -= turned * self.tdp[i]
             self.power_free[-1] = UNLIMITED_W
+            self._power_ver += 1
 
     @classmethod
     def with_assignments(cls, problem: Problem, assignments: Sequence[Assignment]) -> ClusterState:
