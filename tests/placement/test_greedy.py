@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from capplan.io.scenario import problem_from_data
 from capplan.model.problem import Problem
 from capplan.placement import PlanOptions, solve
 from capplan.placement.greedy import plan_greedy
@@ -103,3 +106,60 @@ def test_cpu_only_pods_fill_cpu() -> None:
     plan = plan_greedy(p, PlanOptions())
     assert len(plan.assignments) == 4 and plan.metrics["replicas_placed"] == 4
     assert "CPU" in plan.unplaced[0].reason
+
+
+def _power_blocks(rack_kw: list[list[float]], block_kw: list[float | None]) -> Problem:
+    """Blocks of racks of two 8xH100 nodes (700 W per GPU) with the given rack and block budgets (kW), and
+    three rack-bound 2x8 gangs at priority 10 and two 8-GPU services below."""
+    blocks = []
+    for b, (racks, bkw) in enumerate(zip(rack_kw, block_kw, strict=True)):
+        items = [{"name": f"b{b}r{r}", "power_kw": kw,
+                  "nodes": [{"name_prefix": f"b{b}r{r}n", "count": 2, **H100}]} for r, kw in enumerate(racks)]
+        blocks.append({"name": f"b{b}", "racks": items, **({"power_kw": bkw} if bkw is not None else {})})
+    work = [{"name": f"gang{k}", "kind": "training", "replicas": 2, "gpus": 8, "cpu": 64, "memory_gib": 512,
+             "topology": {"required": "rack"}, "priority": 10} for k in range(3)]
+    work.append({"name": "svc", "replicas": 2, "gpus": 8, "cpu": 16, "memory_gib": 64})
+    return problem_from_data({"cluster": {"name": "p", "levels": ["block", "rack", "node"], "blocks": blocks},
+                              "workloads": work})
+
+
+def test_gangs_go_where_power_feeds_them() -> None:
+    """Racks that feed one node (5.6 kW = 8 GPUs) cannot hold a 2x8 gang; the racks that feed two do, one gang
+    each; the third gang is unplaced (power), and the services take the one node each small rack feeds."""
+    p = _power_blocks([[5.6, 11.2], [5.6, 11.2]], [None, None])
+    plan = solve(p, "greedy")  # solve checks the plan with the independent validator
+    gang_racks = {w: {a.node[:4] for a in plan.assignments if a.workload == w} for w in ("gang0", "gang1")}
+    assert gang_racks == {"gang0": {"b0r1"}, "gang1": {"b1r1"}}
+    assert [u.workload for u in plan.unplaced] == ["gang2"]
+    assert sorted(a.node[:4] for a in plan.assignments if a.workload == "svc") == ["b0r0", "b1r0"]
+    assert plan.objective == (32.0, 16.0)
+
+
+def test_block_budget_caps_the_racks_under_it() -> None:
+    """Block b0's 11.2 kW feeds 16 GPUs over its two 11.2 kW racks: one gang there, the next in b1r0 (b1r1
+    feeds one node); the third gang fits nowhere, and one service takes the node b1r1 feeds."""
+    p = _power_blocks([[11.2, 11.2], [11.2, 5.6]], [11.2, None])
+    plan = solve(p, "greedy")
+    gang_racks = {w: {a.node[:4] for a in plan.assignments if a.workload == w} for w in ("gang0", "gang1")}
+    assert gang_racks == {"gang0": {"b0r0"}, "gang1": {"b1r0"}}
+    assert [(u.workload, u.replicas) for u in plan.unplaced] == [("gang2", (0, 1)), ("svc", (1,))]
+    assert [a.node[:4] for a in plan.assignments if a.workload == "svc"] == ["b1r1"]
+    assert plan.objective == (32.0, 8.0)
+
+
+def test_domain_room_counts_power() -> None:
+    """Per rack, the replicas of an 8-GPU workload that CPU, memory, GPUs and every power budget over the rack
+    allow: b0r0 by its own 5.6 kW (one), b0r1 by GPUs (two), b1's racks by the block's 16.8 kW (three in all,
+    so at most two in either rack, which has two nodes)."""
+    from capplan.placement.core.reasons import room_estimate
+    from capplan.placement.core.state import ClusterState
+
+    p = _power_blocks([[5.6, 22.4], [22.4, 22.4]], [None, 16.8])
+    st = ClusterState(p)
+    w = p.workload("gang0")
+    idx = st.eligible(w)[0]
+    ids, names = st.domain_ids("rack")
+    room = st.domain_room(w, idx, room_estimate(st, w, idx), ids, len(names))
+    assert dict(zip(names, room.tolist(), strict=True)) == {"b0r0": 1, "b0r1": 2, "b1r0": 2, "b1r1": 2}
+    cpu_only = p.workload("svc").model_copy(update={"gpus": None})
+    assert st.domain_room(cpu_only, idx, np.full(idx.size, 3), ids, len(names)).tolist() == [6, 6, 6, 6]
