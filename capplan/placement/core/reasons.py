@@ -44,25 +44,32 @@ class Holdings:
         self.gpu: dict[str | None, Counter[str]] = defaultdict(Counter)
         self.cpu: dict[str | None, Counter[str]] = defaultdict(Counter)
         self.mem: dict[str | None, Counter[str]] = defaultdict(Counter)
+        self._ranked: dict[tuple[str, tuple[str | None, ...], int], tuple[list[tuple[str, int]], int]] = {}
         nodes, index = p.cluster.nodes, p.cluster.node_index
-        for a in assignments:
-            w = p.workload(a.workload)
-            node = nodes[index[a.node]]
+        # replicas per (workload, node) first: at fleet scale many replicas share a node
+        for (name, at), k in Counter((a.workload, a.node) for a in assignments).items():
+            w = p.workload(name)
+            node = nodes[index[at]]
             m = node.gpu_model if node.gpus else None
             d = p.demand_on(w, node)
             if d is not None and d.units:
-                self.gpu[m][w.name] += d.units
-            self.cpu[m][w.name] += w.cpu_milli
-            self.mem[m][w.name] += w.memory_mib
+                self.gpu[m][w.name] += k * d.units
+            self.cpu[m][w.name] += k * w.cpu_milli
+            self.mem[m][w.name] += k * w.memory_mib
 
     def competing(self, w: Workload, models: Iterable[str | None], family: str, top: int = 3) -> str:
         """``; held by A (priority 5): 4 GPUs, ...``: the largest holders of ``family``'s resource."""
         table, unit = ((self.cpu, "cores") if family == "cpu" else (self.mem, "GiB") if family == "memory"
                        else (self.gpu, "GPUs"))
-        total: Counter[str] = Counter()
-        for m in sorted(set(models), key=str):
-            total.update(table.get(m, Counter()))
-        ranked = [(n, x) for n, x in total.most_common() if x > 0][:top]
+        key = (unit, tuple(sorted(set(models), key=str)), top)
+        hit = self._ranked.get(key)
+        if hit is None:  # the holdings do not change: one merge per family and set of models
+            total: Counter[str] = Counter()
+            for m in key[1]:
+                total.update(table.get(m, Counter()))
+            positive = [(n, x) for n, x in total.most_common() if x > 0]
+            hit = self._ranked[key] = (positive[:top], len(positive))
+        ranked, held = hit
         if not ranked:
             return ""
 
@@ -72,7 +79,7 @@ class Holdings:
 
         parts = [f"{n}{' itself' if n == w.name else ''} (priority {self.p.workload(n).priority}): {amount(x)}"
                  for n, x in ranked]
-        more = len([x for x in total.values() if x > 0]) - len(ranked)
+        more = held - len(ranked)
         return "; held by " + ", ".join(parts) + (f" and {more} more" if more > 0 else "")
 
 
