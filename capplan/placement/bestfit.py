@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from capplan.model.problem import Problem, Workload
-from capplan.model.units import MILLI
+from capplan.model.units import MILLI, gib_to_mib
 from capplan.placement.core.state import FREE, MIG, SHARED, ClusterState
 
 #: Candidate nodes sorted at first (then four times as many at each further chunk).
@@ -38,6 +38,12 @@ class BestFitOrder:
         # node (the node has not changed since: it still does not fit; power and quotas depend on others).
         self._failed: dict[tuple[object, ...], np.ndarray] = {}
         self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # eligibility arrays as node masks
+        # Per fit shape (and tolerations), the nodes that passed the screen and the state's release count then:
+        # every test of the screen (and of fit, for the failures remembered) only fails more as replicas are
+        # added, so while nothing is released (a replica removed, a GPU reset) the next screen need only look
+        # at those nodes: at fleet scale the full nodes drop out once instead of being screened by every
+        # workload of the shape.
+        self._alive: dict[tuple[object, ...], tuple[int, np.ndarray]] = {}
 
     def _inside(self, idx: np.ndarray, within: np.ndarray) -> np.ndarray:
         """The nodes of sorted ``idx`` (an eligibility array of the state's cache) that are in ``within``:
@@ -65,8 +71,14 @@ class BestFitOrder:
         workload would try each node of a full power domain again."""
         st = self.st
         idx, _ = st.eligible(w)
+        key: tuple[object, ...] | None = None
         if within is not None:
             idx = self._inside(idx, within)
+        else:  # the nodes that passed last time, while nothing was released since (see _alive)
+            key = (self._fit_shape(w), w.tolerations)
+            hit = self._alive.get(key)
+            if hit is not None and hit[0] == st.released:
+                idx = hit[1]
         if idx.size == 0:
             return idx
         ok = (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
@@ -79,6 +91,8 @@ class BestFitOrder:
                 ok &= (st.tdp[idx] == 0) | (st.power_headroom(idx) >= w.gpus * st.tdp[idx])
         elif w.gpu_fraction is not None:
             ok &= st.frac_room[idx] >= round(w.gpu_fraction * 1000)
+            if w.gpu_memory_gib:  # a GPU with the share free and one with the memory free (maybe not the same)
+                ok &= st.gmem_room[idx] >= gib_to_mib(w.gpu_memory_gib)
         elif w.mig is not None:
             # at least as many free memory slices on one GPU as the slice needs (its profile per model)
             need = np.array([d.profile.memory_slices if d is not None and d.profile is not None else 1
@@ -88,7 +102,10 @@ class BestFitOrder:
             # a slice or share turns on an idle GPU (its draw) or joins a busy one (no budget overdrawn)
             head, tdp = st.power_headroom(idx), st.tdp[idx]
             ok &= (tdp == 0) | (head >= tdp) | ((head >= 0) & (st.users[idx] > 0).any(axis=1))
-        return np.asarray(idx[ok])
+        out = np.asarray(idx[ok])
+        if key is not None:
+            self._alive[key] = (st.released, out)
+        return out
 
     def remember(self, w: Workload, nodes: np.ndarray) -> None:
         """``w`` does not fit on ``nodes`` as they stand (for a reason local to each node): they are left out

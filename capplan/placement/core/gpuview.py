@@ -38,6 +38,7 @@ class GpuView:
     def mode(self, value: str | None) -> None:
         self.st.mode[self.i, self.g] = FREE if value is None else MODE_CODE[value]
         self.st.touch(self.i)
+        self.st.released += 1
 
     @property
     def mig_mask(self) -> int:
@@ -48,6 +49,7 @@ class GpuView:
     def mig_mask(self, value: int) -> None:
         self.st.mig_mask[self.i, self.g] = value
         self.st.touch(self.i)
+        self.st.released += 1
 
     @property
     def users(self) -> int:

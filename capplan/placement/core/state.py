@@ -80,11 +80,15 @@ class ClusterState(FleetArrays):
         self._dom_cols = [np.ascontiguousarray(c) for c in self.node_dom.T]
         self._pairs: dict[int, tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]]] = {}
         self.stamp = np.zeros(n, dtype=np.int64)  # bumped whenever a node changes (score caches)
+        #: Bumped whenever capacity may have come back (a replica removed, a GPU's mode or MIG mask set
+        #: directly): screens that only drop nodes as replicas are added stay valid while it is unchanged.
+        self.released = 0
         self.journal: list[tuple[Workload, Demand, Placement]] | None = None
         self._depth = 0
         self._dirty: set[int] = set(range(n))
         self._frac_room = np.zeros(n, dtype=np.int64)
         self._mig_free = np.zeros(n, dtype=np.int64)
+        self._gmem_room = np.zeros(n, dtype=np.int64)
         self.gpus = GpuRows(self)  # st.gpus[i][g]: one GPU's fields, read from the arrays
 
     # ----------------------------------------------------------- per-node summaries (greedy's screens)
@@ -106,27 +110,36 @@ class ClusterState(FleetArrays):
         ex, mode, fixed = self.exists[rows], self.mode[rows], self.fixed[rows]
         shared = ex & ((fixed < 0) | (fixed == SHARED)) & ((mode == FREE) | (mode == SHARED))
         self._frac_room[rows] = np.where(shared, MILLI - self.frac[rows], 0).max(axis=1)
+        self._gmem_room[rows] = np.where(shared, self.gmem_cap[rows, None] - self.gmem[rows], 0).max(axis=1)
         mig = ex & ((fixed < 0) | (fixed == MIG)) & ((mode == FREE) | (mode == MIG)) & self._mig_ok[rows, None]
         free = self._slices[rows, None] - np.bitwise_count(self.mig_mask[rows]).astype(np.int64)
         self._mig_free[rows] = np.where(mig, free, 0).max(axis=1)
 
     def _summary_of(self, i: int) -> None:
         """:meth:`_summaries` for one node."""
-        frac_room = mig_free = 0
-        slices, mig_ok = int(self._slices[i]), bool(self._mig_ok[i])
-        for fixed, mode, frac, mask in zip(self.fixed[i].tolist(), self.mode[i].tolist(), self.frac[i].tolist(),
-                                           self.mig_mask[i].tolist()[: int(self.gpu_count[i])], strict=False):
+        frac_room = mig_free = gmem_room = 0
+        slices, mig_ok, cap = int(self._slices[i]), bool(self._mig_ok[i]), int(self.gmem_cap[i])
+        for fixed, mode, frac, gmem, mask in zip(self.fixed[i].tolist(), self.mode[i].tolist(), self.frac[i].tolist(),
+                                                 self.gmem[i].tolist(),
+                                                 self.mig_mask[i].tolist()[: int(self.gpu_count[i])], strict=False):
             if fixed in (-1, SHARED) and mode in (FREE, SHARED):
                 frac_room = max(frac_room, MILLI - frac)
+                gmem_room = max(gmem_room, cap - gmem)
             if mig_ok and fixed in (-1, MIG) and mode in (FREE, MIG):
                 mig_free = max(mig_free, slices - mask.bit_count())
-        self._frac_room[i], self._mig_free[i] = frac_room, mig_free
+        self._frac_room[i], self._mig_free[i], self._gmem_room[i] = frac_room, mig_free, gmem_room
 
     @property
     def frac_room(self) -> np.ndarray:
         """Per node, the largest free share (milli) of a GPU that may be time-sliced."""
         self._summaries()
         return self._frac_room
+
+    @property
+    def gmem_room(self) -> np.ndarray:
+        """Per node, the most free GPU memory (MiB) of a GPU that may be time-sliced."""
+        self._summaries()
+        return self._gmem_room
 
     @property
     def mig_free(self) -> np.ndarray:
@@ -304,6 +317,8 @@ class ClusterState(FleetArrays):
         i, k = cs[0].node, sign * len(cs)
         t = self.tenant_id(w.tenant)
         self.touch(i)
+        if sign < 0:
+            self.released += 1
         if self.quota is not None:
             self.quota.apply(w, d, i, k)
         self.cpu[i] -= k * w.cpu_milli
