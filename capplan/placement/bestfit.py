@@ -38,11 +38,10 @@ class BestFitOrder:
         # node (the node has not changed since: it still does not fit; power and quotas depend on others).
         self._failed: dict[tuple[object, ...], np.ndarray] = {}
         self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # eligibility arrays as node masks
-        # Per fit shape (and tolerations), the nodes that passed the screen and the state's release count then:
-        # every test of the screen (and of fit, for the failures remembered) only fails more as replicas are
-        # added, so while nothing is released (a replica removed, a GPU reset) the next screen need only look
-        # at those nodes: at fleet scale the full nodes drop out once instead of being screened by every
-        # workload of the shape.
+        # Per demand shape (tenants aside), the nodes that passed the screen and the state's release count then:
+        # every test of the screen only fails more as replicas are added, so while nothing is released (a
+        # replica removed, a GPU reset) the next screen need only look at those nodes: at fleet scale the full
+        # nodes drop out once instead of being screened by every workload of the shape.
         self._alive: dict[tuple[object, ...], tuple[int, np.ndarray]] = {}
 
     def _inside(self, idx: np.ndarray, within: np.ndarray) -> np.ndarray:
@@ -75,16 +74,14 @@ class BestFitOrder:
         if within is not None:
             idx = self._inside(idx, within)
         else:  # the nodes that passed last time, while nothing was released since (see _alive)
-            key = (self._fit_shape(w), w.tolerations)
+            key = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.mig_strategy, w.cpu_milli, w.memory_mib,
+                   None if w.gpu_models is None else tuple(w.gpu_models), w.queue, w.tolerations)
             hit = self._alive.get(key)
             if hit is not None and hit[0] == st.released:
                 idx = hit[1]
         if idx.size == 0:
             return idx
         ok = (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
-        failed = self._failed.get(self._fit_shape(w))
-        if failed is not None:
-            ok &= failed[idx] != st.stamp[idx]
         if w.gpus is not None:
             ok &= st.free_whole[idx] >= w.gpus
             if w.gpus and st.tdp[idx].any():  # power_ok exactly: each replica turns w.gpus idle GPUs on
@@ -105,6 +102,9 @@ class BestFitOrder:
         out = np.asarray(idx[ok])
         if key is not None:
             self._alive[key] = (st.released, out)
+        failed = self._failed.get(self._fit_shape(w))  # per tenant too: not kept in _alive
+        if failed is not None and out.size:
+            out = out[failed[out] != st.stamp[out]]
         return out
 
     def remember(self, w: Workload, nodes: np.ndarray) -> None:
