@@ -188,8 +188,8 @@ class GreedyPlacer(BestFitOrder):
         Domains are ranked by an optimistic estimate (replicas that fit by CPU, memory, free whole GPUs and
         the power budgets over them, :meth:`ClusterState.domain_room`; then the free whole GPUs left) and
         tried in that order, skipping those whose estimate cannot hold an all-or-nothing group (under
-        binding power budgets most racks cannot, and trying each cost a failed trial per gang); the search stops at a domain
-        whose trial meets its estimate (no later domain can do better), or after a few tries.
+        binding power budgets most racks cannot, and trying each cost a failed trial per gang); the search
+        stops at a domain whose trial meets its estimate (no later domain can do better), or after a few tries.
         """
         st = self.st
         ids, names, pos = self._domains(level)

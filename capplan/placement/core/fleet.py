@@ -147,9 +147,12 @@ class FleetArrays:
         # GPU demand depends only on the GPU fields, so workloads of one shape share an entry
         # (at fleet scale thousands of workloads share a handful of shapes).
         cpu_only = w.gpus is None and w.mig is None and w.gpu_fraction is None
-        key: object = (None, w.queue, w.cpu > 0, w.memory_gib > 0, w.tolerations) if cpu_only else (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.mig_strategy,
-                                               None if w.gpu_models is None else tuple(w.gpu_models),
-                                               w.queue, w.cpu > 0, w.memory_gib > 0, w.tolerations)
+        # CPU-only pods: the same demand on every node, so only the queue, the resources it charges and the
+        # tolerations decide where they may go.
+        key: object = ((None, w.queue, w.cpu > 0, w.memory_gib > 0, w.tolerations) if cpu_only else
+                       (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.mig_strategy,
+                        None if w.gpu_models is None else tuple(w.gpu_models),
+                        w.queue, w.cpu > 0, w.memory_gib > 0, w.tolerations))
         hit = self._eligible.get(key)
         if hit is None:
             per_model: dict[str | None, Demand] = {}
