@@ -242,16 +242,16 @@ def mig_starts(st: ClusterState, model: GpuModel, i: int, gi: int, prof: MigProf
         compute = sum([x.compute_slices * counts[index[x.name]] for x in model.profiles])
         if compute + prof.compute_slices > model.compute_slices:
             return []
-    layout = st.layouts.get((i, gi))
+    layout = st.layout_slots.get((i, gi))
     return [start for start in prof.starts
             if not mask & (((1 << prof.memory_slices) - 1) << start)
-            and (layout is None or MigSlot(profile=prof.name, start=start) in layout)]
+            and (layout is None or (prof.name, start) in layout)]
 
 
 def _mig_choice(st: ClusterState, model: GpuModel, i: int, gi: int, mask: int, counts: list[int],
                 prof: MigProfile) -> tuple[int, int] | None:
     """Free start for ``prof`` keeping the most valid placements; (start, placements left)."""
-    layout = st.layouts.get((i, gi))
+    layout = st.layout_slots.get((i, gi))
     best: tuple[int, int] | None = None
     for start in mig_starts(st, model, i, gi, prof, mask, counts):
         after = _placements_left(model, mask | ((1 << prof.memory_slices) - 1) << start, layout, st.mig_left)
@@ -260,22 +260,22 @@ def _mig_choice(st: ClusterState, model: GpuModel, i: int, gi: int, mask: int, c
     return best
 
 
-def _placements_left(model: GpuModel, mask: int, layout: tuple[MigSlot, ...] | None,
-                      memo: dict[tuple[str, int], int] | None = None) -> int:
-    """Valid (profile, start) placements still free on a GPU with memory-slice ``mask`` (``memo``: the
-    fleet's cache by model name and mask, for GPUs without a preset layout)."""
-    if layout is None and memo is not None:
-        hit = memo.get((model.name, mask))
+def _placements_left(model: GpuModel, mask: int, layout: frozenset[tuple[str, int]] | None,
+                      memo: dict[tuple[str, int, frozenset[tuple[str, int]] | None], int] | None = None) -> int:
+    """Valid (profile, start) placements still free on a GPU with memory-slice ``mask`` and preset ``layout``
+    slots (None: none), ``memo``: the fleet's cache by model name, mask and layout."""
+    key = (model.name, mask, layout)
+    if memo is not None:
+        hit = memo.get(key)
         if hit is not None:
             return hit
     n = 0
     for p in model.profiles:
         for st in p.starts:
-            if not mask & (((1 << p.memory_slices) - 1) << st) and (
-                    layout is None or MigSlot(profile=p.name, start=st) in layout):
+            if not mask & (((1 << p.memory_slices) - 1) << st) and (layout is None or (p.name, st) in layout):
                 n += 1
-    if layout is None and memo is not None:
-        memo[(model.name, mask)] = n
+    if memo is not None:
+        memo[key] = n
     return n
 
 

@@ -72,19 +72,22 @@ class FleetArrays:
         self.exists = np.arange(g)[None, :] < self.gpu_count[:, None]
         self.fixed = np.full((n, g), -1, dtype=np.int8)
         self.layouts: dict[tuple[int, int], tuple[MigSlot, ...]] = {}
+        #: The same layouts as (profile, start) pairs, for membership tests in the fit rules (hashable).
+        self.layout_slots: dict[tuple[int, int], frozenset[tuple[str, int]]] = {}
         for i, x in enumerate(nodes):
             for gm in x.gpu_modes:
                 self.fixed[i, gm.gpu] = MODE_CODE[gm.mode]
                 if gm.layout is not None:
                     self.layouts[(i, gm.gpu)] = gm.layout
+                    self.layout_slots[(i, gm.gpu)] = frozenset((x.profile, x.start) for x in gm.layout)
         self._init_power(problem)
         self._init_domains(problem)
         #: Nodes grouped by what :meth:`Problem.can_host` looks at (see :func:`node_kinds`).
         self.kinds = node_kinds(problem)
         #: ClusterQueue quotas (usage included: the occupancy state charges it); None without queues.
         self.quota: QuotaBook | None = QuotaBook(problem) if problem.queues else None
-        #: MIG placements left on a GPU by (model name, slice mask), without a preset layout (core/fit.py's cache).
-        self.mig_left: dict[tuple[str, int], int] = {}
+        #: MIG placements left on a GPU by (model name, slice mask, preset layout slots or None) (core/fit.py's cache).
+        self.mig_left: dict[tuple[str, int, frozenset[tuple[str, int]] | None], int] = {}
         self._eligible: dict[object, tuple[np.ndarray, dict[str | None, Demand], list[Demand | None]]] = {}
 
     def _init_models(self, p: Problem) -> None:
