@@ -138,12 +138,11 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
             assert d.profile is not None
             if masks[gi].bit_count() > room_left:
                 continue
-            if (i, gi) not in st.layouts:
-                state: tuple[object, ...] = (masks[gi], users[gi] == 0, tenant_ok, mode[gi], fixed[gi],
-                                             tuple(counts[gi]))
-                if state in seen:
-                    continue
-                seen.add(state)
+            state: tuple[object, ...] = (masks[gi], users[gi] == 0, tenant_ok, mode[gi], fixed[gi],
+                                         tuple(counts[gi]), st.layout_slots.get((i, gi)))
+            if state in seen:
+                continue
+            seen.add(state)
             if not tenant_ok:  # another tenant's GPU: only whether it had room matters (the reason)
                 blocked = blocked or bool(mig_starts(st, model, i, gi, d.profile, masks[gi], counts[gi]))
                 continue
