@@ -22,6 +22,7 @@ from capplan.placement.bestfit import BestFitOrder
 from capplan.placement.core.budget import SUMMARY_COST, reserve
 from capplan.placement.core.fit import fit_more
 from capplan.placement.core.options import PlanOptions
+from capplan.placement.core.power import domain_room
 from capplan.placement.core.reasons import Holdings, explain, explain_fast, room_estimate
 from capplan.placement.core.state import FREE, WHOLE, ClusterState, Placement
 from capplan.placement.core.summary import NOT_TRIED_PREFIX, make_plan
@@ -186,8 +187,8 @@ class GreedyPlacer(BestFitOrder):
         """Place replicas of ``w`` inside the single domain of ``level`` that fits them most tightly.
 
         Domains are ranked by an optimistic estimate (replicas that fit by CPU, memory, free whole GPUs and
-        the power budgets over them, :meth:`ClusterState.domain_room`; then the free whole GPUs left) and
-        tried in that order, skipping those whose estimate cannot hold an all-or-nothing group (under
+        the power budgets over them, :func:`~capplan.placement.core.power.domain_room`; then the free whole
+        GPUs left) and tried in that order, skipping those whose estimate cannot hold an all-or-nothing group (under
         binding power budgets most racks cannot, and trying each cost a failed trial per gang); the search
         stops at a domain whose trial meets its estimate (no later domain can do better), or after a few tries.
         """
@@ -202,7 +203,7 @@ class GreedyPlacer(BestFitOrder):
             return []
         ok = st.node_ok(w, idx)
         room = np.where(ok, np.minimum(room_estimate(st, w, idx), n), 0)
-        cap = st.domain_room(w, idx, room, ids, len(names))
+        cap = domain_room(st, w, idx, room, ids, len(names))
         scope = np.arange(st.n, dtype=np.int64) if within is None else within
         free = np.bincount(ids[scope], weights=st.free_whole[scope], minlength=len(names)).astype(np.int64)
         est_n = np.minimum(cap, n)

@@ -151,6 +151,7 @@ def test_domain_room_counts_power() -> None:
     """Per rack, the replicas of an 8-GPU workload that CPU, memory, GPUs and every power budget over the rack
     allow: b0r0 by its own 5.6 kW (one), b0r1 by GPUs (two), b1's racks by the block's 16.8 kW (three in all,
     so at most two in either rack, which has two nodes)."""
+    from capplan.placement.core.power import domain_room
     from capplan.placement.core.reasons import room_estimate
     from capplan.placement.core.state import ClusterState
 
@@ -159,7 +160,7 @@ def test_domain_room_counts_power() -> None:
     w = p.workload("gang0")
     idx = st.eligible(w)[0]
     ids, names = st.domain_ids("rack")
-    room = st.domain_room(w, idx, room_estimate(st, w, idx), ids, len(names))
+    room = domain_room(st, w, idx, room_estimate(st, w, idx), ids, len(names))
     assert dict(zip(names, room.tolist(), strict=True)) == {"b0r0": 1, "b0r1": 2, "b1r0": 2, "b1r1": 2}
     cpu_only = p.workload("svc").model_copy(update={"gpus": None})
-    assert st.domain_room(cpu_only, idx, np.full(idx.size, 3), ids, len(names)).tolist() == [6, 6, 6, 6]
+    assert domain_room(st, cpu_only, idx, np.full(idx.size, 3), ids, len(names)).tolist() == [6, 6, 6, 6]

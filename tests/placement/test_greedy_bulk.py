@@ -21,6 +21,7 @@ from capplan.model.validate import check_plan
 from capplan.placement import PlanOptions
 from capplan.placement import greedy as greedy_mod
 from capplan.placement.core.fleet import Placement
+from capplan.placement.core.power import domain_room
 from capplan.placement.core.reasons import room_estimate
 from capplan.placement.core.state import ClusterState
 from capplan.placement.greedy import GreedyPlacer, plan_greedy
@@ -82,7 +83,8 @@ def test_shortcuts_give_the_plan_of_one_by_one(data: dict[str, Any]) -> None:
 @given(power_scenario(), st.integers(0, 5))
 def test_domain_room_is_an_upper_bound(data: dict[str, Any], cut: int) -> None:
     """After the greedy plan of the first ``cut`` workloads, no rack takes more replicas of a whole-GPU or
-    CPU-only workload than :meth:`ClusterState.domain_room` says (placing as many as fit there, then undone)."""
+    CPU-only workload than :func:`~capplan.placement.core.power.domain_room` says (placing as many as fit
+    there, then undone)."""
     p = problem_from_data(data)
     done = p.replace(workloads=p.workloads[:cut]) if cut < len(p.workloads) else p
     plan = plan_greedy(done, PlanOptions())
@@ -96,7 +98,7 @@ def test_domain_room_is_an_upper_bound(data: dict[str, Any], cut: int) -> None:
         if idx.size == 0:
             continue
         room = np.where(state.node_ok(w, idx), room_estimate(state, w, idx), 0)
-        est = state.domain_room(w, idx, room, ids, len(names))
+        est = domain_room(state, w, idx, room, ids, len(names))
         for k in range(len(names)):
             got = placer.place_group(w, 64, idx[ids[idx] == k], False)
             placer.undo(w, got)

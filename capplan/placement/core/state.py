@@ -78,7 +78,8 @@ class ClusterState(FleetArrays):
         self.power_free = self.power_budget.copy()  # watts left per power domain (see FleetArrays)
         self._power_ver, self._head_at, self._head = 0, -1, self.power_free[:0]  # headroom() cache
         self._dom_cols = [np.ascontiguousarray(c) for c in self.node_dom.T]
-        self._pairs: dict[int, tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]]] = {}
+        #: (topology domain, power domain) pairs per topology level (the cache of core/power.py's domain_room).
+        self.power_pairs: dict[int, tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]]] = {}
         self.stamp = np.zeros(n, dtype=np.int64)  # bumped whenever a node changes (score caches)
         #: Bumped whenever capacity may have come back (a replica removed, a GPU's mode or MIG mask set
         #: directly): screens that only drop nodes as replicas are added stay valid while it is unchanged.
@@ -171,59 +172,6 @@ class ClusterState(FleetArrays):
         """Whether node ``i``'s power domains can feed ``new_gpus`` more busy GPUs."""
         need = new_gpus * int(self.tdp[i])
         return not need or int(self.power_free[self.node_dom[i]].min()) >= need
-
-    def domain_room(self, w: Workload, idx: np.ndarray, room: np.ndarray, ids: np.ndarray,
-                    count: int) -> np.ndarray:
-        """Upper bound on the replicas of ``w`` each topology domain can still take, power budgets included.
-
-        Parameters
-        ----------
-        w
-            The workload.
-        idx, room
-            Candidate nodes and an upper bound on the replicas each can take on its own (CPU, memory, GPUs).
-        ids, count
-            Topology domain id per node of the fleet and the number of domains.
-
-        Returns
-        -------
-        numpy.ndarray
-            Per domain, at most the sum of ``room`` over its nodes; for whole GPUs also at most what each
-            power domain over them can feed: every replica turns ``w.gpus`` idle GPUs on, so the nodes of a
-            topology domain under one power domain take at most its headroom over the cheapest node's draw.
-        """
-        dom = ids[idx]
-        cost = (w.gpus or 0) * self.tdp[idx]
-        if not cost.any():
-            return np.bincount(dom, weights=room, minlength=count).astype(np.int64)
-        room = np.where(cost > 0, np.minimum(room, np.maximum(self.power_headroom(idx), 0) // np.maximum(cost, 1)),
-                        room).astype(np.int64)
-        out = np.bincount(dom, weights=room, minlength=count).astype(np.int64)
-        fed = cost > 0
-        free = np.bincount(dom[~fed], weights=room[~fed], minlength=count).astype(np.int64)  # no draw
-        for pair, pair_dom, pair_pow, pair_tdp in self._power_pairs(ids):
-            held = np.bincount(pair[idx[fed]], weights=room[fed], minlength=pair_dom.size).astype(np.int64)
-            fed_cap = np.minimum(held, np.maximum(self.power_free[pair_pow], 0) // (w.gpus * pair_tdp))
-            out = np.minimum(out, free + np.bincount(pair_dom, weights=fed_cap, minlength=count).astype(np.int64))
-        return out
-
-    def _power_pairs(self, ids: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-        """Per power column, the (topology domain of ``ids``, power domain) pairs: the pair of each node, and
-        each pair's topology domain, power domain and least TDP over its nodes that draw power (cached; the
-        least TDP over all of a pair's nodes keeps :meth:`domain_room` an upper bound for any subset)."""
-        hit = self._pairs.get(id(ids))
-        if hit is not None and hit[0] is ids:
-            return hit[1]
-        npow = self.power_free.size
-        big = np.int64(1) << 40
-        out = []
-        for col in self._dom_cols:
-            keys, pair = np.unique(ids * npow + col, return_inverse=True)
-            tdp = np.full(keys.size, big, dtype=np.int64)
-            np.minimum.at(tdp, pair, np.where(self.tdp > 0, self.tdp, big))
-            out.append((pair.astype(np.int64), keys // npow, keys % npow, np.maximum(tdp, 1)))
-        self._pairs[id(ids)] = (ids, out)
-        return out
 
     def node_ok(self, w: Workload, idx: np.ndarray, count: int = 1) -> np.ndarray:
         """Mask over ``idx``: CPU, memory and node isolation allow ``count`` more replicas of ``w``."""
