@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from capplan.model.catalog import GpuModel
@@ -33,6 +32,7 @@ from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import UNITS_PER_GPU
 from capplan.placement.core.domaincap import busy_caps, replica_caps
 from capplan.placement.core.patternlp import Items, Slot, bound_items
+from capplan.placement.core.summary import floored_prefix
 
 _EPS = 1e-7
 _CPU_GRID, _MEM_GRID = 1000, 8192  # rounding *down* keeps the relaxation valid and merges items
@@ -213,23 +213,6 @@ def upper_bound(p: Problem, time_limit: float = 10.0) -> Bound:
         hostable = sum(c * v for c, v in zip(items.count, items.value, strict=True))
         out[q] = min(hostable, math.floor(value * (1 + 1e-9) + 1e-6)) if value != float("inf") else hostable
     return Bound(per_priority=out, converged=converged, seconds=time.perf_counter() - t0)
-
-
-def floored_prefix(priorities: Sequence[int], achieved: dict[int, int], bound: dict[int, int]) -> list[int]:
-    """The priorities whose placed units floor every lexicographically optimal plan: each priority down to
-    and including the first one below its bound.
-
-    A plan at least as good lexicographically as one placing ``achieved`` places as much at every priority
-    whose higher priorities are all at their bounds (a plan cannot place more than a bound, so it must tie
-    there); at the first priority below its bound it places at least as much, and below that nothing is
-    known.
-    """
-    out: list[int] = []
-    for q in priorities:
-        out.append(q)
-        if achieved.get(q, 0) < bound.get(q, 0):
-            break
-    return out
 
 
 def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float = 10.0,

@@ -86,7 +86,7 @@ def _domain_caps(p: Problem, tree: _Tree, key_of: Sequence[K | None]) -> tuple[d
     depth = max((len(c) for c in tree.chain), default=0)
     caps: dict[Dom, dict[K, int]] = {}
     level: dict[Dom, dict[K, int]] = dict(leaf)
-    for k in range(depth - 1, -1, -1):
+    for _ in range(depth):
         up: dict[Dom, dict[K, int]] = defaultdict(lambda: defaultdict(int))
         for d, per in level.items():
             b = tree.budget.get(d)

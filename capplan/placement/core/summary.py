@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from capplan.model.plan import (
@@ -22,6 +22,7 @@ from capplan.model.plan import (
 )
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU, units_to_gpus
+from capplan.placement.core.domaincap import busy_gpus, replica_caps
 
 #: How the reason of a replica a planner did not reach before its time limit starts (greedy, heuristic).
 NOT_TRIED_PREFIX = "not tried: the time limit ran out"
@@ -85,13 +86,52 @@ def node_types(p: Problem) -> list[tuple[str | None, int]]:
 
 
 def trivial_bound(p: Problem) -> dict[int, int]:
-    """Per-priority upper bound: hostable demand, capped by the cluster's GPUs."""
-    cap = p.cluster.gpus_total * UNITS_PER_GPU
+    """Per-priority upper bound: hostable demand (a gang no domain holds: none,
+    :func:`~capplan.placement.core.domaincap.replica_caps`), capped by the GPUs the power budgets let be busy."""
+    cap = busy_gpus(p) * UNITS_PER_GPU
     out: dict[int, int] = defaultdict(int)
     types = node_types(p)
+    caps = replica_caps(p)
     for w in p.workloads:
-        out[w.priority] += eligible_units(p, w, types)
+        units = eligible_units(p, w, types)
+        out[w.priority] += units if w.name not in caps else units // w.replicas * caps[w.name]
     return {q: min(v, cap) for q, v in out.items()}
+
+
+def floored_prefix(priorities: Sequence[int], achieved: dict[int, int], bound: dict[int, int]) -> list[int]:
+    """The priorities whose placed units floor every lexicographically optimal plan: each priority down to
+    and including the first one below its bound.
+
+    A plan at least as good lexicographically as one placing ``achieved`` places as much at every priority
+    whose higher priorities are all at their bounds (a plan cannot place more than a bound, so it must tie
+    there); at the first priority below its bound it places at least as much, and below that nothing is
+    known.
+    """
+    out: list[int] = []
+    for q in priorities:
+        out.append(q)
+        if achieved.get(q, 0) < bound.get(q, 0):
+            break
+    return out
+
+
+def chained_bound(p: Problem, got: dict[int, int], bound: dict[int, int], guaranteed_met: bool) -> dict[int, int]:
+    """``bound`` (per priority, demand units) tightened by what a plan placing ``got`` proves: every
+    lexicographically optimal plan places at least ``got`` at each priority down to the first one below its
+    bound (:func:`floored_prefix`), so a priority below one of them gets at
+    most the busy GPUs the fleet can hold (:func:`~capplan.placement.core.domaincap.busy_gpus`) less what
+    those above it place. Nothing changes unless the plan places every guaranteed replica (guaranteed work
+    comes first in the order)."""
+    if not guaranteed_met:
+        return bound
+    out = dict(bound)
+    prefix = floored_prefix(p.priorities, got, bound)
+    free = busy_gpus(p) * UNITS_PER_GPU
+    for q in p.priorities:
+        out[q] = min(out.get(q, 0), max(got.get(q, 0), free))
+        if q in prefix:
+            free -= got.get(q, 0)
+    return out
 
 
 
@@ -130,11 +170,12 @@ def make_plan(p: Problem, strategy: str, assignments: list[Assignment], unplaced
     got = placed_units(p, assignments)
     bnd = bound if bound is not None else trivial_bound(p)
     obj = [got[q] for q in p.priorities]
-    cap = p.cluster.gpus_total * UNITS_PER_GPU  # no priority can place more than every GPU: always valid
-    bvec = [max(min(bnd.get(q, 0), cap), got[q]) for q in p.priorities]
     placed = {a.key for a in assignments}
     guaranteed_missing = any(w.sla == "guaranteed" and any((w.name, r) not in placed for r in range(w.replicas))
                              for w in p.workloads)
+    bnd = chained_bound(p, got, bnd, not guaranteed_missing)
+    cap = p.cluster.gpus_total * UNITS_PER_GPU  # no priority can place more than every GPU: always valid
+    bvec = [max(min(bnd.get(q, 0), cap), got[q]) for q in p.priorities]
     # Plans compare by guaranteed replicas, then per priority GPU demand and then replicas placed. Demand at
     # the bound proves the order only when no replica is left out: else a plan with as much demand and more
     # replicas (a CPU-only pod, two 1-GPU replicas for one 2-GPU replica) may exist.
