@@ -30,8 +30,24 @@ from capplan.model.units import UNITS_PER_GPU
 from capplan.placement.core.miglayouts import most_alone
 
 K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
 Dom = tuple[int, str]  # (level index, domain name)
 _NONE = 1 << 60  # no cap
+
+
+_MEMO: list[tuple[Problem, str, object]] = []  # the last few results per problem: every plan asks for them
+_MEMO_SIZE = 4
+
+
+def _memo(p: Problem, what: str, fn: Callable[[], T]) -> T:
+    """``fn()`` once per problem object (problems are immutable)."""
+    for q, w, v in _MEMO:
+        if q is p and w == what:
+            return v  # type: ignore[return-value]
+    v = fn()
+    _MEMO.append((p, what, v))
+    del _MEMO[:-_MEMO_SIZE]
+    return v
 
 
 @dataclass(frozen=True)
@@ -118,7 +134,8 @@ def busy_caps(p: Problem, key_of: Sequence[K | None]) -> dict[K, int]:
 
 def busy_gpus(p: Problem) -> int:
     """Most GPUs of the fleet any plan keeps busy (power budgets); placed value never exceeds it."""
-    return sum(busy_caps(p, [n.gpu_model if n.gpus else None for n in p.cluster.nodes]).values())
+    return _memo(p, "busy", lambda: sum(busy_caps(p, [n.gpu_model if n.gpus else None
+                                                       for n in p.cluster.nodes]).values()))
 
 
 def _per_gpu(d: Demand, model_name: str, p: Problem) -> tuple[int, int]:
@@ -147,6 +164,11 @@ def _node_fit(p: Problem, w: Workload, n: Node) -> int:
 
 
 def replica_caps(p: Problem) -> dict[str, int]:
+    """Workload name -> most replicas any plan places (:func:`_replica_caps`), once per problem."""
+    return dict(_memo(p, "replicas", lambda: _replica_caps(p)))
+
+
+def _replica_caps(p: Problem) -> dict[str, int]:
     """Workload name -> most replicas any plan places, for the workloads a domain limits below ``replicas``.
 
     A workload with ``topology.required`` and every gang counts what the best single domain of that level
