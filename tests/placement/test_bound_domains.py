@@ -92,6 +92,17 @@ def test_gang_on_one_model_of_a_mixed_rack() -> None:
     assert upper_bound(mixed).per_priority[0] == 24 * U
 
 
+def test_shares_are_packed_within_the_gpu_memory() -> None:
+    """One L40S (48 GiB): four 0.25 shares of 24 GiB and a 0.5 share of 1 GiB. Memory lets two big shares
+    (0.5 of the GPU) or one big and the small one (0.75) share the GPU: the bound is 0.75, not 1."""
+    p = _problem({"cluster": {"nodes": [{"name": "n", "gpu": "L40S-48GB", "gpus": 1, "cpu": 64, "memory_gib": 512}]},
+                  "workloads": [{"name": "big", "kind": "shared", "gpu_fraction": 0.25, "gpu_memory_gib": 24,
+                                 "replicas": 4, "cpu": 1},
+                                {"name": "small", "kind": "shared", "gpu_fraction": 0.5, "gpu_memory_gib": 1,
+                                 "cpu": 1}]})
+    assert upper_bound(p).per_priority[0] == 5250
+
+
 def test_chaining_reaches_below_the_first_priority_under_its_bound() -> None:
     """4 GPUs; priority 10 wants 3, a plan placed 2 of them and 2 of priority 0's 4. Every better plan places
     at least 2 at priority 10, so priority 0 gets at most 4 - 2 = 2 GPUs (the optimum: 3 and 1)."""

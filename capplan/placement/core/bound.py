@@ -6,9 +6,11 @@ their workload's value (:meth:`~capplan.model.problem.Problem.replica_value`), w
 Every plan packs each GPU with replicas whose per-GPU demand fits in one GPU (``UNITS_PER_GPU``
 units): a whole GPU or shares summing to at most one GPU, or else (a GPU runs in one mode) MIG
 instances forming a valid layout of the model (memory slices at allowed starts without overlap,
-counts, compute slices: :mod:`capplan.placement.core.miglayouts`). Dropping everything that ties
-GPUs together (nodes, topology, gangs, GPU memory, isolation, power) but keeping the GPU models and
-the host CPU and memory of all nodes of a model in aggregate gives a relaxation whose optimum
+counts, compute slices: :mod:`capplan.placement.core.miglayouts`), shares also within the GPU's memory.
+Dropping everything that ties GPUs together (nodes, the packing of gangs into domains, isolation) but
+keeping the GPU models, the host CPU and memory of all nodes of a model in aggregate, the busy GPUs the
+power budgets allow and the replicas the best single domain holds for a gang or a workload with
+``topology.required`` (:mod:`capplan.placement.core.domaincap`) gives a relaxation whose optimum
 bounds every plan's objective: an LP over packing *patterns* of one GPU (Gilmore-Gomory), with
 interchangeable replicas and GPUs aggregated into counts. Patterns are generated on demand
 (column generation) and priced by an exact unbounded knapsack (whole GPUs and shares) or by
@@ -29,9 +31,9 @@ from dataclasses import dataclass
 
 from capplan.model.catalog import GpuModel
 from capplan.model.problem import Demand, Problem, Workload
-from capplan.model.units import UNITS_PER_GPU
+from capplan.model.units import UNITS_PER_GPU, gib_to_mib
 from capplan.placement.core.domaincap import busy_caps, replica_caps
-from capplan.placement.core.patternlp import Items, Slot, bound_items
+from capplan.placement.core.patternlp import MEM_CELLS, Items, Slot, bound_items
 from capplan.placement.core.summary import floored_prefix
 
 _EPS = 1e-7
@@ -73,9 +75,13 @@ def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> t
             continue
         slots = d.gpus if d.kind == "whole" else 1
         if d.kind == "mig" and d.profile is not None:
-            sizes[b] = ("m", d.profile.name)
+            sizes[b] = ("m", d.profile.name, 0)
+        elif d.kind == "whole":
+            sizes[b] = ("u", UNITS_PER_GPU, 0)
         else:
-            sizes[b] = ("u", UNITS_PER_GPU if d.kind == "whole" else d.units)
+            mem = p.catalog.get(name).memory_gib
+            cells = d.memory_mib * MEM_CELLS // gib_to_mib(mem) if d.memory_mib and mem else 0
+            sizes[b] = ("u", d.units, cells)
     return sizes, slots
 
 
