@@ -13,7 +13,7 @@ from capplan.model.plan import Assignment
 from capplan.model.problem import Problem
 from capplan.placement import PlanOptions, solve
 from capplan.placement.core.bound import lexicographic_bound, upper_bound
-from capplan.placement.core.domaincap import busy_gpus, replica_caps
+from capplan.placement.core.domaincap import busy_gpus, gang_models, replica_caps
 from capplan.placement.core.summary import make_plan, placed_units, trivial_bound
 from tests.strategies_gen import scenario_data
 
@@ -67,6 +67,18 @@ def test_gang_larger_than_any_rack_gets_bound_zero() -> None:
     assert trivial_bound(p)[10] == 0
     plan = solve(p, "greedy", PlanOptions(time_limit=5))
     assert plan.bound[0] == 0.0 and plan.gaps[0] == 0.0
+
+
+def test_gangs_counted_only_on_the_models_they_fit_whole() -> None:
+    """A rack of 3 H100 and 2 A100 nodes, two 3-node gangs bound to the rack: each fits on H100 only (2 A100 nodes
+    are too few), so together they get at most the 24 H100 GPUs, not the rack's 40 (the optimum: one gang)."""
+    a100 = "A100-SXM4-80GB"
+    nodes = [_node("h0"), _node("h1"), _node("h2"), {**_node("a0"), "gpu": a100}, {**_node("a1"), "gpu": a100}]
+    gang = {"kind": "training", "gpus": 8, "replicas": 3, "cpu": 1, "topology": {"required": "rack"}}
+    p = _problem({"cluster": {"levels": ["rack", "node"], "racks": [{"name": "r0", "nodes": nodes}]},
+                  "workloads": [{"name": "g1", **gang}, {"name": "g2", **gang}]})
+    assert gang_models(p) == {"g1": frozenset({"H100-SXM5-80GB"}), "g2": frozenset({"H100-SXM5-80GB"})}
+    assert upper_bound(p).per_priority[0] == 24 * U
 
 
 def test_required_rack_caps_a_service_by_its_best_rack() -> None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from capplan.model.catalog import GpuModel
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import UNITS_PER_GPU, gib_to_mib
-from capplan.placement.core.domaincap import busy_caps, replica_caps
+from capplan.placement.core.domaincap import busy_caps, gang_models, replica_caps
 from capplan.placement.core.patternlp import MEM_CELLS, Items, Slot, bound_items
 from capplan.placement.core.summary import floored_prefix
 
@@ -86,10 +86,13 @@ def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> t
 
 
 def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int],
-           of: dict[str, int] | None = None, caps: dict[str, int] | None = None) -> Items:
+           of: dict[str, int] | None = None, caps: dict[str, int] | None = None,
+           fits: dict[str, frozenset[str]] | None = None) -> Items:
     """Item types of ``ws`` (filling ``of``: workload name -> item type index, when given); ``caps``: most
-    replicas of a workload any plan places (:func:`~capplan.placement.core.domaincap.replica_caps`)."""
+    replicas of a workload any plan places (:func:`~capplan.placement.core.domaincap.replica_caps`), ``fits``:
+    the GPU models a gang fits on whole (:func:`~capplan.placement.core.domaincap.gang_models`)."""
     caps = caps or {}
+    fits = fits or {}
     groups: dict[tuple[tuple[tuple[int, Slot], ...], int, int, int], int] = defaultdict(int)
     key_of: dict[str, tuple[tuple[tuple[int, Slot], ...], int, int, int]] = {}
     memo: dict[tuple[object, ...], tuple[tuple[tuple[int, Slot], ...], int]] = {}
@@ -100,6 +103,8 @@ def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int
             sizes, slots = _sizes(p, w, models, max_gpus)
             found = memo[shape] = (tuple(sorted(sizes.items())), slots)
         size_key, slots = found
+        if w.name in fits:
+            size_key = tuple((b, x) for b, x in size_key if models[b] in fits[w.name])
         if not size_key:
             continue
         key = (size_key, (w.cpu_milli // slots) // _CPU_GRID * _CPU_GRID,
@@ -147,6 +152,7 @@ class _Fleet:
     cpu_cap: list[int]
     mem_cap: list[int]
     caps: dict[str, int]
+    fits: dict[str, frozenset[str]]
 
     @classmethod
     def of(cls, p: Problem, domains: bool = True) -> _Fleet:
@@ -163,7 +169,7 @@ class _Fleet:
         return cls(types=types, n_bins=n_bins,
                    cpu_cap=[c * k[2] for c, k in zip(counts, types.keys, strict=True)],
                    mem_cap=[c * k[3] for c, k in zip(counts, types.keys, strict=True)],
-                   caps=replica_caps(p) if domains else {})
+                   caps=replica_caps(p) if domains else {}, fits=gang_models(p) if domains else {})
 
     @property
     def models(self) -> list[str]:
@@ -174,7 +180,7 @@ class _Fleet:
         return [k[1] for k in self.types.keys]
 
     def items(self, p: Problem, ws: list[Workload], of: dict[str, int] | None = None) -> Items:
-        return _items(p, ws, self.models, self.max_gpus, of, self.caps)
+        return _items(p, ws, self.models, self.max_gpus, of, self.caps, self.fits)
 
 
 def _solve(p: Problem, ws: list[Workload], fleet: _Fleet, deadline: float,

@@ -164,22 +164,29 @@ def _node_fit(p: Problem, w: Workload, n: Node) -> int:
 
 
 def replica_caps(p: Problem) -> dict[str, int]:
-    """Workload name -> most replicas any plan places (:func:`_replica_caps`), once per problem."""
-    return dict(_memo(p, "replicas", lambda: _replica_caps(p)))
+    """Workload name -> most replicas any plan places (:func:`_domain_fits`), once per problem."""
+    return dict(_memo(p, "domains", lambda: _domain_fits(p))[0])
 
 
-def _replica_caps(p: Problem) -> dict[str, int]:
+def gang_models(p: Problem) -> dict[str, frozenset[str]]:
+    """Gang name -> the GPU models it can be placed on whole (one model, in one domain of its required level),
+    for the gangs (``one_model``) that some model able to host a replica cannot host whole (:func:`_domain_fits`)."""
+    return dict(_memo(p, "domains", lambda: _domain_fits(p))[1])
+
+
+def _domain_fits(p: Problem) -> tuple[dict[str, int], dict[str, frozenset[str]]]:
     """Workload name -> most replicas any plan places, for the workloads a domain limits below ``replicas``.
 
     A workload with ``topology.required`` and every gang counts what the best single domain of that level
     (the whole fleet for a gang without one) holds, on one GPU model for a gang (``one_model``): node by
     node (:func:`_node_fit`) and at most ``busy GPUs the domain's power budgets allow / GPUs per replica``.
-    A gang that fits nowhere gets 0.
+    A gang that fits nowhere gets 0. Second: for a gang that fits, the models it fits on whole, when that
+    leaves out a model that hosts one of its replicas.
     """
     wanted = [w for w in p.workloads if w.has_gpu_demand and p.replica_value(w) > 0
               and (w.is_gang or (w.topology.required and w.topology.required != p.cluster.levels[-1]))]
     if not wanted:
-        return {}
+        return {}, {}
     tree = _Tree.of(p)
     nodes = p.cluster.nodes
     levels = p.cluster.levels[:-1]
@@ -187,7 +194,7 @@ def _replica_caps(p: Problem) -> dict[str, int]:
     kind_of = [kinds.setdefault((n.gpu_model, n.gpus, n.cpu_milli, n.memory_mib, n.mig_strategy,
                                  n.single_profile if n.mig_strategy == "single" else None), len(kinds))
                if n.gpus and n.gpu_model else None for n in nodes]
-    model_of = [n.gpu_model if n.gpus else None for n in nodes]
+    model_of = [p.catalog.get(n.gpu_model).name if n.gpus and n.gpu_model else None for n in nodes]
     caps, fleet = _domain_caps(p, tree, model_of) if tree.budget else ({}, {})
     # per required level (None: the whole fleet): domain -> (node kind -> count), model -> GPUs, power caps
     members: dict[int | None, dict[Dom | None, dict[int, int]]] = {}
@@ -217,15 +224,15 @@ def _replica_caps(p: Problem) -> dict[str, int]:
             a = tree.parent.get(a)
         return out
 
-    memo: dict[tuple[object, ...], int] = {}
+    memo: dict[tuple[object, ...], tuple[int, dict[str, int]]] = {}
     out: dict[str, int] = {}
+    models: dict[str, frozenset[str]] = {}
     for w in wanted:
         req = w.topology.required
         lvl = levels.index(req) if req in levels else None
         shape = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.gpu_models, w.cpu_milli, w.memory_mib,
                  w.mig_strategy, w.one_model, lvl)
-        most = memo.get(shape)
-        if most is None:
+        if shape not in memo:
             fit = {k: _node_fit(p, w, nodes[i]) for k, i in sample.items()}
             per_model: dict[str, tuple[int, int]] = {}  # model -> (replicas per GPU, GPUs per replica)
             for k, i in sample.items():
@@ -233,6 +240,7 @@ def _replica_caps(p: Problem) -> dict[str, int]:
                 if fit[k] and d is not None and model_of[i] is not None:
                     per_model.setdefault(str(model_of[i]), _per_gpu(d, str(model_of[i]), p))
             most = 0
+            held: dict[str, int] = defaultdict(int)  # per model, the most one domain holds
             for dom, kc in count(lvl).items():
                 by_model: dict[str, int] = defaultdict(int)
                 for k, c in kc.items():
@@ -244,19 +252,15 @@ def _replica_caps(p: Problem) -> dict[str, int]:
                     per, size = per_model[m]
                     if pc < _NONE:
                         reps = min(reps, pc // size * per)
-                    most = max(most, reps) if w.one_model else most
+                    held[m] = max(held[m], reps)
                     total += reps
-                if not w.one_model:
-                    most = max(most, total)
-            memo[shape] = most
+                most = max(most, max(held.values(), default=0) if w.one_model else total)
+            memo[shape] = most, dict(held)
+        most, best = memo[shape]
         if w.is_gang and most < w.replicas:
             out[w.name] = 0
         elif most < w.replicas:
             out[w.name] = most
-    return out
-
-
-def capped_replicas(p: Problem, caps: dict[str, int] | None = None) -> Callable[[Workload], int]:
-    """Most replicas of each workload any plan places (:func:`replica_caps`; ``replicas`` otherwise)."""
-    c = replica_caps(p) if caps is None else caps
-    return lambda w: c.get(w.name, w.replicas)
+        elif w.one_model and any(v < w.replicas for v in best.values()):
+            models[w.name] = frozenset(m for m, v in best.items() if v >= w.replicas)
+    return out, models
