@@ -36,7 +36,7 @@ _NONE = 1 << 60  # no cap
 
 
 _MEMO: list[tuple[Problem, str, object]] = []  # the last few results per problem: every plan asks for them
-_MEMO_SIZE = 4
+_MEMO_SIZE = 6
 
 
 def _memo(p: Problem, what: str, fn: Callable[[], T]) -> T:
@@ -60,15 +60,22 @@ class _Tree:
 
     @classmethod
     def of(cls, p: Problem) -> _Tree:
+        """The tree of ``p``, once per problem."""
+        return _memo(p, "tree", lambda: cls._build(p))
+
+    @classmethod
+    def _build(cls, p: Problem) -> _Tree:
         levels = p.cluster.levels[:-1]
         index = {lvl: k for k, lvl in enumerate(levels)}
         budget = {(index[d.level], d.name): d.power_w for d in p.cluster.domains
                   if d.power_w is not None and d.level in index}
-        chain = [tuple((k, name) for k, name in enumerate(n.path[:len(levels)])) for n in p.cluster.nodes]
+        chains: dict[tuple[str, ...], tuple[Dom, ...]] = {}  # nodes of one rack share a path
         parent: dict[Dom, Dom | None] = {}
-        for c in chain:
+        for path in {n.path for n in p.cluster.nodes}:
+            c = chains[path] = tuple(enumerate(path[:len(levels)]))
             for k, d in enumerate(c):
                 parent.setdefault(d, c[k - 1] if k else None)
+        chain = [chains[n.path] for n in p.cluster.nodes]
         return cls(chain=chain, budget={k: int(v) for k, v in budget.items() if v is not None}, parent=parent)
 
 
@@ -87,13 +94,17 @@ def _domain_caps(p: Problem, tree: _Tree, key_of: Sequence[K | None]) -> tuple[d
     """Busy-GPU caps per domain and key (the domain's own and its sub-domains' budgets) and per key over
     the fleet."""
     tdp_of: dict[K, int | None] = {}
+    tdp_model: dict[str | None, int | None] = {}
     leaf: dict[Dom, dict[K, int]] = defaultdict(lambda: defaultdict(int))
     free: dict[K, int] = defaultdict(int)  # GPUs under no domain
     for i, n in enumerate(p.cluster.nodes):
         k = key_of[i]
         if k is None or not n.gpus:
             continue
-        tdp_of.setdefault(k, _tdp(p, n))
+        if k not in tdp_of:
+            if n.gpu_model not in tdp_model:
+                tdp_model[n.gpu_model] = _tdp(p, n)
+            tdp_of[k] = tdp_model[n.gpu_model]
         c = tree.chain[i]
         if c:
             leaf[c[-1]][k] += n.gpus
