@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from capplan.io.scenario import problem_from_data
 from capplan.model.catalog import load_catalog
@@ -153,3 +154,50 @@ def test_every_bound_at_least_the_proven_optimum_per_priority(data: dict[str, An
     for name, b in bounds.items():
         for q in p.priorities:
             assert b.get(q, 0) >= best[q] - 1, (name, q, b, dict(best))
+
+
+@st.composite
+def _powered_blocks(draw: st.DrawFn) -> dict[str, Any]:
+    """1-2 blocks of 1-2 racks of 1-2 nodes (H100 or A100, 2 or 4 GPUs), power budgets on racks and blocks;
+    gangs bound to a rack or a block (on one model, or mixed), whole-GPU services and shares at 2 priorities."""
+    models = ["H100-SXM5-80GB", "A100-SXM4-80GB"]
+    blocks, k = [], 0
+    for b in range(draw(st.integers(1, 2))):
+        racks = []
+        for r in range(draw(st.integers(1, 2))):
+            nodes = []
+            for _ in range(draw(st.integers(1, 2))):
+                k += 1
+                nodes.append({"name": f"n{k}", "gpu": draw(st.sampled_from(models)),
+                              "gpus": draw(st.sampled_from([2, 4])), "cpu": 64, "memory_gib": 512})
+            rack: dict[str, Any] = {"name": f"b{b}r{r}", "nodes": nodes}
+            if draw(st.booleans()):
+                rack["power_kw"] = draw(st.sampled_from([0.7, 1.4, 2.1, 3.5]))
+            racks.append(rack)
+        block: dict[str, Any] = {"name": f"b{b}", "racks": racks}
+        if draw(st.booleans()):
+            block["power_kw"] = draw(st.sampled_from([1.4, 2.8, 4.2]))
+        blocks.append(block)
+    work: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["gang", "gang", "service", "share"]))
+        w: dict[str, Any] = {"name": f"w{i}", "cpu": 1, "priority": draw(st.sampled_from([0, 10])),
+                             "replicas": draw(st.integers(1, 4))}
+        if kind == "gang":
+            w.update(kind="training", gpus=draw(st.sampled_from([1, 2, 4])),
+                     topology={"required": draw(st.sampled_from(["rack", "block"]))},
+                     mixed_models=draw(st.booleans()))
+        elif kind == "service":
+            w["gpus"] = draw(st.sampled_from([1, 2]))
+        else:
+            w.update(kind="shared", gpu_fraction=draw(st.sampled_from([0.25, 0.5])),
+                     gpu_memory_gib=draw(st.sampled_from([0, 30, 50])))
+        work.append(w)
+    return {"cluster": {"levels": ["block", "rack", "node"], "blocks": blocks}, "workloads": work}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_powered_blocks())
+def test_bounds_at_least_the_optimum_on_powered_blocks(data: dict[str, Any]) -> None:
+    """Rack and block budgets over mixed models with rack- and block-bound gangs: the same property."""
+    test_every_bound_at_least_the_proven_optimum_per_priority.hypothesis.inner_test(data)  # type: ignore[attr-defined]
