@@ -132,6 +132,23 @@ def test_chaining_reaches_below_the_first_priority_under_its_bound() -> None:
     assert opt.objective == (3.0, 1.0)
 
 
+def test_no_floor_below_the_first_priority_under_its_bound() -> None:
+    """4 GPUs; a plan places 2 of priority 10's three 1-GPU replicas (bound 3) and priority 5's 2-GPU replica.
+    The optimum places 3, then nothing of priority 5 (one GPU left) and priority 0's 1-GPU replica: priority 5's
+    placed GPUs do not floor better plans, so priority 0 keeps a bound of at least 1."""
+    p = _problem({"cluster": {"nodes": [_node("n0", gpus=4)]},
+                  "workloads": [{"name": "hi", "gpus": 1, "replicas": 3, "cpu": 1, "priority": 10},
+                                {"name": "mid", "gpus": 2, "cpu": 1, "priority": 5},
+                                {"name": "lo", "gpus": 1, "cpu": 1, "priority": 0}]})
+    got = [Assignment(workload="hi", replica=r, node="n0", gpus=(r,)) for r in range(2)]
+    got.append(Assignment(workload="mid", replica=0, node="n0", gpus=(2, 3)))
+    opt = solve(p, "cpsat", PlanOptions(time_limit=10))
+    assert opt.objective == (3.0, 0.0, 1.0)
+    assert make_plan(p, "test", got, []).bound == (3.0, 2.0, 1.0)  # lo: 4 GPUs less hi's 2, capped by its demand
+    lex = lexicographic_bound(p, placed_units(p, got)).per_priority
+    assert lex[0] >= U
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario_data())
 def test_every_bound_at_least_the_proven_optimum_per_priority(data: dict[str, Any]) -> None:

@@ -34,7 +34,6 @@ from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import UNITS_PER_GPU, gib_to_mib
 from capplan.placement.core.domaincap import busy_caps, gang_models, replica_caps
 from capplan.placement.core.patternlp import MEM_CELLS, Items, Slot, bound_items
-from capplan.placement.core.summary import floored_prefix
 
 _EPS = 1e-7
 _CPU_GRID, _MEM_GRID = 1000, 8192  # rounding *down* keeps the relaxation valid and merges items
@@ -231,8 +230,8 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
                         base: Bound | None = None, guaranteed_met: bool = True) -> Bound:
     """:func:`upper_bound` tightened for the priority order, given units a plan ``achieved``.
 
-    Every lexicographically optimal plan places at least ``achieved`` at each priority of
-    :func:`floored_prefix` (the priorities down to the first one below its bound), so each priority
+    Every lexicographically optimal plan places at least ``achieved`` at each priority down to the first one
+    below its bound (:func:`~capplan.placement.core.summary.chained_bound` says why), so each priority
     ``q`` below one of them is bounded by the relaxation of those priorities and ``q`` together, with
     their placed units as floors (and stays bounded by its own value), and by the busy GPUs the fleet
     can hold less what they place. The result is a valid lexicographic upper bound on every plan.
@@ -264,7 +263,7 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
     capacity = sum(fleet.n_bins) * UNITS_PER_GPU
     above: list[int] = []
     parts: dict[int, Items] = {}
-    prefix = floored_prefix(p.priorities, achieved, out)
+    floored = True  # whether q's placed units still floor the lexicographically better plans
     for q in p.priorities:
         if above and time.perf_counter() < deadline:
             prios = [*above, q]
@@ -293,6 +292,7 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
         if above:
             # Whatever the relaxation gave: the GPUs the priorities above keep are not free for q.
             out[q] = min(out[q], max(achieved.get(q, 0), capacity - sum(achieved.get(x, 0) for x in above)))
-        if q in prefix:
+        if floored:
             above.append(q)
+            floored = achieved.get(q, 0) >= out[q]
     return Bound(per_priority=out, converged=converged, seconds=time.perf_counter() - t0)

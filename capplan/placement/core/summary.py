@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from capplan.model.plan import (
@@ -98,39 +98,26 @@ def trivial_bound(p: Problem) -> dict[int, int]:
     return {q: min(v, cap) for q, v in out.items()}
 
 
-def floored_prefix(priorities: Sequence[int], achieved: dict[int, int], bound: dict[int, int]) -> list[int]:
-    """The priorities whose placed units floor every lexicographically optimal plan: each priority down to
-    and including the first one below its bound.
-
-    A plan at least as good lexicographically as one placing ``achieved`` places as much at every priority
-    whose higher priorities are all at their bounds (a plan cannot place more than a bound, so it must tie
-    there); at the first priority below its bound it places at least as much, and below that nothing is
-    known.
-    """
-    out: list[int] = []
-    for q in priorities:
-        out.append(q)
-        if achieved.get(q, 0) < bound.get(q, 0):
-            break
-    return out
-
-
 def chained_bound(p: Problem, got: dict[int, int], bound: dict[int, int], guaranteed_met: bool) -> dict[int, int]:
-    """``bound`` (per priority, demand units) tightened by what a plan placing ``got`` proves: every
-    lexicographically optimal plan places at least ``got`` at each priority down to the first one below its
-    bound (:func:`floored_prefix`), so a priority below one of them gets at
-    most the busy GPUs the fleet can hold (:func:`~capplan.placement.core.domaincap.busy_gpus`) less what
-    those above it place. Nothing changes unless the plan places every guaranteed replica (guaranteed work
-    comes first in the order)."""
+    """``bound`` (per priority, demand units) tightened by what a plan placing ``got`` proves.
+
+    A plan at least as good in the plan order places as much at every priority whose higher priorities are all
+    at their bounds (no plan places more than a bound, so it must tie there), and at least as much at the first
+    priority below its bound; below that nothing is known. So each priority gets at most the busy GPUs the
+    fleet can hold (:func:`~capplan.placement.core.domaincap.busy_gpus`) less what those floored priorities
+    above it place (a priority that this cap brings down to ``got`` is at its bound and floors the next).
+    Nothing changes unless the plan places every guaranteed replica (guaranteed work comes first in the order).
+    """
     if not guaranteed_met:
         return bound
     out = dict(bound)
-    prefix = floored_prefix(p.priorities, got, bound)
     free = busy_gpus(p) * UNITS_PER_GPU
+    floors = True  # whether q's placed units still floor the lexicographically better plans
     for q in p.priorities:
         out[q] = min(out.get(q, 0), max(got.get(q, 0), free))
-        if q in prefix:
+        if floors:
             free -= got.get(q, 0)
+            floors = got.get(q, 0) >= out[q]
     return out
 
 
