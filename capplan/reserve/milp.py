@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 
-import highspy
 import numpy as np
 import numpy.typing as npt
 import pulp
@@ -71,7 +70,7 @@ class _SilentHiGHS(pulp.HiGHS):  # type: ignore[misc]
         "not solved" (PuLP reads an interrupted solve as feasible whatever it has)."""
         status: tuple[int, int] = super().findSolutionValues(lp)
         h = lp.solverModel
-        stopped = h.getModelStatus() in (highspy.HighsModelStatus.kInterrupt, highspy.HighsModelStatus.kTimeLimit)
+        stopped = getattr(h.getModelStatus(), "name", "") in ("kInterrupt", "kTimeLimit")  # (highspy's enum)
         if stopped and h.getInfo().primal_solution_status != _FEASIBLE_POINT:
             return pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound
         return status
