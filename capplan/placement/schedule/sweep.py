@@ -84,7 +84,8 @@ class _Sweep:
         self.pending: list[tuple[int, int, _Waiting]] = []  # heap by earliest start
         for k, w in enumerate(schedule_order(p)):
             started = self.done.get(w.name, set())
-            self.left[w.name] = [r for r in range(w.replicas) if r not in started]
+            self.left[w.name] = [r for r in range(w.replicas) if r not in started] if started else list(
+                range(w.replicas))
             self.next[w.name] = 0
             if len(started) < w.replicas:
                 wt = _Waiting(k, w, ceil_to(w.release, step),
