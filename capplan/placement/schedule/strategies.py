@@ -50,8 +50,9 @@ def too_large_for_model(p: Problem, budget: float) -> str | None:
     if need <= MODEL_BUILD_MAX_SHARE * budget:
         return None
     return (f"{replicas:,} replicas: building the time model (one job per replica) takes about {need:.0f} s, more "
-            f"than {MODEL_BUILD_MAX_SHARE:.0%} of the {budget:g} s limit; the time-order sweep's schedule is kept "
-            f"(a limit above {need / MODEL_BUILD_MAX_SHARE:.0f} s uses the time model)")
+            f"than {MODEL_BUILD_MAX_SHARE:.0%} of the {budget:.3g} s the limit leaves for scheduling; the time-order "
+            f"sweep's schedule is kept (a limit of about {need / MODEL_BUILD_MAX_SHARE:.0f} s or more for what is "
+            "left uses the time model)")
 
 
 def _cpsat_declines(p: Problem) -> str | None:
