@@ -32,12 +32,14 @@ from __future__ import annotations
 import numpy as np
 
 from capplan.bench.online.policies import CLIP, BalancedFGD, PolicyContext, as_float, sigmoid_score
+from capplan.bench.online.pressure import ModelDemand
 from capplan.bench.online.shareplan import SharePlan
 from capplan.bench.online.sim import MILLI, FloatArr, IntArr, Pod, SimState
 
 PLANNED_HOLE = 400.0  # level 1: above any FGD score (0..100) plus the loss term (< 1) and level 2
 PLANNED_NEW = 200.0  # level 2
 PRIOR_PODS = 1000  # the typical pods' shares count as this many pods seen before the first arrival
+MODEL_SHORT = 1000.0  # a flexible pod on a model the tied pods will need: below every other level
 ROOM_WEIGHT = 0.4  # other pods: taking a node's room for its planned shares costs this (below one FGD point)
 
 
@@ -66,8 +68,10 @@ class PackedFGD(BalancedFGD):
         memory than its planned holes need (see :meth:`room`); 0 turns this off.
     """
 
-    def __init__(self, ctx: PolicyContext, plan: SharePlan | None = None, room_weight: float = ROOM_WEIGHT) -> None:
+    def __init__(self, ctx: PolicyContext, plan: SharePlan | None = None, room_weight: float = ROOM_WEIGHT,
+                 model_short: float = MODEL_SHORT) -> None:
         super().__init__(ctx)
+        self.model_short = model_short
         self.plan = plan if plan is not None else SharePlan(prior=typical_shares(ctx))
         self.room_weight = room_weight
         self.need_cpu: dict[int, int] = {}  # per share size seen: the least CPU asked (milli)
@@ -75,6 +79,7 @@ class PackedFGD(BalancedFGD):
         self.bonus: dict[int, FloatArr] = {}
         self.room_cpu = np.zeros(MILLI + 1)  # per free milli of a GPU: CPU its planned share needs
         self.room_mem = np.zeros(MILLI + 1)
+        self.models = ModelDemand(ctx.fleet)
 
     def score(self, state: SimState, pod: Pod) -> FloatArr:
         """Count an arriving share (re-planning on schedule), then score as :class:`BalancedFGD`."""
@@ -85,7 +90,12 @@ class PackedFGD(BalancedFGD):
             changed = self.plan.add(pod.milli)
             if changed is not None:  # re-planned
                 self._replanned(changed)
-        return super().score(state, pod)
+        self.models.add(pod)
+        out = super().score(state, pod)
+        short = self.models.short(state, pod)
+        if short is not None and short.any():
+            return as_float(out - self.model_short * short)
+        return out
 
     def _replanned(self, changed: set[int]) -> None:
         """New plan: rebuild the room tables; drop the cached scores that used what changed."""

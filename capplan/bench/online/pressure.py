@@ -1,0 +1,92 @@
+"""Per GPU model: how much of its free capacity the pods tied to it will need, learned online.
+
+A pod with a ``gpu_spec`` accepts some GPU models only. When a flexible pod (one that accepts several
+models, e.g. any) takes the last free GPUs of a model that tied pods keep asking for, those tied
+pods fail later although other models had room: on traces where most pods are tied to one model
+this, not packing, decides how many GPUs stay unallocated at 100% arrived.
+
+:class:`ModelDemand` counts the GPU demand (milli-GPU) that arrived so far, split into what was tied to
+each model (a pod accepting models ``A|B`` counts toward each in proportion to its GPUs) and the
+rest. If the future arrivals look like the past, of the next ``F`` milli-GPU to arrive (``F`` = the
+free GPU milli of the whole cluster, what it can still take) a fraction ``phi_m`` is tied to model
+``m``; the model's **surplus** is ``free_m - phi_m * F``. A flexible pod should use a model with a
+surplus of at least its own demand, so the tied pods still find room; only the demand that already
+arrived is used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from capplan.bench.online.sim import MILLI, BoolArr, Fleet, FloatArr, IntArr, Pod, SimState
+
+
+class ModelDemand:
+    """Demand per GPU model seen so far and each model's surplus for flexible pods.
+
+    Parameters
+    ----------
+    fleet
+        The cluster; the GPU models are those of its GPU nodes.
+    """
+
+    def __init__(self, fleet: Fleet) -> None:
+        names = sorted({m for m, g in zip(fleet.model, fleet.gpus.tolist(), strict=True) if g})
+        self.names = tuple(names)
+        index = {m: i for i, m in enumerate(names)}
+        # GPU nodes get their model's index; CPU-only nodes an extra index that is never scored
+        self.node_model: IntArr = np.array([index.get(m, len(names)) if g else len(names)
+                                            for m, g in zip(fleet.model, fleet.gpus.tolist(), strict=True)],
+                                           dtype=np.int64)
+        self.cap = np.bincount(self.node_model, weights=fleet.gpus * MILLI, minlength=len(names) + 1)[:len(names)]
+        self.tied = np.zeros(len(names))  # milli-GPU arrived tied to each model
+        self.total = 0.0  # milli-GPU arrived, tied or not
+        self.split: dict[tuple[str, ...], FloatArr | None] = {}  # per spec: share of a pod per model (None: any)
+
+    def _split(self, spec: tuple[str, ...]) -> FloatArr | None:
+        """Fraction of a ``spec`` pod's demand tied to each model; None when it accepts every model."""
+        if spec not in self.split:
+            mask = np.array([m in spec for m in self.names], dtype=bool) if spec else np.ones(len(self.names), bool)
+            if mask.all() or not mask.any():
+                self.split[spec] = None
+            else:
+                w = np.where(mask, self.cap, 0.0)
+                self.split[spec] = w / w.sum()
+        return self.split[spec]
+
+    def flexible(self, pod: Pod) -> bool:
+        """True when the pod asks for GPUs and accepts more than one model."""
+        if not pod.num:
+            return False
+        return not pod.spec or sum(m in pod.spec for m in self.names) > 1
+
+    def add(self, pod: Pod) -> None:
+        """Count one arriving GPU pod (one gang member) toward the demand seen."""
+        if not pod.num:
+            return
+        demand = float(pod.num * pod.milli)
+        self.total += demand
+        split = self._split(pod.spec)
+        if split is not None:
+            self.tied += demand * split
+
+    def surplus(self, state: SimState) -> FloatArr:
+        """Per model (in ``names`` order): free milli-GPU minus what the tied pods are expected to need."""
+        free = np.bincount(self.node_model, weights=state.gpu_left.sum(axis=1),
+                           minlength=len(self.names) + 1)[:len(self.names)]
+        if self.total <= 0:
+            out: FloatArr = free
+            return out
+        phi = self.tied / self.total
+        return free - phi * free.sum()
+
+    def short(self, state: SimState, pod: Pod) -> BoolArr | None:
+        """Per node: True where a flexible pod would leave its model with less than the tied pods need.
+
+        None when nothing is tied yet or the pod is not flexible (then no node is short).
+        """
+        if not self.tied.any() or not self.flexible(pod):
+            return None
+        ok = np.append(self.surplus(state) >= pod.num * pod.milli, True)  # the extra index: CPU-only nodes
+        out: BoolArr = ~ok[self.node_model]
+        return out
