@@ -72,13 +72,12 @@ class ModelDemand:
 
     def surplus(self, state: SimState) -> FloatArr:
         """Per model (in ``names`` order): free milli-GPU minus what the tied pods are expected to need."""
-        free = np.bincount(self.node_model, weights=state.gpu_left.sum(axis=1),
-                           minlength=len(self.names) + 1)[:len(self.names)]
+        free = np.asarray(np.bincount(self.node_model, weights=state.gpu_left.sum(axis=1),
+                                      minlength=len(self.names) + 1)[:len(self.names)], dtype=np.float64)
         if self.total <= 0:
-            out: FloatArr = free
-            return out
-        phi = self.tied / self.total
-        return free - phi * free.sum()
+            return free
+        out: FloatArr = free - (self.tied / self.total) * free.sum()
+        return out
 
     def short(self, state: SimState, pod: Pod) -> BoolArr | None:
         """Per node: True where a flexible pod would leave its model with less than the tied pods need.
