@@ -63,3 +63,19 @@ def test_flexible_pod_leaves_the_tied_models_gpu_so_the_tied_pod_fits() -> None:
         _, res = simulate(ctx.fleet, ctx.pods, order, PackedFGD(ctx, model_short=0.0), seed)
         failed_without += res.nodes[2] == ()
     assert failed_without > 0
+
+
+def test_nothing_tied_changes_nothing() -> None:
+    """Without gpu_spec on any pod the rule never applies: the same placements with it and without it."""
+    rng = np.random.default_rng(5)
+    nodes = [TraceNode(f"g2-{i}", 96000, 393216, 8, "G2") for i in range(4)] + \
+        [TraceNode(f"t4-{i}", 104000, 524288, 2, "T4") for i in range(4)]
+    shapes = [(3000, 1, 810), (4000, 1, 320), (11908, 1, 650), (12000, 1, 1000), (8000, 0, 0), (16000, 2, 1000)]
+    pods = []
+    for j in range(200):
+        cpu, num, milli = shapes[int(rng.integers(len(shapes)))]
+        pods.append(TracePod(f"p{j}", cpu, 8192, num, milli))
+    fleet, table = Fleet.from_trace(nodes), PodTable.from_trace(pods)
+    ctx = PolicyContext(fleet, table, TypicalPods.from_pods(fleet, table), 3)
+    runs = [simulate(fleet, table, np.arange(len(pods)), PackedFGD(ctx, model_short=w), 3)[1] for w in (1000.0, 0.0)]
+    assert runs[0].nodes == runs[1].nodes and runs[0].gpus == runs[1].gpus
