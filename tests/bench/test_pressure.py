@@ -79,3 +79,26 @@ def test_nothing_tied_changes_nothing() -> None:
     ctx = PolicyContext(fleet, table, TypicalPods.from_pods(fleet, table), 3)
     runs = [simulate(fleet, table, np.arange(len(pods)), PackedFGD(ctx, model_short=w), 3)[1] for w in (1000.0, 0.0)]
     assert runs[0].nodes == runs[1].nodes and runs[0].gpus == runs[1].gpus
+
+
+def test_gpus_without_cpu_are_no_room_for_the_tied_pods() -> None:
+    """10 cores per GPU: T4's last GPU has 4 cores, so it counts 400 milli; a CPU-free share may take it.
+
+    Seen: a T4-tied and an untied GPU (phi_T4 = 0.5). Free usable milli: T4 min(1000, 4000 / 10) = 400,
+    G2 2000; F = 2400, surplus T4 = 400 - 1200 = -800. A 1-GPU pod would take T4's 400: short there.
+    A 500-milli share with no CPU leaves T4 min(500, 400) = 400 usable: takes nothing, not short.
+    """
+    ctx = _ctx(0)
+    md = ModelDemand(ctx.fleet, cpu_per_gpu=10.0)
+    state = SimState.empty(ctx.fleet)
+    tied = pod_view(PodTable.from_trace([TracePod("t", 60000, 8192, 1, 1000, ("T4",))]), ctx.fleet, 0, {})
+    state.apply(tied, 0, (0,))
+    md.add(tied)
+    whole = pod_view(PodTable.from_trace([TracePod("w", 2000, 8192, 1, 1000)]), ctx.fleet, 0, {})
+    md.add(whole)
+    assert np.allclose(md.surplus(state), [2000.0, -800.0])
+    short = md.short(state, whole)
+    assert short is not None and short.tolist() == [True, False]
+    share = pod_view(PodTable.from_trace([TracePod("s", 0, 1024, 1, 500)]), ctx.fleet, 0, {})
+    short = md.short(state, share)
+    assert short is not None and short.tolist() == [False, False]

@@ -79,7 +79,7 @@ class PackedFGD(BalancedFGD):
         self.bonus: dict[int, FloatArr] = {}
         self.room_cpu = np.zeros(MILLI + 1)  # per free milli of a GPU: CPU its planned share needs
         self.room_mem = np.zeros(MILLI + 1)
-        self.models = ModelDemand(ctx.fleet)
+        self.models = ModelDemand(ctx.fleet, self.cpu_per_gpu)
 
     def score(self, state: SimState, pod: Pod) -> FloatArr:
         """Count an arriving share (re-planning on schedule), then score as :class:`BalancedFGD`."""

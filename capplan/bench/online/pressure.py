@@ -10,8 +10,10 @@ each model (a pod accepting models ``A|B`` counts toward each in proportion to i
 rest. If the future arrivals look like the past, of the next ``F`` milli-GPU to arrive (``F`` = the
 free GPU milli of the whole cluster, what it can still take) a fraction ``phi_m`` is tied to model
 ``m``; the model's **surplus** is ``free_m - phi_m * F``. A flexible pod should use a model with a
-surplus of at least its own demand, so the tied pods still find room; only the demand that already
-arrived is used.
+surplus of at least what it takes, so the tied pods still find room; only the demand that already
+arrived is used. Free capacity counts as far as the node has CPU to feed it (``cpu_per_gpu``): a
+GPU whose node has no CPU left is no room for the tied pods, and a CPU-light pod (a share) may
+take it even on a short model.
 """
 
 from __future__ import annotations
@@ -28,9 +30,13 @@ class ModelDemand:
     ----------
     fleet
         The cluster; the GPU models are those of its GPU nodes.
+    cpu_per_gpu
+        Milli-CPU per milli-GPU a GPU needs to be usable (0: every free GPU milli counts); see
+        :meth:`usable`.
     """
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: Fleet, cpu_per_gpu: float = 0.0) -> None:
+        self.cpu_per_gpu = cpu_per_gpu
         names = sorted({m for m, g in zip(fleet.model, fleet.gpus.tolist(), strict=True) if g})
         self.names = tuple(names)
         index = {m: i for i, m in enumerate(names)}
@@ -70,12 +76,24 @@ class ModelDemand:
         if split is not None:
             self.tied += demand * split
 
+    def usable(self, gpu: FloatArr, cpu: FloatArr) -> FloatArr:
+        """Free milli-GPU a node can still feed: ``min(free GPU milli, free CPU / cpu_per_gpu)``.
+
+        A GPU on a node whose CPU is gone is no room for the tied pods either, so it is not counted
+        (and a pod that only takes such GPUs takes nothing from them).
+        """
+        if self.cpu_per_gpu <= 0:
+            return np.maximum(gpu, 0.0)
+        out: FloatArr = np.maximum(np.minimum(gpu, cpu / self.cpu_per_gpu), 0.0)
+        return out
+
     def surplus(self, state: SimState) -> FloatArr:
-        """Per model (in ``names`` order): free milli-GPU minus what the tied pods are expected to need."""
-        free = np.asarray(np.bincount(self.node_model, weights=state.gpu_left.sum(axis=1),
-                                      minlength=len(self.names) + 1)[:len(self.names)], dtype=np.float64)
+        """Per model (in ``names`` order): usable free milli-GPU minus what the tied pods are expected to need."""
+        gpu = state.gpu_left.sum(axis=1).astype(np.float64)
+        free = np.bincount(self.node_model, weights=self.usable(gpu, state.cpu_left.astype(np.float64)),
+                           minlength=len(self.names) + 1)[:len(self.names)]
         if self.total <= 0:
-            return free
+            return np.asarray(free, dtype=np.float64)
         out: FloatArr = free - (self.tied / self.total) * free.sum()
         return out
 
@@ -86,6 +104,9 @@ class ModelDemand:
         """
         if not self.tied.any() or not self.flexible(pod):
             return None
-        ok = np.append(self.surplus(state) >= pod.num * pod.milli, True)  # the extra index: CPU-only nodes
-        out: BoolArr = ~ok[self.node_model]
+        gpu = state.gpu_left.sum(axis=1).astype(np.float64)
+        cpu = state.cpu_left.astype(np.float64)
+        taken = self.usable(gpu, cpu) - self.usable(gpu - pod.num * pod.milli, cpu - pod.cpu)
+        surplus = np.append(self.surplus(state), np.inf)  # the extra index: CPU-only nodes
+        out: BoolArr = (taken > 0) & (surplus[self.node_model] < taken)
         return out
