@@ -17,8 +17,16 @@ asked so far), so the GPU can still be completed. Within a level FGD's score and
 loss choose, as before. CPU-only and whole-GPU pods are scored as by :class:`BalancedFGD`, less
 ``room_weight`` (0.4, below one FGD point: a tie-break) on nodes where they would take the room.
 Before the first plan (the first 16 shares) every pod is placed as by :class:`BalancedFGD`.
+
+Above everything else, a GPU pod that accepts several GPU models loses ``model_short`` (1000) on
+the nodes of a model that is *short*: whose usable free capacity, less what the pods tied to that
+model are expected to need, is smaller than what the pod would take
+(:class:`capplan.bench.online.pressure.ModelDemand`, learned from the demand arrived so far). On
+traces without ``gpu_spec`` nothing is tied and this never applies.
+
 Information used: the typical pods (as FGD), the current occupancy and the sizes, CPU and memory
-of the shares that arrived so far; nothing about future arrivals.
+of the shares that arrived so far, and the GPU demand arrived so far per accepted model; nothing
+about future arrivals.
 
 Why: at 100% arrived on the Alibaba traces every unallocated GPU is leftover space on GPUs holding
 shares (docs/benchmarks-online.md). FGD's fragmentation score judges a share's GPU against the
@@ -66,6 +74,9 @@ class PackedFGD(BalancedFGD):
     room_weight
         Score taken off a CPU-only or whole-GPU pod's node when the pod leaves it less CPU or
         memory than its planned holes need (see :meth:`room`); 0 turns this off.
+    model_short
+        Score taken off a flexible GPU pod's node whose GPU model is short for the pods tied to it
+        (see the module); 0 turns this off.
     """
 
     def __init__(self, ctx: PolicyContext, plan: SharePlan | None = None, room_weight: float = ROOM_WEIGHT,
@@ -82,7 +93,7 @@ class PackedFGD(BalancedFGD):
         self.models = ModelDemand(ctx.fleet, self.cpu_per_gpu)
 
     def score(self, state: SimState, pod: Pod) -> FloatArr:
-        """Count an arriving share (re-planning on schedule), then score as :class:`BalancedFGD`."""
+        """Count an arriving pod (a share re-plans on schedule), score as :class:`BalancedFGD`, then the model level."""
         if pod.shares:
             # two int dicts, no tuple per pod: fewer tracked objects, fewer garbage collector passes
             self.need_cpu[pod.milli] = min(self.need_cpu.get(pod.milli, pod.cpu), pod.cpu)
