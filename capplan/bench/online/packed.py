@@ -90,7 +90,7 @@ class PackedFGD(BalancedFGD):
         self.bonus: dict[int, FloatArr] = {}
         self.room_cpu = np.zeros(MILLI + 1)  # per free milli of a GPU: CPU its planned share needs
         self.room_mem = np.zeros(MILLI + 1)
-        self.models = ModelDemand(ctx.fleet, self.cpu_per_gpu)
+        self.models = ModelDemand(ctx.fleet)  # every free GPU milli counts: measured better than CPU-backed only
 
     def score(self, state: SimState, pod: Pod) -> FloatArr:
         """Count an arriving pod (a share re-plans on schedule), score as :class:`BalancedFGD`, then the model level."""
