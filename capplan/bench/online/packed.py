@@ -105,7 +105,7 @@ class PackedFGD(BalancedFGD):
         out = super().score(state, pod)
         short = self.models.short(state, pod)
         if short is not None and short.any():
-            return as_float(out - self.model_short * short)
+            return as_float(out - self.model_short * (short & (out >= 0)))  # infeasible nodes stay at -1
         return out
 
     def _replanned(self, changed: set[int]) -> None:
