@@ -5,7 +5,8 @@ models, e.g. any) takes the last free GPUs of a model that tied pods keep asking
 pods fail later although other models had room: on traces where most pods are tied to one model
 this, not packing, decides how many GPUs stay unallocated at 100% arrived.
 
-:class:`ModelDemand` counts the GPU demand (milli-GPU) that arrived so far, split into what was tied to
+:class:`ModelDemand` counts the GPU demand (milli-GPU) that arrived so far (as the policy sees it: the
+simulator does not show the policy a pod that fits nowhere, so those are not counted), split into what was tied to
 each model (a pod accepting models ``A|B`` counts toward each in proportion to its GPUs) and the
 rest. If the future arrivals look like the past, of the next ``F`` milli-GPU to arrive (``F`` = the
 free GPU milli of the whole cluster, what it can still take) a fraction ``phi_m`` is tied to model
