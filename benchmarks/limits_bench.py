@@ -21,6 +21,8 @@ Scenarios: ``default`` is the Alibaba default trace imported with ``capplan impo
 ``isofleet100k`` (or ``isofleet10k``) is :func:`greedy_scale.fleet`, issue 25's fleet (tenant isolation over
 40 tenants, gangs with a required rack or block, MIG inference at the top priority), for greedy and ``auto``.
 ``defaultjson`` is the default trace written as JSON (its load costs what a fast YAML parser would).
+``cpureplicasN`` (e.g. ``cpureplicas1m``, ``cpureplicas100k``) is :func:`cpu_replicas`: N CPU-only replicas in
+10 workloads on 1,000 nodes over one day on an hourly grid (issue 27's 10^6-replica ``schedule`` case).
 All are written once into ``--workdir``.
 """
 
@@ -48,6 +50,27 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "models" / "examples"
 INSTANCES = Path(__file__).resolve().parent / "instances"
 DEFAULT_CASES = ["default:2", "default:5", "default:10", "default:30", "fleet100k:30", "fleet100k:60",
                  "isofleet100k:30:greedy", "isofleet100k:60:greedy", "isofleet100k:60", "isofleet10k:20:greedy"]
+
+
+def cpu_replicas(total: int, workloads: int = 10, nodes: int = 1000) -> dict[str, object]:
+    """A ``schedule`` scenario of ``total`` CPU-only replicas in ``workloads`` equal workloads on ``nodes`` GPU nodes
+    (8 x H100, 128 cores, 1 TiB each), horizon one day, step one hour (deterministic, no randomness).
+
+    Workload ``k`` asks 1-4 cores and 4-16 GiB per replica for 1-6 hours from release ``k`` hours, priority
+    0 or 10; the demand is about 2.2x the core-hours of the day, so the cores are the
+    bottleneck, most replicas wait and some do not run (issue 27's whole-command limit at 10^6 replicas).
+    """
+    each = total // workloads
+    return {
+        "schedule": {"horizon": "1d", "step": "1h"},
+        "cluster": {"name": f"cpu-replicas-{total}", "levels": ["rack", "node"], "racks": [
+            {"name": f"r{r + 1}", "nodes": [{"name_prefix": f"r{r + 1}n", "count": 20, "gpu": "H100-SXM5-80GB",
+                                              "gpus": 8, "cpu": 128, "memory_gib": 1024}]}
+            for r in range(nodes // 20)]},
+        "workloads": [{"name": f"cpu{k}", "replicas": each, "cpu": 1 + k % 4, "memory_gib": 4 * (1 + k % 4),
+                       "duration": f"{1 + k % 6}h", "release": f"{k}h", "priority": 10 if k % 3 == 0 else 0}
+                      for k in range(workloads)],
+    }
 
 
 def scenario(name: str, workdir: Path) -> Path:
@@ -83,6 +106,12 @@ def scenario(name: str, workdir: Path) -> Path:
         if not path.exists():
             path.write_text(json.dumps(synthetic(gpus)))
         return path
+    if name.startswith("cpureplicas"):  # issue 27: CPU-only replicas in bulk (cpureplicas1m = 10^6)
+        total = int(name.removeprefix("cpureplicas").replace("k", "000").replace("m", "000000"))
+        path = workdir / f"{name}.json"
+        if not path.exists():
+            path.write_text(json.dumps(cpu_replicas(total)))
+        return path
     if name.startswith("reservebench"):  # benchmarks/reserve_bench.py's planning file at N scenarios
         from reserve_bench import instance
 
@@ -101,6 +130,7 @@ def scenario(name: str, workdir: Path) -> Path:
         if where.is_file():
             return where
     raise SystemExit(f"unknown scenario {name!r}: default, fleetNk (e.g. fleet100k), isofleetNk, reservebenchN, "
+                     "cpureplicasN (e.g. cpureplicas1m), "
                      "schedbench-SIZE, a file, or the name of a models/examples or benchmarks/instances file")
 
 

@@ -6,7 +6,8 @@ capacity, place on arrival or fail for good) with ``--policies`` (default ``capp
 first is the candidate, ``fgd`` the same simulator's FGD) over ``--seeds`` and compares the mean
 unallocated GPUs at 100% and 130% arrived (allocation binned as in the authors' analysis,
 :func:`capplan.bench.metrics.bin_records`). Where the FGD authors published per-run results
-(``fgd-expected-results/analysis_allo_discrete.csv``, seeds 42-51), their mean is shown too.
+(``fgd-expected-results/analysis_allo_discrete.csv``, seeds 42-51), their mean is shown too, and per
+seed how many of the candidate's runs beat the published run of the same seed.
 A file *wins* when the candidate leaves fewer unallocated GPUs than the simulator's FGD at both
 points and, where published, fewer than the published FGD mean.
 
@@ -63,15 +64,22 @@ def _one(args: tuple[str, str, str, int]) -> dict[str, object]:
             **{str(p): alloc[p] for p in POINTS}}
 
 
-def published(data: Path) -> dict[str, dict[int, float]]:
-    """Published FGD mean allocation at POINTS per trace file (short name, e.g. ``cpu250``)."""
+def published_runs(data: Path) -> dict[str, dict[int, dict[int, float]]]:
+    """Published FGD allocation per trace file (short name, e.g. ``cpu250``), point and seed."""
     with open(data / "fgd-expected-results" / "analysis_allo_discrete.csv", newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r["sc_policy"] == PUBLISHED]
-    out: dict[str, dict[int, float]] = {}
-    for name in sorted({r["workload"] for r in rows}):
-        mine = [r for r in rows if r["workload"] == name]
-        out[name.removeprefix(PREFIX)] = {p: statistics.mean(float(r[str(p)]) for r in mine) for p in POINTS}
+    out: dict[str, dict[int, dict[int, float]]] = {}
+    for r in rows:
+        per = out.setdefault(r["workload"].removeprefix(PREFIX), {p: {} for p in POINTS})
+        for p in POINTS:
+            per[p][int(r["seed"])] = float(r[str(p)])
     return out
+
+
+def published(data: Path) -> dict[str, dict[int, float]]:
+    """Published FGD mean allocation at POINTS per trace file (short name, e.g. ``cpu250``)."""
+    return {name: {p: statistics.mean(per[p].values()) for p in POINTS}
+            for name, per in sorted(published_runs(data).items())}
 
 
 def present(data: Path) -> list[str]:
@@ -97,6 +105,7 @@ def main() -> int:
     ap.add_argument("-o", "--out", type=Path, default=Path("out-online-vs-fgd"))
     args = ap.parse_args()
     pub = published(args.data)
+    pub_runs = published_runs(args.data)
     have = present(args.data)
     files = [f.strip() for f in args.files.split(",") if f.strip()] or have
     missing = [f for f in files if f not in have]
@@ -131,8 +140,9 @@ def main() -> int:
     print(f"Unallocated GPUs (mean of {len(seeds)} seeds; {gpus} GPUs; lower is better). "
           f"FGD = `fgd` in this simulator; published = the authors' FGD mean (seeds 42-51), where published.\n")
     print("| trace file | policy | unalloc. @100 | % @100 | unalloc. @130 | FGD @100 | FGD @130 | published @100 | "
-          "published @130 | seeds better than FGD @100 / @130 | s/run | win |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "published @130 | seeds better than FGD @100 / @130 | seeds better than published run @100 / @130 | "
+          "s/run | win |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for f in files:
         for p in policies:
             mine = {pt: per_seed(f, p, pt) for pt in POINTS}
@@ -142,6 +152,11 @@ def main() -> int:
             pm = {pt: unalloc(pub[f][pt]) for pt in POINTS} if f in pub else None
             better = "-" if fg is None or p == base else " / ".join(
                 f"{sum(mine[pt][s] < fg[pt][s] for s in seeds)}" for pt in POINTS)
+            runs = pub_runs.get(f, {})
+            paired = [s for s in seeds if runs and all(s in runs[pt] for pt in POINTS)]
+            better_pub = "-" if not paired else " / ".join(
+                f"{sum(mine[pt][s] < unalloc(runs[pt][s]) for s in paired)} of {len(paired)}"
+                for pt in POINTS)
             win = p != base and all((fm is None or m[pt] < fm[pt]) and (pm is None or m[pt] < pm[pt])
                                     for pt in POINTS)
             wins += win and p == first
@@ -151,7 +166,7 @@ def main() -> int:
                 return "-" if d is None else f"{d[pt]:.1f}"
 
             print(f"| {f} | {p} | {m[100]:.1f} | {100 * m[100] / gpus:.2f} | {m[130]:.1f} | {cell(fm, 100)} | "
-                  f"{cell(fm, 130)} | {cell(pm, 100)} | {cell(pm, 130)} | {better} | {secs:.1f} | "
+                  f"{cell(fm, 130)} | {cell(pm, 100)} | {cell(pm, 130)} | {better} | {better_pub} | {secs:.1f} | "
                   f"{'-' if p == base else 'win' if win else 'LOSS'} |")
     print(f"\n{first} wins {wins} of {len(files)} files ({time.perf_counter() - t0:.0f} s wall, "
           f"{args.jobs} processes)")

@@ -13,6 +13,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
+import numpy as np
+
 from capplan.model.errors import PlanValidationError
 from capplan.model.plan import Assignment, Plan
 from capplan.model.problem import Problem
@@ -55,16 +57,33 @@ def check_coverage(p: Problem, assigned: Sequence[A], listed: Sequence[tuple[str
         if (a.workload, a.replica) in placed:
             v.append(f"{a.workload}[{a.replica}] is assigned twice")
         placed[(a.workload, a.replica)] = a
-    left: set[tuple[str, int]] = set()
+    # per workload, how often each replica is assigned (once at most, counted above) or listed: arrays, since a
+    # workload may have a million replicas and most of them listed
+    seen = {w.name: np.zeros(w.replicas, dtype=np.int64) for w in p.workloads}
+    for name, r in placed:
+        seen[name][r] += 1
     for name, replicas in listed:
-        for r in replicas:
-            if name not in works or r >= works[name].replicas:
-                v.append(f"{words[1]} entry for unknown replica {name}[{r}]")
-            elif (name, r) in placed or (name, r) in left:
-                v.append(f"{name}[{r}] is listed more than once")
-            left.add((name, r))
+        rs = np.asarray(replicas, dtype=np.int64)
+        count = seen.get(name)
+        bad = np.ones(rs.size, dtype=bool) if count is None else (rs < 0) | (rs >= count.size)
+        for r in rs[bad].tolist():
+            v.append(f"{words[1]} entry for unknown replica {name}[{r}]")
+        if count is None:
+            continue
+        good = rs[~bad]
+        before = count[good] if good.size else good
+        np.add.at(count, good, 1)
+        # an entry for a replica already assigned or listed (earlier, or earlier in this list)
+        dup = np.zeros(good.size, dtype=bool)
+        if good.size:
+            order = np.argsort(good, kind="stable")
+            same = np.zeros(good.size, dtype=bool)
+            same[order[1:]] = good[order[1:]] == good[order[:-1]]
+            dup = (before > 0) | same
+        for r in good[dup].tolist():
+            v.append(f"{name}[{r}] is listed more than once")
     for w in p.workloads:
-        missing = [r for r in range(w.replicas) if (w.name, r) not in placed and (w.name, r) not in left]
+        missing = np.flatnonzero(seen[w.name] == 0).tolist()
         if missing:
             v.append(f"{w.name}: replicas {missing} are neither {words[0]} nor listed {words[1]}")
     return placed

@@ -21,6 +21,7 @@ when something starts, so a run that fits from ``t`` also fits from the last end
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from capplan.model.plan import Assignment, MigSlot
@@ -95,14 +96,27 @@ def _candidates(p: Problem, w: Workload, replica: int, node: Node, d: Demand,
     return out
 
 
-def _fits(p: Problem, cand: Assignment, start: int, end: int, group: list[TimedAssignment],
+def _room(p: Problem, node: Node, cand: Assignment, active: list[TimedAssignment]) -> bool:
+    """A necessary condition, cheap: the node's CPU and memory hold ``cand`` with the ``active`` replicas (the
+    plan rules' additive host resources, summed here from the workloads' requests)."""
+    w = p.workload(cand.workload)
+    cpu, mem = w.cpu_milli, w.memory_mib
+    for a in active:
+        if a.node == node.name:
+            other = p.workload(a.workload)
+            cpu += other.cpu_milli
+            mem += other.memory_mib
+    return cpu <= node.cpu_milli and mem <= node.memory_mib
+
+
+def _fits(p: Problem, node: Node, cand: Assignment, start: int, end: int, group: list[TimedAssignment],
           placed: dict[tuple[str, int], Assignment], spans: list[Span] | None) -> bool:
     instants = [start, *sorted({a.start_s for a in group if start < a.start_s < end})]
     for t in instants:
-        active = [space(a) for a in group if a.start_s <= t < a.end_s]
-        if check_assignments(p, [*active, cand]):
+        now = [a for a in group if a.start_s <= t < a.end_s]
+        if not _room(p, node, cand, now) or check_assignments(p, [*(space(a) for a in now), cand]):
             return False
-    if check_groups(p, {**placed, (cand.workload, cand.replica): cand}):
+    if check_groups(p, {**placed, (cand.workload, cand.replica): cand}, [cand.workload]):
         return False
     # ClusterQueue quotas are fleet-wide: the whole schedule with the candidate, checked last (the costliest)
     return spans is None or not check_quota_spans(p, [*spans, (start, end, cand, True)])
@@ -112,29 +126,53 @@ def _run(w: Workload, t: int, horizon: int) -> int:
     return t + w.duration if w.duration is not None else horizon
 
 
-def insertions(p: Problem, s: Schedule, first_only: bool = True) -> list[Insertion]:
+class InsertionIndex:
+    """A schedule's assignments indexed for :func:`insertions`, built once and grown by :meth:`add` (a caller
+    inserting replica after replica does not re-index the whole schedule each time)."""
+
+    def __init__(self, p: Problem, assignments: Iterable[TimedAssignment]) -> None:
+        self.p = p
+        self.placed: dict[tuple[str, int], TimedAssignment] = {}
+        self.by_node: dict[str, list[TimedAssignment]] = defaultdict(list)
+        self.by_workload: dict[str, list[TimedAssignment]] = defaultdict(list)
+        self.groups = budget_groups(p)
+        self.running = {a.key for a in p.running}
+        self.spans: list[Span] | None = [] if p.queues else None
+        for a in assignments:
+            self.add(a)
+
+    def add(self, a: TimedAssignment) -> None:
+        """Index one more assignment."""
+        self.placed[(a.workload, a.replica)] = a
+        self.by_node[a.node].append(a)
+        self.by_workload[a.workload].append(a)
+        if self.spans is not None:
+            self.spans.append((a.start_s, a.end_s, space(a), a.key not in self.running))
+
+    def placed_of(self, w: Workload) -> dict[tuple[str, int], Assignment]:
+        """``w``'s placed replicas, without their times (the rules over a workload's replicas read them)."""
+        return {(a.workload, a.replica): space(a) for a in self.by_workload.get(w.name, ())}
+
+
+def insertions(p: Problem, s: Schedule, first_only: bool = True,
+               index: InsertionIndex | None = None) -> list[Insertion]:
     """Replicas left out of ``s`` that fit into it as it is (see the module docstring); at most one per
-    workload (``first_only``: stop at the first found at all)."""
+    workload (``first_only``: stop at the first found at all). ``index``: ``s``'s assignments already
+    indexed (:class:`InsertionIndex`)."""
     step, horizon = s.step_s, s.horizon_s
     if step <= 0 or horizon <= 0:
         return []
-    placed_t = {(a.workload, a.replica): a for a in s.assignments}
-    placed = {k: space(a) for k, a in placed_t.items()}
-    by_node: dict[str, list[TimedAssignment]] = defaultdict(list)
-    for a in s.assignments:
-        by_node[a.node].append(a)
-    groups = budget_groups(p)
-    running = {a.key for a in p.running}
-    spans: list[Span] | None = [(a.start_s, a.end_s, space(a), a.key not in running)
-                                for a in s.assignments] if p.queues else None
+    ix = index if index is not None else InsertionIndex(p, s.assignments)
     found: list[Insertion] = []
     for w in p.workloads:
-        missing = [r for r in range(w.replicas) if (w.name, r) not in placed_t]
-        if not missing or (w.is_gang and w.replicas > 1):
+        mine = ix.by_workload.get(w.name, ())
+        if len(mine) >= w.replicas or (w.is_gang and w.replicas > 1):
             continue
+        taken = {a.replica for a in mine}
+        first = next(r for r in range(w.replicas) if r not in taken)
         limit = min(w.deadline, horizon) if w.deadline is not None else horizon
-        hit = _first_fit(p, w, missing[0], limit, step, horizon, by_node, groups, placed,
-                         spans if w.queue is not None else None)
+        hit = _first_fit(p, w, first, limit, step, horizon, ix.by_node, ix.groups, ix.placed_of(w),
+                         ix.spans if w.queue is not None else None)
         if hit is not None:
             found.append(hit)
             if first_only:
@@ -159,6 +197,6 @@ def _first_fit(p: Problem, w: Workload, replica: int, limit: int, step: int, hor
                 break
             busy = [a for a in here if a.start_s < end and t < a.end_s]
             for cand in _candidates(p, w, replica, node, d, busy):
-                if _fits(p, cand, t, end, group, placed, spans):
+                if _fits(p, node, cand, t, end, group, placed, spans):
                     return Insertion(w.name, replica, cand, t, end, d.units)
     return None

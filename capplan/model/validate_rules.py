@@ -9,7 +9,7 @@ planner code. :mod:`capplan.model.validate` checks plans with it and
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from capplan.model.catalog import GpuModel, MigProfile
 from capplan.model.plan import Assignment
@@ -353,8 +353,10 @@ def running_breaks(p: Problem, w: Workload) -> tuple[bool, bool]:
     return models, doms
 
 
-def check_groups(p: Problem, placed: dict[tuple[str, int], Assignment]) -> list[str]:
-    """Gangs whole, one GPU model per gang unless mixed, required topology: rules over a workload's replicas.
+def check_groups(p: Problem, placed: dict[tuple[str, int], Assignment],
+                 names: Collection[str] | None = None) -> list[str]:
+    """Gangs whole, one GPU model per gang unless mixed, required topology: rules over a workload's replicas
+    (of the workloads ``names`` only, when given: a rule reads one workload's replicas).
 
     A workload whose running replicas already break the models or the topology rule, and whose running
     replicas all stay where they run in ``placed``, is exempt from that rule (reality is accepted); so is a
@@ -365,8 +367,12 @@ def check_groups(p: Problem, placed: dict[tuple[str, int], Assignment]) -> list[
     by_w: dict[str, list[Assignment]] = defaultdict(list)
     for a in p.running:
         by_w[a.workload].append(a)
-    for w in p.workloads:
-        mine = [placed[(w.name, r)] for r in range(w.replicas) if (w.name, r) in placed]
+    of: dict[str, list[Assignment]] = defaultdict(list)
+    for (name, _), a in placed.items():
+        if names is None or name in names:
+            of[name].append(a)
+    for w in p.workloads if names is None else [p.workload(n) for n in names]:
+        mine = of.get(w.name, [])
         run = by_w.get(w.name, [])
         models_ok = topo_ok = False
         if run and all(placed.get(a.key) == a for a in run):

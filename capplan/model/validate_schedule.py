@@ -31,6 +31,14 @@ def _gpu_hours(units_seconds: int) -> float:
     return round(units_seconds / UNITS_PER_GPU / 3600, 6)
 
 
+def _of_workload(placed: dict[tuple[str, int], TimedAssignment]) -> dict[str, list[TimedAssignment]]:
+    """The placed replicas per workload, in replica order."""
+    of: dict[str, list[TimedAssignment]] = defaultdict(list)
+    for key in sorted(placed):
+        of[key[0]].append(placed[key])
+    return of
+
+
 def _check_times(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedAssignment]) -> list[str]:
     v: list[str] = []
     horizon, step = s.horizon_s, s.step_s
@@ -60,9 +68,9 @@ def _check_times(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedAss
     for key in running:
         if key not in placed:
             v.append(f"running replica {key[0]}[{key[1]}] is not in the schedule")
+    of = _of_workload(placed)
     for w in p.workloads:
-        starts = {placed[(w.name, r)].start_s for r in range(w.replicas)
-                  if (w.name, r) in placed and (w.name, r) not in running}
+        starts = {a.start_s for a in of.get(w.name, ()) if a.key not in running}
         if w.is_gang and len(starts) > 1:
             v.append(f"{w.name}: gang replicas start at different times {sorted(starts)}")
     return v
@@ -99,15 +107,21 @@ def _check_summary(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedA
     wait = 0
     replica_wait = 0  # unweighted: seconds summed over replicas, whatever their demand
     late_guaranteed: list[str] = []
+    of = _of_workload(placed)
+    units: dict[tuple[str, str], int] = {}  # per workload and node: the demand units (the same for every replica)
     for w in p.workloads:
-        mine = [placed[(w.name, r)] for r in range(w.replicas) if (w.name, r) in placed]
+        mine = of.get(w.name, [])
         fresh = [a for a in mine if a.key not in running]
         for a in mine:
             if a.node in nodes:
-                units = _units(p, w, a, nodes)
-                work[w.priority] += units * (a.end_s - a.start_s)
+                u = units.get((w.name, a.node)) if not a.gpus and a.mig is None and a.fraction is None else None
+                if u is None:
+                    u = _units(p, w, a, nodes)
+                    if not a.gpus and a.mig is None and a.fraction is None:
+                        units[(w.name, a.node)] = u
+                work[w.priority] += u * (a.end_s - a.start_s)
                 if a.key not in running:
-                    wait += units * max(0, a.start_s - w.release)
+                    wait += u * max(0, a.start_s - w.release)
         replica_wait += sum(max(0, a.start_s - w.release) for a in fresh)
         earliest = -(-w.release // s.step_s) * s.step_s
         if w.sla == "guaranteed" and (len(mine) < w.replicas or any(a.start_s != earliest for a in fresh)):
@@ -135,11 +149,12 @@ def _check_rows(p: Problem, s: Schedule, placed: dict[tuple[str, int], TimedAssi
     if [r.name for r in s.workloads] != [w.name for w in p.workloads]:
         v.append("workloads rows must list every workload once, in the scenario's order")
     running = {a.key for a in p.running}
+    of = _of_workload(placed)
     for w in p.workloads:
         row = rows.get(w.name)
         if row is None:
             continue
-        mine = [placed[(w.name, r)] for r in range(w.replicas) if (w.name, r) in placed]
+        mine = of.get(w.name, [])
         fresh = [a for a in mine if a.key not in running] or mine
         start = min((a.start_s for a in fresh), default=None)
         end = max((a.end_s for a in mine), default=None)

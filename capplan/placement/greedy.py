@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from capplan.model.deadline import Deadline
-from capplan.model.plan import Assignment, Plan, Unplaced
+from capplan.model.plan import Assignment, Eviction, Migration, Plan, Unplaced
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.placement.bestfit import BestFitOrder
 from capplan.placement.core.budget import SUMMARY_COST, reserve
@@ -26,6 +26,7 @@ from capplan.placement.core.power import domain_room
 from capplan.placement.core.reasons import Holdings, explain, explain_fast, room_estimate
 from capplan.placement.core.state import FREE, WHOLE, ClusterState, Placement
 from capplan.placement.core.summary import NOT_TRIED_PREFIX, make_plan
+from capplan.placement.evict import Evictor
 
 #: Most domains tried for a workload tied to one domain once one has held it.
 _DOMAIN_TRIES = 8
@@ -244,30 +245,36 @@ class GreedyPlacer(BestFitOrder):
         return self.place_group(w, n, idx[ids[idx] == best[1]], all_or_nothing)
 
 
-def place_workload(placer: GreedyPlacer, w: Workload, n: int, running: list[Assignment]) -> list[Placement]:
-    """Place ``n`` more replicas of ``w`` by its gang, GPU-model and topology rules.
+def place_workload(placer: GreedyPlacer, w: Workload, n: int, running: list[Assignment],
+                   within: np.ndarray | None = None) -> list[Placement]:
+    """Place ``n`` more replicas of ``w`` by its gang, GPU-model and topology rules (inside ``within`` nodes,
+    sorted, when given).
 
     ``running`` are its replicas already placed (they fix the required domain and, for a gang
     that must stay on one GPU model, the model).
     """
     p, st = placer.p, placer.st
     if not w.one_model:
-        return _place_within(placer, w, n, running, None)
+        return _place_within(placer, w, n, running, within)
     models = {p.cluster.nodes[p.cluster.node_index[a.node]].gpu_model for a in running}
     per = st.eligible(w)[1]
     options = sorted((m for m in per if m is not None and (not models or m in models)),
                      key=lambda m: (per[m].units, m))
     best: tuple[tuple[int, int], str] | None = None
+    scope = {m: st.model_nodes[m] if within is None else placer._inside(st.model_nodes[m], within)
+             for m in options}
     for m in options:  # each GPU model on its own; keep the one holding least, then fitting tightest
-        trial = _place_within(placer, w, n, running, st.model_nodes[m])
+        if scope[m].size == 0:
+            continue
+        trial = _place_within(placer, w, n, running, scope[m])
         if len(trial) == n:
-            key = (per[m].units, placer.domain_leftover(st.model_nodes[m]))
+            key = (per[m].units, placer.domain_leftover(scope[m]))
             if best is None or key < best[0]:
                 best = (key, m)
         placer.undo(w, trial)
     if best is None:
         return []
-    return _place_within(placer, w, n, running, st.model_nodes[best[1]])
+    return _place_within(placer, w, n, running, scope[best[1]])
 
 
 def _place_within(placer: GreedyPlacer, w: Workload, n: int, running: list[Assignment],
@@ -288,12 +295,32 @@ def _place_within(placer: GreedyPlacer, w: Workload, n: int, running: list[Assig
 
 
 def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
-    """Plan ``p`` greedily; running replicas stay where they are.
+    """Plan ``p`` greedily; running replicas stay where they are unless evictions or moves are allowed.
+
+    With ``allow_preemption`` (or ``allow_migration``), a workload that does not fit may take the place of
+    lower-priority running replicas (:mod:`capplan.placement.evict`). Stopping them first and moving them
+    only where that fails can lose lower-priority work that a move would have kept, and moving first can
+    take room a priority between the two needs; with both kinds of replica running, the pass runs both ways
+    (the second one only if twice the first's time is left) and keeps the lexicographically better plan.
 
     The clock (``options.clock()``, the run's one deadline) is checked between workloads: when it runs
     out, the workloads not reached are left unplaced with a reason saying they were not tried (and at which
     priority), the plan so far is returned, and ``metrics.cut_by_time_limit`` is set.
     """
+    t0 = time.perf_counter()
+    plan, made_room = _greedy_pass(p, options, moves_first=False)
+    spent = time.perf_counter() - t0
+    if not (made_room and options.allow_migration and any(p.workload(a.workload).migratable for a in p.running)):
+        return plan
+    if options.clock().remaining() < 2 * spent + reserve(p, options.clock().budget, SUMMARY_COST):
+        return plan
+    other, _ = _greedy_pass(p, options, moves_first=True)
+    best = other if tuple(other.objective) > tuple(plan.objective) else plan
+    return best.model_copy(update={"solve_seconds": round(time.perf_counter() - t0, 4)})
+
+
+def _greedy_pass(p: Problem, options: PlanOptions, moves_first: bool) -> tuple[Plan, bool]:
+    """One greedy pass (see :func:`plan_greedy`); also whether it tried to make room by evicting or moving."""
     t0 = time.perf_counter()
     # the pass stops early enough for the reasons and the plan's assembly (their expected cost) to fit
     clock = options.clock()
@@ -312,6 +339,9 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
         running_of.setdefault(w.name, []).append(a)
     missing_of: list[tuple[Workload, list[int]]] = []
     late: list[Unplaced] = []
+    evictor = (Evictor(p, st, lambda w, n, anchors, within: place_workload(placer, w, n, anchors, within), clock,
+                       allow_migration=options.allow_migration, moves_first=moves_first)
+               if options.allow_preemption or options.allow_migration else None)
     for w in workload_order(p):
         running = running_of.get(w.name, [])
         taken = {a.replica for a in running}
@@ -325,17 +355,46 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
         for r, pl in zip(free_ids, placed, strict=False):
             assignments.append(st.assignment(w, r, pl))
         missing = free_ids[len(placed):]
+        if missing and evictor:
+            anchors = running + assignments[len(assignments) - len(placed):]
+            more = evictor.make_room(w, len(missing), anchors)
+            for r, pl in zip(missing, more, strict=False):
+                assignments.append(st.assignment(w, r, pl))
+            missing = missing[len(more):]
         if missing:
             missing_of.append((w, missing))
+    extra: dict[str, object] = {}
+    evictions: list[Eviction] = []
+    migrations: list[Migration] = []
+    if evictor is not None and (evictor.evicted or evictor.moved):
+        gone = {v.a.key for v, _ in evictor.evicted} | {v.a.key for v, _, _ in evictor.moved}
+        assignments = [a for a in assignments if a.key not in gone]
+        for v, to, taker in evictor.moved:
+            a = st.assignment(v.w, v.a.replica, to)
+            assignments.append(a)
+            migrations.append(Migration(workload=v.w.name, replica=v.a.replica, from_node=v.a.node, to_node=a.node,
+                                        reason=f"moved to make room for higher-priority {taker} "
+                                               f"(migration cost {v.w.migration_cost})"))
+        extra["migrated"] = len(migrations)
     fast = bool(late) or len(p.cluster.nodes) > FAST_REASONS_NODES
     unplaced = unplaced_reasons(p, st, assignments, missing_of, fast)
-    extra: dict[str, object] = {}
+    if evictor is not None and evictor.evicted:
+        by_taker: dict[tuple[str, str], list[int]] = {}
+        for v, taker in evictor.evicted:
+            reason = f"preempted for higher-priority {taker} on {v.a.node}"
+            evictions.append(Eviction(workload=v.w.name, replica=v.a.replica, node=v.a.node, reason=reason))
+            by_taker.setdefault((v.w.name, taker), []).append(v.a.replica)
+        unplaced += [Unplaced(workload=name, replicas=tuple(sorted(reps)),
+                              reason=f"evicted: higher-priority {taker} takes its GPUs (allow_preemption)")
+                     for (name, taker), reps in by_taker.items()]
+        extra["evicted"] = len(evictions)
     if late:
         extra["cut_by_time_limit"] = True
         extra["not_tried"] = {"workloads": len(late), "replicas": sum(len(u.replicas) for u in late),
                               "priorities": sorted({p.workload(u.workload).priority for u in late}, reverse=True)}
-    return make_plan(p, "greedy", assignments, unplaced + late, seconds=time.perf_counter() - t0,
-                     seed=options.seed, extra_metrics=extra)
+    plan = make_plan(p, "greedy", assignments, unplaced + late, seconds=time.perf_counter() - t0,
+                     seed=options.seed, extra_metrics=extra, evictions=evictions, migrations=migrations)
+    return plan, evictor is not None and evictor.tried
 
 
 def unplaced_reasons(p: Problem, st: ClusterState, assignments: list[Assignment],

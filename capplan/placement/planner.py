@@ -75,7 +75,7 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     greedy plan is returned with ``metrics.fallback_from`` (the failed strategy) and ``metrics.warning``.
     """
     from capplan.placement.core.budget import VALIDATE_COST, WRITE_COST, reserve
-    from capplan.placement.strategies import STRATEGIES, choose_strategy
+    from capplan.placement.strategies import GREEDY_FIRST, STRATEGIES, choose_strategy
 
     opts = replace(options or PlanOptions(), **kw)
     handed = opts.deadline is not None
@@ -101,7 +101,7 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
              deadline.remaining(), mine.remaining(), keep, " and writing" if handed else "")
     t0 = time.perf_counter()
     first = None
-    if strategy == "auto" and name != "greedy":
+    if name in GREEDY_FIRST:
         # a complete plan first, with the whole budget (greedy stops when done, usually in a fraction of it):
         # the strategy must beat it, and when greedy needed the time, the strategy is not run at all
         first = _greedy_first(p, q, opts, mine)
@@ -201,11 +201,13 @@ def _not_worse(p: Problem, plan: Plan, greedy: Plan) -> Plan:
     from capplan.placement.core.subproblem import lex_key
 
     if lex_key(p, greedy.assignments) <= lex_key(p, plan.assignments):
-        return plan.model_copy(update={"metrics": {**plan.metrics, "auto": {"kept": plan.strategy,
-                                                                             "over": "greedy"}}})
-    log.info("strategy %s did not catch up with the greedy plan; returning the greedy plan", plan.strategy)
+        return plan.model_copy(update={"metrics": {**plan.metrics, "auto": {
+            "kept": plan.strategy, "over": "greedy", "over_objective": list(greedy.objective)}}})
+    log.info("strategy %s (objective %s) did not catch up with the greedy plan (%s); returning the greedy plan",
+             plan.strategy, list(plan.objective), list(greedy.objective))
     cut = bool(plan.metrics.get("cut_by_time_limit")) or bool(greedy.metrics.get("cut_by_time_limit"))
-    metrics = {**greedy.metrics, "auto": {"kept": "greedy", "over": plan.strategy},
+    metrics = {**greedy.metrics, "auto": {"kept": "greedy", "over": plan.strategy,
+                                          "over_objective": list(plan.objective)},
                "cut_by_time_limit": cut and greedy.status != "optimal"}
     # A bound holds for the problem, not for one plan: the strategy's (an LP's) is usually the tighter one.
     bound = tuple(max(o, min(a, b)) for o, a, b in zip(greedy.objective, greedy.bound, plan.bound, strict=True)) \

@@ -111,3 +111,8 @@ def choose_strategy(p: Problem) -> str:
     if "heuristic" in STRATEGIES:
         return "heuristic"  # very large: vectorised heuristic plus the LP bound (see docs/fleet-scale.md)
     return "greedy"
+
+#: Every strategy but greedy starts from the greedy plan (with the whole budget; greedy stops when done) and
+#: returns its own plan only when it is not lexicographically worse: a complete plan early, whatever the
+#: strategy, and a time limit that cuts the improvement, never the coverage (``metrics.auto``).
+GREEDY_FIRST = frozenset(name for name in STRATEGIES if name != "greedy")

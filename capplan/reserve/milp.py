@@ -17,9 +17,23 @@ import pulp
 
 from capplan.lp.highs import new_highs, running
 from capplan.lp.program import LinearProgram
+from capplan.model.deadline import Deadline
 from capplan.reserve.problem import Problem, useful_share
 from capplan.reserve.readback import program, read_solution
 from capplan.reserve.solver import TOL, RawSolution, SolverSettings
+
+#: Reading a solved extensive form back from HiGHS into PuLP and the raw arrays costs about this many seconds
+#: per scenario-period-class row (benchmarks/reserve_bench.py at 50 scenarios, 4,800 rows: 0.5-1.2 s, quiet to
+#: load 6): the HiGHS time limit is cut by it, so that the solve with its read-back ends by the deadline.
+READBACK_SECONDS_PER_ROW = 2.5e-4
+#: HiGHS's ``primal_solution_status`` of a feasible point
+_FEASIBLE_POINT = 2
+#: The least HiGHS time limit (s) when the deadline has (nearly) passed: it returns what it has at once.
+MIN_HIGHS_SECONDS = 0.01
+
+
+class BuildCut(Exception):
+    """The deadline passed while the extensive form was being built (nothing was solved)."""
 
 Arr = npt.NDArray[np.float64]
 
@@ -27,6 +41,39 @@ Arr = npt.NDArray[np.float64]
 class _SilentHiGHS(pulp.HiGHS):  # type: ignore[misc]
     """PuLP's HiGHS interface on a HiGHS instance that never prints (``new_highs``): PuLP's own
     creates a plain ``highspy.Highs``, whose banner would reach the host's stdout."""
+
+    #: ``time.perf_counter()`` value by which the solve and the read-back must be done (None: ``timeLimit`` only)
+    end: float | None = None
+    #: seconds kept after the solve for reading the solution back
+    readback: float = 0.0
+
+    def callSolver(self, lp: pulp.LpProblem) -> None:
+        """Run HiGHS with the time left now: passing the model to HiGHS (PuLP, row by row) took part of the
+        budget, and the read-back needs the rest (:data:`READBACK_SECONDS_PER_ROW`)."""
+        h = lp.solverModel
+        if self.end is not None:
+            stop = self.end - self.readback
+            left = stop - time.perf_counter()
+            h.setOptionValue("time_limit", max(MIN_HIGHS_SECONDS, min(float(self.timeLimit), left)))
+
+            def interrupt(e: object) -> None:  # HiGHS's own time limit is not always honoured in time (MIP, load)
+                if time.perf_counter() > stop:
+                    e.interrupt()  # type: ignore[attr-defined]
+
+            h.cbMipInterrupt += interrupt
+            h.cbSimplexInterrupt += interrupt
+            h.cbIpmInterrupt += interrupt
+        h.run()
+
+    def findSolutionValues(self, lp: pulp.LpProblem) -> tuple[int, int]:
+        """PuLP's reading, except that a solve stopped (time limit, interrupt) without a feasible point is
+        "not solved" (PuLP reads an interrupted solve as feasible whatever it has)."""
+        status: tuple[int, int] = super().findSolutionValues(lp)
+        h = lp.solverModel
+        stopped = getattr(h.getModelStatus(), "name", "") in ("kInterrupt", "kTimeLimit")  # (highspy's enum)
+        if stopped and h.getInfo().primal_solution_status != _FEASIBLE_POINT:
+            return pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound
+        return status
 
     def createAndConfigureSolver(self, lp: pulp.LpProblem) -> None:
         lp.solverModel = h = new_highs()
@@ -67,12 +114,17 @@ class ReservationModel:
         Build only the first stage (orders, commitments, gang blocks, capacity, chance
         indicators and their constraints): the master problem of the decomposition
         (:mod:`capplan.reserve.benders`), exported with :meth:`export`.
+    deadline
+        Optional: checked after each scenario's block; when it passes, the build stops with
+        :class:`BuildCut` (the caller falls back or reports no solution).
     """
 
-    def __init__(self, problem: Problem, soft: bool = False, first_stage_only: bool = False) -> None:
+    def __init__(self, problem: Problem, soft: bool = False, first_stage_only: bool = False,
+                 deadline: Deadline | None = None) -> None:
         self.p = problem
         self.soft = soft
         self.first_stage_only = first_stage_only
+        self.deadline = deadline
         self.lp = pulp.LpProblem(_n("reserve", problem.name or "plan").replace(" ", "_"), pulp.LpMinimize)
         self.cost_terms: list[tuple[pulp.LpVariable, float]] = []
         self.excess_terms: list[tuple[pulp.LpVariable, float]] = []
@@ -112,6 +164,9 @@ class ReservationModel:
         for w in range(0 if self.first_stage_only else len(pr.scenario_names)):
             for p in range(pr.periods):
                 self._scenario_period(w, p)
+            if self.deadline is not None and self.deadline.expired():
+                raise BuildCut(f"building the extensive form reached scenario {w + 1} of "
+                               f"{len(pr.scenario_names)} by the time limit")
         self.shape = (len(pr.scenario_names), len(pr.classes), len(pr.models), len(pr.recourse), pr.periods)
         self.set_objective_cost()
 
@@ -413,6 +468,12 @@ class ReservationModel:
         """Solve and read the values back into a :class:`RawSolution`."""
         t0 = time.perf_counter()
         solver = make_solver(settings)
+        if isinstance(solver, _SilentHiGHS):  # the limit holds for the transfer to HiGHS and the read-back too
+            W, C, T = self.p.demand.shape
+            solver.end = t0 + settings.time_limit
+            if settings.deadline is not None:
+                solver.end = min(solver.end, settings.deadline.end)
+            solver.readback = READBACK_SECONDS_PER_ROW * W * C * T
         with running():
             self.lp.solve(solver)
         runtime = time.perf_counter() - t0

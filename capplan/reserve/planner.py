@@ -17,7 +17,7 @@ import numpy as np
 from capplan.model.errors import CapplanError
 from capplan.reserve.diagnose import explain
 from capplan.reserve.lshaped import solve_decomposition
-from capplan.reserve.milp import ReservationModel
+from capplan.reserve.milp import BuildCut, ReservationModel
 from capplan.reserve.problem import Problem, useful_share
 from capplan.reserve.result import Commitment, Order, Plan, TierOutcome
 from capplan.reserve.solver import TOL, RawSolution, SolverSettings
@@ -62,9 +62,17 @@ def solve(problem: Problem, settings: SolverSettings | None = None) -> Plan:
         raw.status = "feasible"
     # a decomposition plan that leaves guaranteed demand unmet reports "infeasible": the ranked
     # re-solve below (extensive form) then minimises the unmet demand first, then cost.
+    if raw.status == "no_solution" and not _ranked_fits(problem, s):  # cut by the limit: nothing to re-solve in
+        raise SolveError(f"no solution found within {s.time_limit:g} s ({raw.method}: the time limit passed "
+                         f"before a first solution; building the extensive form alone takes about "
+                         f"{_rows(problem) * BUILD_SECONDS_PER_ROW:.1f} s); raise --time-limit")
     if raw.status in ("infeasible", "no_solution"):
         hard_status, hard_time = raw.status, raw.runtime_s
-        soft = ReservationModel(problem, soft=True)
+        try:
+            soft = ReservationModel(problem, soft=True, deadline=s.deadline)
+        except BuildCut as cut:
+            raise SolveError(f"no solution found within {s.time_limit:g} s ({cut} for the ranked re-solve); "
+                             "raise --time-limit") from None
         best = soft.rank_excess_first(replace(s.now(0.5), method="extensive"))
         if best == float("inf"):
             raise SolveError(f"no solution found within {s.time_limit:g} s; raise --time-limit")
@@ -124,10 +132,18 @@ def choose_method(problem: Problem, settings: SolverSettings) -> str:
 def _first_solve(problem: Problem, s: SolverSettings, method: str) -> RawSolution:
     """The solve of the hard problem by ``method`` (``both``: see :func:`choose_method`)."""
     if method == "extensive":
-        return ReservationModel(problem).solve(s.now())
+        try:
+            return ReservationModel(problem, deadline=s.deadline).solve(s.now())
+        except BuildCut as cut:  # the limit passed while building: the decomposition gets what is left, as auto
+            log.info("extensive form cut while building: %s", cut)
+            return _fallback(problem, s, str(cut))
     if method == "decomposition":
         return solve_decomposition(problem, s.now())
-    first = ReservationModel(problem).solve(s.now(AUTO_EXTENSIVE_SHARE))
+    try:
+        first = ReservationModel(problem, deadline=s.deadline).solve(s.now(AUTO_EXTENSIVE_SHARE))
+    except BuildCut as cut:
+        log.info("auto: extensive form cut while building: %s", cut)
+        return _fallback(problem, s, str(cut))
     log.info("auto: extensive form %s in %.1f s", first.status, first.runtime_s)
     if first.status in ("optimal", "infeasible"):  # proven: the optimum, or no plan meets the guarantees
         return first
@@ -137,6 +153,19 @@ def _first_solve(problem: Problem, s: SolverSettings, method: str) -> RawSolutio
                                        or _total(problem, first) < _total(problem, rest)):
         return first
     return rest
+
+
+def _fallback(problem: Problem, s: SolverSettings, why: str) -> RawSolution:
+    """The decomposition in what is left of the deadline after the extensive form's build was cut (``why``)."""
+    raw = solve_decomposition(problem, s.now())
+    raw.note = f"{why}; the decomposition solved it instead"
+    return raw
+
+
+def _ranked_fits(problem: Problem, s: SolverSettings) -> bool:
+    """Whether the ranked re-solve (two more extensive-form solves) may be built in what is left of the deadline:
+    its build alone is expected to take :data:`BUILD_SECONDS_PER_ROW` per row (without a deadline, always)."""
+    return s.deadline is None or _rows(problem) * BUILD_SECONDS_PER_ROW < s.deadline.remaining()
 
 
 def _total(pr: Problem, raw: RawSolution) -> float:
@@ -398,6 +427,7 @@ def _solver_stats(raw: RawSolution, ranked: dict[str, Any] | None) -> dict[str, 
         "bound": None if raw.bound is None else _r(raw.bound),
         "gap": None if raw.gap is None else round(raw.gap, 9),
         "iterations": raw.iterations,
+        **({"note": raw.note} if raw.note else {}),
         **(ranked or {}),
     }
 

@@ -117,3 +117,5 @@ class RawSolution:
     bound: float | None = None
     gap: float | None = None
     iterations: int = 0
+    #: why this method solved it when another was asked for (e.g. the extensive form's build cut by the limit)
+    note: str | None = None

@@ -53,8 +53,12 @@ class Checked:
         self.calls = 0
 
     def score(self, state: SimState, pod: Pod) -> FloatArr:
+        # the demand per model seen before this pod: both policies count the pod once when scoring it
+        models = copy.deepcopy(self.inner.models) if isinstance(self.inner, PackedFGD) else None
         got = self.inner.score(state, pod).copy()
         fresh = _fresh(self.name, self.ctx, self.inner)
+        if models is not None and isinstance(fresh, PackedFGD):
+            fresh.models = models
         want = fresh.score(state, pod)
         ok = state.feasible(pod)
         assert np.array_equal(got[ok], want[ok]) and (got[~ok] == -1).all()

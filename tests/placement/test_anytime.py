@@ -50,6 +50,25 @@ def test_auto_is_never_worse_than_greedy(inst: tuple[dict[str, Any], dict[str, b
     assert len(auto.gaps) == len(auto.priorities)  # their values: checked by the validator above
 
 
+@pytest.mark.parametrize("strategy", ["heuristic", "lns", "patterns", "decompose", "cpsat"])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=instances())
+def test_every_named_strategy_is_never_worse_than_greedy(strategy: str,
+                                                         inst: tuple[dict[str, Any], dict[str, bool], bool]) -> None:
+    """Every strategy starts from the greedy plan: a named one's plan is never lexicographically worse than
+    greedy's either, and ``metrics.auto`` names the plan kept and the other's objective."""
+    data, flags, _ = inst
+    p = problem_from_data(data)
+    opts = PlanOptions(time_limit=2, **flags)
+    greedy = solve(p, "greedy", opts)
+    plan = solve(p, strategy, opts)
+    assert check_plan(p, plan) == []
+    assert lex_key(p, plan.assignments) >= lex_key(p, greedy.assignments)
+    if "auto" in plan.metrics:
+        assert plan.metrics["auto"]["kept"] in (strategy, "greedy") and plan.strategy == plan.metrics["auto"]["kept"]
+        assert len(plan.metrics["auto"]["over_objective"]) == len(plan.priorities)
+
+
 def _slow_fleet(nodes: int, workloads: int) -> dict[str, Any]:
     """Many small workloads over many racks, a third with a required rack and tenant isolation: slow for a
     constructive planner (one pass over the fleet per workload), and every workload a different shape."""

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
+from capplan.model.deadline import Deadline
 from capplan.reserve.check import check_plan
+from capplan.reserve.milp import BuildCut, ReservationModel
 from capplan.reserve.model import load_planning, parse_planning
 from capplan.reserve.planner import solve
 from capplan.reserve.problem import build_problem
 from capplan.reserve.result import Plan
+from capplan.reserve.solver import SolverSettings
 from tests.reserve.conftest import SETTINGS, planning, solved
 
 EXAMPLES = sorted(Path(__file__).parents[2].joinpath("models", "examples").glob("reserve-*.yaml"))
@@ -122,3 +126,33 @@ def test_auto_compares_the_methods_by_plan_cost_not_objective() -> None:
         assert _total(pr, raw) == build_plan(pr, raw).costs["total"]
     assert abs(ext.objective - _total(pr, ext)) > 1.0
     assert _total(pr, ext) == pytest.approx(_total(pr, dec), rel=1e-6)
+
+
+def _expired() -> Deadline:
+    """A deadline that has already passed (its nominal budget one second)."""
+    return Deadline(time.perf_counter() - 1.0, 1.0)
+
+
+def test_extensive_build_stops_at_the_deadline() -> None:
+    """The extensive form's build checks the deadline after each scenario: past it, it stops with ``BuildCut``
+    naming how far it got (issue 27: `--method extensive` at 50 scenarios built for seconds past the limit)."""
+    pr = build_problem(load_planning(EXAMPLES[-1]))
+    n = len(pr.scenario_names)
+    assert n > 1
+    with pytest.raises(BuildCut, match=f"reached scenario 1 of {n} by the time limit"):
+        ReservationModel(pr, deadline=_expired())
+    ReservationModel(pr, deadline=Deadline.start(600))  # far from its end: built whole
+
+
+def test_extensive_cut_while_building_falls_back_to_the_decomposition() -> None:
+    """`--method extensive` whose build the limit cuts is solved by the decomposition in what is left (as `auto`
+    does), and the plan says so in ``solver.note``; the plan passes the independent check."""
+    pr = build_problem(load_planning(EXAMPLES[-1]))
+    plan = solve(pr, SolverSettings(time_limit=30, method="extensive", deadline=_expired()))
+    assert plan.solver["method"] == "decomposition"
+    assert "building the extensive form reached scenario 1" in plan.solver["note"]
+    assert "the decomposition solved it instead" in plan.solver["note"]
+    assert check_plan(pr, plan) == []
+    # without a deadline the asked method solves it and no note is written
+    free = solve(pr, SolverSettings(time_limit=30, method="extensive"))
+    assert free.solver["method"] == "extensive" and "note" not in free.solver

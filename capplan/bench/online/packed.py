@@ -17,8 +17,16 @@ asked so far), so the GPU can still be completed. Within a level FGD's score and
 loss choose, as before. CPU-only and whole-GPU pods are scored as by :class:`BalancedFGD`, less
 ``room_weight`` (0.4, below one FGD point: a tie-break) on nodes where they would take the room.
 Before the first plan (the first 16 shares) every pod is placed as by :class:`BalancedFGD`.
+
+Above everything else, a GPU pod that accepts several GPU models loses ``model_short`` (1000) on
+the nodes of a model that is *short*: whose usable free capacity, less what the pods tied to that
+model are expected to need, is smaller than what the pod would take
+(:class:`capplan.bench.online.pressure.ModelDemand`, learned from the demand arrived so far). On
+traces without ``gpu_spec`` nothing is tied and this never applies.
+
 Information used: the typical pods (as FGD), the current occupancy and the sizes, CPU and memory
-of the shares that arrived so far; nothing about future arrivals.
+of the shares that arrived so far, and the GPU demand arrived so far per accepted model; nothing
+about future arrivals.
 
 Why: at 100% arrived on the Alibaba traces every unallocated GPU is leftover space on GPUs holding
 shares (docs/benchmarks-online.md). FGD's fragmentation score judges a share's GPU against the
@@ -32,12 +40,14 @@ from __future__ import annotations
 import numpy as np
 
 from capplan.bench.online.policies import CLIP, BalancedFGD, PolicyContext, as_float, sigmoid_score
+from capplan.bench.online.pressure import ModelDemand
 from capplan.bench.online.shareplan import SharePlan
 from capplan.bench.online.sim import MILLI, FloatArr, IntArr, Pod, SimState
 
 PLANNED_HOLE = 400.0  # level 1: above any FGD score (0..100) plus the loss term (< 1) and level 2
 PLANNED_NEW = 200.0  # level 2
 PRIOR_PODS = 1000  # the typical pods' shares count as this many pods seen before the first arrival
+MODEL_SHORT = 1000.0  # a flexible pod on a model the tied pods will need: below every other level
 ROOM_WEIGHT = 0.4  # other pods: taking a node's room for its planned shares costs this (below one FGD point)
 
 
@@ -64,10 +74,15 @@ class PackedFGD(BalancedFGD):
     room_weight
         Score taken off a CPU-only or whole-GPU pod's node when the pod leaves it less CPU or
         memory than its planned holes need (see :meth:`room`); 0 turns this off.
+    model_short
+        Score taken off a flexible GPU pod's node whose GPU model is short for the pods tied to it
+        (see the module); 0 turns this off.
     """
 
-    def __init__(self, ctx: PolicyContext, plan: SharePlan | None = None, room_weight: float = ROOM_WEIGHT) -> None:
+    def __init__(self, ctx: PolicyContext, plan: SharePlan | None = None, room_weight: float = ROOM_WEIGHT,
+                 model_short: float = MODEL_SHORT) -> None:
         super().__init__(ctx)
+        self.model_short = model_short
         self.plan = plan if plan is not None else SharePlan(prior=typical_shares(ctx))
         self.room_weight = room_weight
         self.need_cpu: dict[int, int] = {}  # per share size seen: the least CPU asked (milli)
@@ -75,9 +90,10 @@ class PackedFGD(BalancedFGD):
         self.bonus: dict[int, FloatArr] = {}
         self.room_cpu = np.zeros(MILLI + 1)  # per free milli of a GPU: CPU its planned share needs
         self.room_mem = np.zeros(MILLI + 1)
+        self.models = ModelDemand(ctx.fleet)  # every free GPU milli counts: measured better than CPU-backed only
 
     def score(self, state: SimState, pod: Pod) -> FloatArr:
-        """Count an arriving share (re-planning on schedule), then score as :class:`BalancedFGD`."""
+        """Count an arriving pod (a share re-plans on schedule), score as :class:`BalancedFGD`, then the model level."""
         if pod.shares:
             # two int dicts, no tuple per pod: fewer tracked objects, fewer garbage collector passes
             self.need_cpu[pod.milli] = min(self.need_cpu.get(pod.milli, pod.cpu), pod.cpu)
@@ -85,7 +101,12 @@ class PackedFGD(BalancedFGD):
             changed = self.plan.add(pod.milli)
             if changed is not None:  # re-planned
                 self._replanned(changed)
-        return super().score(state, pod)
+        self.models.add(pod)
+        out = super().score(state, pod)
+        short = self.models.short(state, pod)
+        if short is not None and short.any():
+            return as_float(out - self.model_short * (short & (out >= 0)))  # infeasible nodes stay at -1
+        return out
 
     def _replanned(self, changed: set[int]) -> None:
         """New plan: rebuild the room tables; drop the cached scores that used what changed."""

@@ -6,9 +6,11 @@ their workload's value (:meth:`~capplan.model.problem.Problem.replica_value`), w
 Every plan packs each GPU with replicas whose per-GPU demand fits in one GPU (``UNITS_PER_GPU``
 units): a whole GPU or shares summing to at most one GPU, or else (a GPU runs in one mode) MIG
 instances forming a valid layout of the model (memory slices at allowed starts without overlap,
-counts, compute slices: :mod:`capplan.placement.core.miglayouts`). Dropping everything that ties
-GPUs together (nodes, topology, gangs, GPU memory, isolation, power) but keeping the GPU models and
-the host CPU and memory of all nodes of a model in aggregate gives a relaxation whose optimum
+counts, compute slices: :mod:`capplan.placement.core.miglayouts`), shares also within the GPU's memory.
+Dropping everything that ties GPUs together (nodes, the packing of gangs into domains, isolation) but
+keeping the GPU models, the host CPU and memory of all nodes of a model in aggregate, the busy GPUs the
+power budgets allow and the replicas the best single domain holds for a gang or a workload with
+``topology.required`` (:mod:`capplan.placement.core.domaincap`) gives a relaxation whose optimum
 bounds every plan's objective: an LP over packing *patterns* of one GPU (Gilmore-Gomory), with
 interchangeable replicas and GPUs aggregated into counts. Patterns are generated on demand
 (column generation) and priced by an exact unbounded knapsack (whole GPUs and shares) or by
@@ -29,8 +31,9 @@ from dataclasses import dataclass
 
 from capplan.model.catalog import GpuModel
 from capplan.model.problem import Demand, Problem, Workload
-from capplan.model.units import UNITS_PER_GPU
-from capplan.placement.core.patternlp import Items, Slot, bound_items
+from capplan.model.units import UNITS_PER_GPU, gib_to_mib
+from capplan.placement.core.domaincap import busy_caps, gang_models, replica_caps
+from capplan.placement.core.patternlp import MEM_CELLS, Items, Slot, bound_items
 
 _EPS = 1e-7
 _CPU_GRID, _MEM_GRID = 1000, 8192  # rounding *down* keeps the relaxation valid and merges items
@@ -71,15 +74,24 @@ def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> t
             continue
         slots = d.gpus if d.kind == "whole" else 1
         if d.kind == "mig" and d.profile is not None:
-            sizes[b] = ("m", d.profile.name)
+            sizes[b] = ("m", d.profile.name, 0)
+        elif d.kind == "whole":
+            sizes[b] = ("u", UNITS_PER_GPU, 0)
         else:
-            sizes[b] = ("u", UNITS_PER_GPU if d.kind == "whole" else d.units)
+            mem = p.catalog.get(name).memory_gib
+            cells = d.memory_mib * MEM_CELLS // gib_to_mib(mem) if d.memory_mib and mem else 0
+            sizes[b] = ("u", d.units, cells)
     return sizes, slots
 
 
 def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int],
-           of: dict[str, int] | None = None) -> Items:
-    """Item types of ``ws`` (filling ``of``: workload name -> item type index, when given)."""
+           of: dict[str, int] | None = None, caps: dict[str, int] | None = None,
+           fits: dict[str, frozenset[str]] | None = None) -> Items:
+    """Item types of ``ws`` (filling ``of``: workload name -> item type index, when given); ``caps``: most
+    replicas of a workload any plan places (:func:`~capplan.placement.core.domaincap.replica_caps`), ``fits``:
+    the GPU models a gang fits on whole (:func:`~capplan.placement.core.domaincap.gang_models`)."""
+    caps = caps or {}
+    fits = fits or {}
     groups: dict[tuple[tuple[tuple[int, Slot], ...], int, int, int], int] = defaultdict(int)
     key_of: dict[str, tuple[tuple[tuple[int, Slot], ...], int, int, int]] = {}
     memo: dict[tuple[object, ...], tuple[tuple[tuple[int, Slot], ...], int]] = {}
@@ -90,16 +102,18 @@ def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int
             sizes, slots = _sizes(p, w, models, max_gpus)
             found = memo[shape] = (tuple(sorted(sizes.items())), slots)
         size_key, slots = found
+        if w.name in fits:
+            size_key = tuple((b, x) for b, x in size_key if models[b] in fits[w.name])
         if not size_key:
             continue
         key = (size_key, (w.cpu_milli // slots) // _CPU_GRID * _CPU_GRID,
                (w.memory_mib // slots) // _MEM_GRID * _MEM_GRID, p.replica_value(w) // slots)
-        groups[key] += w.replicas * slots
+        groups[key] += caps.get(w.name, w.replicas) * slots
         key_of[w.name] = key
-    keys = sorted(groups)
+    keys = sorted(k for k in groups if groups[k] > 0)
     if of is not None:
         pos = {k: i for i, k in enumerate(keys)}
-        of.update({name: pos[k] for name, k in key_of.items()})
+        of.update({name: pos[k] for name, k in key_of.items() if k in pos})
     return Items(sizes=[dict(k[0]) for k in keys], count=[groups[k] for k in keys],
                   cpu=[k[1] for k in keys], mem=[k[2] for k in keys], value=[k[3] for k in keys])
 
@@ -126,15 +140,53 @@ class BinTypes:
         return [p.catalog.get(k[0]) for k in self.keys]
 
 
-def _solve(p: Problem, ws: list[Workload], types: BinTypes, deadline: float,
+@dataclass(frozen=True)
+class _Fleet:
+    """The LP's capacities per bin type, once per problem: GPUs (at most the busy GPUs the power budgets
+    allow, :func:`~capplan.placement.core.domaincap.busy_caps`), CPU and memory; and the replica caps of
+    the domains (:func:`~capplan.placement.core.domaincap.replica_caps`)."""
+
+    types: BinTypes
+    n_bins: list[int]
+    cpu_cap: list[int]
+    mem_cap: list[int]
+    caps: dict[str, int]
+    fits: dict[str, frozenset[str]]
+
+    @classmethod
+    def of(cls, p: Problem, domains: bool = True) -> _Fleet:
+        types = BinTypes.of(p)
+        counts = [len(x) for x in types.nodes]
+        n_bins = [c * k[1] for c, k in zip(counts, types.keys, strict=True)]
+        if domains:
+            key_of: list[int | None] = [None] * len(p.cluster.nodes)
+            for b, ns in enumerate(types.nodes):
+                for i in ns:
+                    key_of[i] = b
+            busy = busy_caps(p, key_of)
+            n_bins = [min(n, busy.get(b, 0)) for b, n in enumerate(n_bins)]
+        return cls(types=types, n_bins=n_bins,
+                   cpu_cap=[c * k[2] for c, k in zip(counts, types.keys, strict=True)],
+                   mem_cap=[c * k[3] for c, k in zip(counts, types.keys, strict=True)],
+                   caps=replica_caps(p) if domains else {}, fits=gang_models(p) if domains else {})
+
+    @property
+    def models(self) -> list[str]:
+        return [k[0] for k in self.types.keys]
+
+    @property
+    def max_gpus(self) -> list[int]:
+        return [k[1] for k in self.types.keys]
+
+    def items(self, p: Problem, ws: list[Workload], of: dict[str, int] | None = None) -> Items:
+        return _items(p, ws, self.models, self.max_gpus, of, self.caps, self.fits)
+
+
+def _solve(p: Problem, ws: list[Workload], fleet: _Fleet, deadline: float,
            of: dict[str, int] | None = None) -> tuple[Items, float, bool, dict[tuple[int, int], float]]:
-    models = [k[0] for k in types.keys]
-    counts = [len(x) for x in types.nodes]
-    n_bins = [c * k[1] for c, k in zip(counts, types.keys, strict=True)]
-    cpu_cap = [c * k[2] for c, k in zip(counts, types.keys, strict=True)]
-    mem_cap = [c * k[3] for c, k in zip(counts, types.keys, strict=True)]
-    items = _items(p, ws, models, [k[1] for k in types.keys], of)
-    return (items, *bound_items(items, n_bins, cpu_cap, mem_cap, deadline, gpu_models=types.models(p)))
+    items = fleet.items(p, ws, of)
+    return (items, *bound_items(items, fleet.n_bins, fleet.cpu_cap, fleet.mem_cap, deadline,
+                                gpu_models=fleet.types.models(p)))
 
 
 def lp_assignment(p: Problem, ws: list[Workload], time_limit: float = 10.0) -> dict[str, dict[int, float]]:
@@ -143,9 +195,8 @@ def lp_assignment(p: Problem, ws: list[Workload], time_limit: float = 10.0) -> d
     Bin types are those of :meth:`BinTypes.of`; heuristics use this to send each replica to
     the kind of node the LP put it on (CPU-heavy replicas to CPU-rich nodes, ...).
     """
-    types = BinTypes.of(p)
     of: dict[str, int] = {}
-    items, _, _, primal = _solve(p, ws, types, time.perf_counter() + time_limit, of)
+    items, _, _, primal = _solve(p, ws, _Fleet.of(p, domains=False), time.perf_counter() + time_limit, of)
     per_item: dict[int, dict[int, float]] = defaultdict(dict)
     for (i, b), v in primal.items():
         per_item[i][b] = v / items.count[i]
@@ -164,11 +215,11 @@ def upper_bound(p: Problem, time_limit: float = 10.0) -> Bound:
     """
     t0 = time.perf_counter()
     deadline = t0 + time_limit
-    types = BinTypes.of(p)
+    fleet = _Fleet.of(p)
     out: dict[int, int] = {}
     converged = True
     for q in p.priorities:
-        items, value, ok, _ = _solve(p, [w for w in p.workloads if w.priority == q], types, deadline)
+        items, value, ok, _ = _solve(p, [w for w in p.workloads if w.priority == q], fleet, deadline)
         converged &= ok
         hostable = sum(c * v for c, v in zip(items.count, items.value, strict=True))
         out[q] = min(hostable, math.floor(value * (1 + 1e-9) + 1e-6)) if value != float("inf") else hostable
@@ -179,11 +230,11 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
                         base: Bound | None = None, guaranteed_met: bool = True) -> Bound:
     """:func:`upper_bound` tightened for the priority order, given units a plan ``achieved``.
 
-    When a plan meets the bound of every priority above ``q``, any plan at least as good
-    lexicographically places at least as much of each of them, so priority ``q`` is bounded by
-    the relaxation of all these priorities together with their placed units as floors (and
-    stays bounded by its own value). Below the first priority whose objective is under its
-    bound nothing changes. The result is a valid lexicographic upper bound on every plan.
+    Every lexicographically optimal plan places at least ``achieved`` at each priority down to the first one
+    below its bound (:func:`~capplan.placement.core.summary.chained_bound` says why), so each priority
+    ``q`` below one of them is bounded by the relaxation of those priorities and ``q`` together, with
+    their placed units as floors (and stays bounded by its own value), and by the busy GPUs the fleet
+    can hold less what they place. The result is a valid lexicographic upper bound on every plan.
     Guaranteed replicas come before every priority in that order: unless the plan places all of
     them (``guaranteed_met``), a better plan may place less of the priorities, so nothing is
     tightened.
@@ -208,22 +259,21 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
         return base
     out = dict(base.per_priority)
     converged = base.converged
-    types = BinTypes.of(p)
-    models = [k[0] for k in types.keys]
-    counts = [len(x) for x in types.nodes]
-    n_bins = [c * k[1] for c, k in zip(counts, types.keys, strict=True)]
-    cpu_cap = [c * k[2] for c, k in zip(counts, types.keys, strict=True)]
-    mem_cap = [c * k[3] for c, k in zip(counts, types.keys, strict=True)]
-    capacity = sum(n_bins) * UNITS_PER_GPU
+    fleet = _Fleet.of(p)
+    capacity = sum(fleet.n_bins) * UNITS_PER_GPU
     above: list[int] = []
+    parts: dict[int, Items] = {}
+    floored = True  # whether q's placed units still floor the lexicographically better plans
     for q in p.priorities:
         if above and time.perf_counter() < deadline:
             prios = [*above, q]
-            parts = [_items(p, [w for w in p.workloads if w.priority == x], models, [k[1] for k in types.keys])
-                     for x in prios]
+            for x in prios:
+                if x not in parts:
+                    parts[x] = fleet.items(p, [w for w in p.workloads if w.priority == x])
             merged = Items(sizes=[], count=[], cpu=[], mem=[], value=[])
             owner: list[int] = []
-            for x, it in zip(prios, parts, strict=True):
+            for x in prios:
+                it = parts[x]
                 merged.sizes += it.sizes
                 merged.count += it.count
                 merged.cpu += it.cpu
@@ -233,16 +283,16 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
             # Floors slightly below the placed units: float tolerance must never cut off that plan.
             floors = [([i for i, o in enumerate(owner) if o == x], achieved.get(x, 0) * (1 - 1e-9) - 1e-6)
                       for x in above]
-            value, ok, _ = bound_items(merged, n_bins, cpu_cap, mem_cap, deadline,
+            value, ok, _ = bound_items(merged, fleet.n_bins, fleet.cpu_cap, fleet.mem_cap, deadline,
                                         weight=[1.0 if o == q else 0.0 for o in owner], floors=floors,
-                                        gpu_models=types.models(p))
+                                        gpu_models=fleet.types.models(p))
             converged &= ok
             if value != float("inf"):
                 out[q] = min(out[q], max(achieved.get(q, 0), math.floor(value * (1 + 1e-9) + 1e-6)))
         if above:
             # Whatever the relaxation gave: the GPUs the priorities above keep are not free for q.
             out[q] = min(out[q], max(achieved.get(q, 0), capacity - sum(achieved.get(x, 0) for x in above)))
-        if achieved.get(q, 0) < out[q]:
-            break
-        above.append(q)
+        if floored:
+            above.append(q)
+            floored = achieved.get(q, 0) >= out[q]
     return Bound(per_priority=out, converged=converged, seconds=time.perf_counter() - t0)

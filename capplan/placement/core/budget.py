@@ -69,3 +69,17 @@ def reserve(p: Problem, time_limit: float, cost: float, loop_seconds: float | No
     """
     loop = speed() if loop_seconds is None else loop_seconds
     return min(_CAP * time_limit, cost * size(p) * loop)
+
+
+def slowdown(wall_start: float, cpu_start: float, most: float = 8.0) -> float:
+    """Wall seconds per CPU second this process has had since ``wall_start`` (``time.perf_counter()``) and
+    ``cpu_start`` (``time.process_time()``): 1.0 on a free core, more when other processes share it.
+
+    For a fixed step after the solve (a report, charts) whose cost is known in CPU seconds: what it will take
+    on this machine now. Between 1 and ``most``; 1.0 until a tenth of a second of CPU has been spent (too
+    little to tell).
+    """
+    cpu = time.process_time() - cpu_start
+    if cpu < 0.1:
+        return 1.0
+    return min(most, max(1.0, (time.perf_counter() - wall_start) / cpu))

@@ -23,9 +23,12 @@ from capplan.placement.core.miglayouts import mig_layouts, most_alone
 
 SLACK_PENALTY = 1e4  # per unit of a floor left unmet (a unit is a GPU's 1/UNITS_PER_GPU; weights are <= 1)
 
-#: What an item holds on one GPU of a bin type: ("u", units) for a whole GPU or a share (packed by
-#: units), ("m", profile name) for a MIG instance (packed by the model's valid MIG layouts).
-Slot = tuple[str, int | str]
+#: What an item holds on one GPU of a bin type: ("u", units, memory cells) for a whole GPU or a share
+#: (packed by units and, for shares with GPU memory, by the GPU's memory in :data:`MEM_CELLS` cells, each
+#: share's rounded down), ("m", profile name, 0) for a MIG instance (packed by the model's valid MIG layouts).
+Slot = tuple[str, int | str, int]
+#: A GPU's memory in cells for shares with ``gpu_memory_gib`` (a share's cells rounded down: still a relaxation).
+MEM_CELLS = 64
 #: A GPU pattern: (bin type, slot -> copies on one GPU).
 Pattern = tuple[int, dict[Slot, int]]
 #: Per bin type: its MIG slots and (layouts, slots) instances of each in every maximal layout.
@@ -91,6 +94,39 @@ def knapsack(sizes: np.ndarray, values: np.ndarray, cap: int) -> tuple[float, di
     return float(dp[c]), dict(pattern)
 
 
+def knapsack2(sizes: np.ndarray, mems: np.ndarray, values: np.ndarray, cap: int, mcap: int
+              ) -> tuple[float, dict[int, int]]:
+    """Exact unbounded knapsack in two dimensions: best value of a multiset of items (``sizes``, ``mems``)
+    within ``cap`` and ``mcap`` (:func:`knapsack`'s doubling, over a table of both capacities)."""
+    g = math.gcd(cap, *[int(x) for x in sizes])
+    sz = (sizes // g).astype(np.int64)
+    c = cap // g
+    dp = np.zeros((c + 1, mcap + 1))
+    for s, m, v in zip(sz.tolist(), mems.tolist(), values.tolist(), strict=True):
+        if v <= 0 or s > c or m > mcap:
+            continue
+        step, mstep, val = s, m, v
+        while step <= c and mstep <= mcap:
+            cand = dp[:c + 1 - step, :mcap + 1 - mstep] + val
+            np.maximum(dp[step:, mstep:], cand, out=dp[step:, mstep:])
+            step, mstep, val = step * 2, mstep * 2, val * 2
+    pattern: dict[int, int] = defaultdict(int)
+    x, y = c, mcap
+    items = list(zip(sz.tolist(), mems.tolist(), values.tolist(), strict=True))
+    while x > 0 and y >= 0 and dp[x, y] > 0:
+        for j, (s, m, v) in enumerate(items):
+            if v > 0 and s <= x and m <= y and abs(dp[x, y] - (dp[x - s, y - m] + v)) <= 1e-9 * max(1.0, abs(dp[x, y])):
+                pattern[j] += 1
+                x, y = x - s, y - m
+                break
+        else:
+            if y > 0 and dp[x, y - 1] == dp[x, y]:
+                y -= 1
+            else:
+                x -= 1
+    return float(dp[c, mcap]), dict(pattern)
+
+
 def _mig_patterns(model: GpuModel, names: list[str]) -> np.ndarray:
     """(layouts, len(names)) instances of each profile of ``names`` in every maximal layout of ``model``."""
     idx = {pr.name: i for i, pr in enumerate(model.profiles)}
@@ -144,7 +180,8 @@ def _initial_patterns(size_rows: list[dict[Slot, int]], n_bins: list[int],
                     pi = next(k for k, pr in enumerate(model.profiles) if pr.name == s[1])
                     patterns.append((b, {s: most_alone(model, pi)}))
                 else:
-                    patterns.append((b, {s: UNITS_PER_GPU // int(s[1])}))
+                    alone = UNITS_PER_GPU // int(s[1])
+                    patterns.append((b, {s: min(alone, MEM_CELLS // s[2]) if s[2] else alone}))
     return patterns
 
 
@@ -213,7 +250,11 @@ def _price(b: int, duals: np.ndarray, rows_at: _Rows, mig: MigColumns) -> tuple[
     if flat:
         sizes = np.array([int(s[1]) for s in flat], dtype=np.int64)
         price = np.array([duals[rows_at.link(b, s)] for s in flat])
-        best, pick = knapsack(sizes, price, UNITS_PER_GPU)
+        if any(s[2] for s in flat):
+            best, pick = knapsack2(sizes, np.array([s[2] for s in flat], dtype=np.int64), price, UNITS_PER_GPU,
+                                   MEM_CELLS)
+        else:
+            best, pick = knapsack(sizes, price, UNITS_PER_GPU)
         col = {flat[j]: c for j, c in pick.items()}
     if mig is not None and mig[1].size:
         names, lay = mig

@@ -334,11 +334,14 @@ class ClusterState(FleetArrays):
 
     def place_assignment(self, w: Workload, d: Demand, a: Assignment) -> Placement:
         """Apply an existing assignment (running state) to the occupancy."""
-        i = self.p.cluster.node_index[a.node]
-        pl = Placement(node=i, gpus=tuple(a.gpus), slot=a.mig,
-                       fraction_milli=round(a.fraction * MILLI) if a.fraction else 0)
+        pl = self.placement_of(a)
         self.apply(w, d, pl)
         return pl
+
+    def placement_of(self, a: Assignment) -> Placement:
+        """The placement of an assignment (not applied)."""
+        return Placement(node=self.p.cluster.node_index[a.node], gpus=tuple(a.gpus), slot=a.mig,
+                         fraction_milli=round(a.fraction * MILLI) if a.fraction else 0)
 
     def assignment(self, w: Workload, replica: int, pl: Placement) -> Assignment:
         """The plan assignment for a placement."""

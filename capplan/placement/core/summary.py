@@ -22,6 +22,7 @@ from capplan.model.plan import (
 )
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU, units_to_gpus
+from capplan.placement.core.domaincap import busy_gpus, replica_caps
 
 #: How the reason of a replica a planner did not reach before its time limit starts (greedy, heuristic).
 NOT_TRIED_PREFIX = "not tried: the time limit ran out"
@@ -85,13 +86,39 @@ def node_types(p: Problem) -> list[tuple[str | None, int]]:
 
 
 def trivial_bound(p: Problem) -> dict[int, int]:
-    """Per-priority upper bound: hostable demand, capped by the cluster's GPUs."""
-    cap = p.cluster.gpus_total * UNITS_PER_GPU
+    """Per-priority upper bound: hostable demand (a gang no domain holds: none,
+    :func:`~capplan.placement.core.domaincap.replica_caps`), capped by the GPUs the power budgets let be busy."""
+    cap = busy_gpus(p) * UNITS_PER_GPU
     out: dict[int, int] = defaultdict(int)
     types = node_types(p)
+    caps = replica_caps(p)
     for w in p.workloads:
-        out[w.priority] += eligible_units(p, w, types)
+        units = eligible_units(p, w, types)
+        out[w.priority] += units if w.name not in caps else units // w.replicas * caps[w.name]
     return {q: min(v, cap) for q, v in out.items()}
+
+
+def chained_bound(p: Problem, got: dict[int, int], bound: dict[int, int], guaranteed_met: bool) -> dict[int, int]:
+    """``bound`` (per priority, demand units) tightened by what a plan placing ``got`` proves.
+
+    A plan at least as good in the plan order places as much at every priority whose higher priorities are all
+    at their bounds (no plan places more than a bound, so it must tie there), and at least as much at the first
+    priority below its bound; below that nothing is known. So each priority gets at most the busy GPUs the
+    fleet can hold (:func:`~capplan.placement.core.domaincap.busy_gpus`) less what those floored priorities
+    above it place (a priority that this cap brings down to ``got`` is at its bound and floors the next).
+    Nothing changes unless the plan places every guaranteed replica (guaranteed work comes first in the order).
+    """
+    if not guaranteed_met:
+        return bound
+    out = dict(bound)
+    free = busy_gpus(p) * UNITS_PER_GPU
+    floors = True  # whether q's placed units still floor the lexicographically better plans
+    for q in p.priorities:
+        out[q] = min(out.get(q, 0), max(got.get(q, 0), free))
+        if floors:
+            free -= got.get(q, 0)
+            floors = got.get(q, 0) >= out[q]
+    return out
 
 
 
@@ -130,11 +157,12 @@ def make_plan(p: Problem, strategy: str, assignments: list[Assignment], unplaced
     got = placed_units(p, assignments)
     bnd = bound if bound is not None else trivial_bound(p)
     obj = [got[q] for q in p.priorities]
-    cap = p.cluster.gpus_total * UNITS_PER_GPU  # no priority can place more than every GPU: always valid
-    bvec = [max(min(bnd.get(q, 0), cap), got[q]) for q in p.priorities]
     placed = {a.key for a in assignments}
     guaranteed_missing = any(w.sla == "guaranteed" and any((w.name, r) not in placed for r in range(w.replicas))
                              for w in p.workloads)
+    bnd = chained_bound(p, got, bnd, not guaranteed_missing)
+    cap = p.cluster.gpus_total * UNITS_PER_GPU  # no priority can place more than every GPU: always valid
+    bvec = [max(min(bnd.get(q, 0), cap), got[q]) for q in p.priorities]
     # Plans compare by guaranteed replicas, then per priority GPU demand and then replicas placed. Demand at
     # the bound proves the order only when no replica is left out: else a plan with as much demand and more
     # replicas (a CPU-only pod, two 1-GPU replicas for one 2-GPU replica) may exist.

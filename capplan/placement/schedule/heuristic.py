@@ -36,6 +36,8 @@ class Outcome:
     items: list[Item]
     unscheduled: list[Unscheduled] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
+    #: the instant at which the time-order sweep stopped for lack of time (None: it reached the horizon)
+    cut_at: int | None = None
 
 
 def schedule_order(p: Problem) -> list[Workload]:

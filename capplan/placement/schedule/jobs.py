@@ -190,11 +190,13 @@ class Jobs:
         """Optional intervals of the full model: per job and candidate node one, and on nodes modelled GPU
         by GPU one per GPU (per replica for MIG slices and shares)."""
         total = 0
+        memo: dict[tuple[int, int, bool, bool], int] = {}  # the replicas of a workload share their nodes: sum once
         for jb in self.jobs:
-            for n in jb.nodes:
-                per = caps[n].gpus * (jb.replicas if jb.partial else 1) if caps[n].per_gpu and (
-                    jb.gpus or jb.partial) else 0
-                total += 1 + per
+            key = (id(jb.nodes), jb.replicas, bool(jb.gpus), jb.partial)
+            if key not in memo:
+                memo[key] = sum(1 + (caps[n].gpus * (jb.replicas if jb.partial else 1) if caps[n].per_gpu and (
+                    jb.gpus or jb.partial) else 0) for n in jb.nodes)
+            total += memo[key]
         return total
 
     def decode(self, sol: TimeSolution, per_gpu: set[int] | None = None) -> list[Item]:

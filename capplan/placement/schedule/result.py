@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
+from capplan.model.deadline import Deadline
 from capplan.model.plan import Status
 from capplan.model.problem import Problem, Workload
 from capplan.model.schedule import Schedule, TimedAssignment, Unscheduled, WorkloadTiming
 from capplan.model.timing import ceil_to
 from capplan.model.units import MILLI, UNITS_PER_GPU
-from capplan.model.validate_insertion import Insertion, insertions
+from capplan.model.validate_insertion import Insertion, InsertionIndex, insertions
 from capplan.placement.core.fleet import Placement, kind_demands, node_kinds
 from capplan.placement.schedule.timeline import Item
 
@@ -150,7 +151,8 @@ INSERTION_ROUNDS = 50
 def make_schedule(p: Problem, strategy: str, items: list[Item], unscheduled: list[Unscheduled], *,
                   horizon: int, step: int, reasons: Mapping[str, str] | None = None,
                   bound: Mapping[int, int] | None = None, proven_optimal: bool = False,
-                  seconds: float = 0.0, seed: int = 0, extra_metrics: dict[str, object] | None = None) -> Schedule:
+                  seconds: float = 0.0, seed: int = 0, extra_metrics: dict[str, object] | None = None,
+                  deadline: Deadline | None = None) -> Schedule:
     """The schedule of ``items``: assignments, workload rows, objective, bound, gap and status.
 
     Before anything is claimed, the validator's insertion check runs
@@ -158,26 +160,39 @@ def make_schedule(p: Problem, strategy: str, items: list[Item], unscheduled: lis
     schedule as it is gets added (nothing else moves, so every level only gains). A schedule that
     needed such an addition was not optimal whatever its proof said, and a bound it met was wrong:
     it is reported ``feasible``, with the bound raised to what the additions reached
-    (``metrics.inserted``: how many replicas were added).
+    (``metrics.inserted``: how many replicas were added). The check stops at ``deadline``; a schedule
+    it did not finish is not claimed optimal unless proven (``metrics.insertion_check: cut``).
     """
     def assemble(items: list[Item], unscheduled: list[Unscheduled], proven: bool) -> Schedule:
         return _assemble(p, strategy, items, unscheduled, horizon=horizon, step=step, reasons=reasons, bound=bound,
                          proven_optimal=proven, seconds=seconds, seed=seed, extra_metrics=extra_metrics)
 
     s = assemble(items, unscheduled, proven_optimal)
-    inserted = 0
+    if not any(u.replicas for u in unscheduled):
+        return s
+    index = InsertionIndex(p, s.assignments)
+    added: list[Insertion] = []
+    cut = False
     for _ in range(INSERTION_ROUNDS):
-        found = insertions(p, s)  # one at a time: two found against the same schedule may collide
+        if deadline is not None and deadline.expired():
+            cut = True
+            break
+        found = insertions(p, s, index=index)  # one at a time: two found against the same schedule may collide
         if not found:
             break
-        inserted += len(found)
-        items = items + [_item(p, f) for f in found]
-        unscheduled = _without(unscheduled, found)
-        s = assemble(items, unscheduled, False)
-    if not inserted:
+        added += found
+        for f in found:
+            a = f.assignment
+            index.add(TimedAssignment(workload=a.workload, replica=a.replica, node=a.node, gpus=a.gpus, mig=a.mig,
+                                      fraction=a.fraction, start_s=f.start_s, end_s=f.end_s))
+    if not added and not cut:
         return s
-    status: Status = "feasible" if s.status == "optimal" else s.status
-    return s.model_copy(update={"status": status, "metrics": {**s.metrics, "inserted": inserted}})
+    if added:
+        s = assemble(items + [_item(p, f) for f in added], _without(unscheduled, added), False)
+    status: Status = "feasible" if s.status == "optimal" else s.status  # an addition, or a claim not checked
+    metrics = {**s.metrics, **({"inserted": len(added)} if added else {}),
+               **({"insertion_check": "cut"} if cut else {})}
+    return s.model_copy(update={"status": status, "metrics": metrics})
 
 
 def _item(p: Problem, f: Insertion) -> Item:
@@ -192,10 +207,15 @@ def _item(p: Problem, f: Insertion) -> Item:
 
 
 def _without(unscheduled: list[Unscheduled], found: list[Insertion]) -> list[Unscheduled]:
-    gone = {(f.workload, f.replica) for f in found}
+    gone: dict[str, set[int]] = defaultdict(set)
+    for f in found:
+        gone[f.workload].add(f.replica)
     out = []
     for u in unscheduled:
-        left = tuple(r for r in u.replicas if (u.workload, r) not in gone)
+        if u.workload not in gone:
+            out.append(u)
+            continue
+        left = tuple(r for r in u.replicas if r not in gone[u.workload])
         if left:
             out.append(u.model_copy(update={"replicas": left}))
     return out

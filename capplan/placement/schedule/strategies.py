@@ -35,6 +35,26 @@ def use_sweep(p: Problem, budget: float) -> bool:
     return replicas >= SWEEP_FROM_REPLICAS or LIST_SECONDS_PER_REPLICA2 * replicas ** 2 > LIST_PASS_MAX_SHARE * budget
 
 
+#: The time model's per-replica work before its search (jobs, node capacities, the relaxations and the bound)
+#: costs about this many seconds per replica (schedule_bench and limits_bench's ``cpureplicas100k``: 2.5-7 s
+#: per 100,000 replicas, quiet to load 8): past :data:`MODEL_BUILD_MAX_SHARE` of the run's nominal budget the
+#: time model is not built and the time-order sweep's schedule is returned (``metrics.cpsat_declined``).
+MODEL_SECONDS_PER_REPLICA = 5e-5
+MODEL_BUILD_MAX_SHARE = 0.5
+
+
+def too_large_for_model(p: Problem, budget: float) -> str | None:
+    """Why the time model is not built for ``p`` within ``budget`` nominal seconds, or None."""
+    replicas = sum(w.replicas for w in p.workloads)
+    need = MODEL_SECONDS_PER_REPLICA * replicas
+    if need <= MODEL_BUILD_MAX_SHARE * budget:
+        return None
+    return (f"{replicas:,} replicas: building the time model (one job per replica) takes about {need:.0f} s, more "
+            f"than {MODEL_BUILD_MAX_SHARE:.0%} of the {budget:.3g} s the limit leaves for scheduling; the time-order "
+            f"sweep's schedule is kept (a limit of about {need / MODEL_BUILD_MAX_SHARE:.0f} s or more for what is "
+            "left uses the time model)")
+
+
 def _cpsat_declines(p: Problem) -> str | None:
     from capplan.placement.schedule.exact import unsupported
 
@@ -44,7 +64,7 @@ def _cpsat_declines(p: Problem) -> str | None:
 def _run_cpsat(p: Problem, spec: ScheduleSpec, options: PlanOptions) -> Schedule:
     from capplan.placement.schedule.exact import schedule_cpsat
 
-    why = _cpsat_declines(p)
+    why = _cpsat_declines(p) or too_large_for_model(p, options.clock().budget)
     if why is not None:  # asked for by name on a problem it does not take: list scheduling, saying why
         result = _run_heuristic(p, spec, options)
         return result.model_copy(update={"metrics": dict(result.metrics, cpsat_declined=why)})

@@ -24,6 +24,7 @@ from capplan.model.plan import Assignment
 from capplan.model.problem import Problem, Workload
 from capplan.model.schedule import Schedule, Unscheduled
 from capplan.model.timing import ceil_to, describe_seconds
+from capplan.placement.core.budget import speed
 from capplan.placement.core.reasons import explain
 from capplan.placement.core.state import ClusterState, Placement
 from capplan.placement.core.summary import describe_demand
@@ -34,6 +35,11 @@ from capplan.placement.schedule.timeline import Item
 
 #: Share of the run's deadline kept after the sweep for the energy bound, the reasons and the schedule.
 SWEEP_POST_SHARE = 0.3
+#: What follows the sweep costs about this many :func:`~capplan.placement.core.budget.speed` loops per replica it
+#: started (the schedule's assembly and insertion check, the independent validator, the JSON writer): the sweep
+#: stops while that much of its deadline is left (limits_bench's ``cpureplicas1m`` at 30 s: 57 us of CPU per
+#: replica started, after the sweep; the loop takes about 3 ms on an idle core).
+SCHEDULED_POST_COST = 0.025
 LATE = "not tried: the time limit ran out"
 
 
@@ -57,9 +63,13 @@ class _Sweep:
         self.st = ClusterState(p)
         self.placer = GreedyPlacer(p, self.st)
         self.out = Outcome(items=[])
-        self.active: list[tuple[int, int]] = []  # heap of (end, item index)
+        # heap of (end, first item index, item count): the replicas of one workload started on one node at one
+        # instant end together and leave the occupancy in one step (:meth:`ClusterState.apply_many`)
+        self.active: list[tuple[int, int, int]] = []
         self.events: list[int] = [0]
         self.done: dict[str, set[int]] = {}
+        self.left: dict[str, list[int]] = {}  # per workload, the replicas not started yet, in index order
+        self.next: dict[str, int] = {}  # per workload, how many of ``left`` have started
         self.domain: dict[str, str] = {}
         self.epoch = 0  # counts the instants at which capacity was freed
         self.by_workload: dict[str, list[Item]] = {}
@@ -70,11 +80,15 @@ class _Sweep:
             d = p.demand_on(w, cl.nodes[cl.node_index[a.node]])
             assert d is not None
             pl = self.st.place_assignment(w, d, a)
-            self._start(Item(w=w, replica=a.replica, d=d, pl=pl, start=0,
-                             end=min(ends.get(a.key, horizon), horizon), running=True))
+            self._start([Item(w=w, replica=a.replica, d=d, pl=pl, start=0,
+                              end=min(ends.get(a.key, horizon), horizon), running=True)])
         self.pending: list[tuple[int, int, _Waiting]] = []  # heap by earliest start
         for k, w in enumerate(schedule_order(p)):
-            if len(self.done.get(w.name, ())) < w.replicas:
+            started = self.done.get(w.name, set())
+            self.left[w.name] = [r for r in range(w.replicas) if r not in started] if started else list(
+                range(w.replicas))
+            self.next[w.name] = 0
+            if len(started) < w.replicas:
                 wt = _Waiting(k, w, ceil_to(w.release, step),
                               min(w.deadline if w.deadline is not None else horizon, horizon), shape_key(w))
                 heapq.heappush(self.pending, (wt.earliest, k, wt))
@@ -82,37 +96,67 @@ class _Sweep:
         self.ready: list[_Waiting] = []
 
     def placed_of(self, w: Workload) -> list[Assignment]:
-        """``w``'s replicas started so far, as assignments (they fix its domain and GPU model)."""
+        """``w``'s replicas started so far, as assignments, where they matter: they fix its required domain and
+        GPU model and steer a preferred domain (other workloads: none, whatever has started)."""
+        if not (w.one_model or w.topology.required or w.topology.preferred):
+            return []
         nodes = self.p.cluster.nodes
         return [Assignment(workload=w.name, replica=it.replica, node=nodes[it.pl.node].name)
                 for it in self.by_workload.get(w.name, ())]
 
-    def _start(self, it: Item) -> None:
-        self.by_workload.setdefault(it.w.name, []).append(it)
-        self.out.items.append(it)
-        heapq.heappush(self.active, (it.end, len(self.out.items) - 1))
+    def _start(self, group: list[Item]) -> None:
+        """Start ``group``: replicas of one workload, on one node, from one instant to one end."""
+        it = group[0]
+        self.by_workload.setdefault(it.w.name, []).extend(group)
+        first = len(self.out.items)
+        self.out.items.extend(group)
+        heapq.heappush(self.active, (it.end, first, len(group)))
         heapq.heappush(self.events, ceil_to(it.end, self.step))
-        self.done.setdefault(it.w.name, set()).add(it.replica)
+        self.done.setdefault(it.w.name, set()).update(x.replica for x in group)
         lvl = it.w.topology.required
         if lvl and it.w.name not in self.domain:
             self.domain[it.w.name] = self.p.cluster.domain_of(self.p.cluster.nodes[it.pl.node], lvl)
+
+    def _start_placed(self, w: Workload, todo: list[int], placed: list[Placement], t: int, end: int) -> None:
+        """Start the replicas ``todo`` at ``placed`` (in order; as many as were placed), grouped by node."""
+        k = 0
+        while k < len(placed):
+            node = placed[k].node
+            j = k
+            while j < len(placed) and placed[j].node == node:
+                j += 1
+            d = self.st.demand_at(w, node)
+            self._start([Item(w=w, replica=r, d=d, pl=pl, start=t, end=end)
+                         for r, pl in zip(todo[k:j], placed[k:j], strict=True)])
+            k = j
+        self.next[w.name] += len(placed)
 
     def advance(self, t: int) -> None:
         """Move to instant ``t``: end what ends, release what is released."""
         if self.active and self.active[0][0] <= t:
             self.epoch += 1  # capacity was freed: every waiting workload may fit again
         while self.active and self.active[0][0] <= t:
-            it = self.out.items[heapq.heappop(self.active)[1]]
-            self.st.apply(it.w, it.d, it.pl, -1)
+            _, first, count = heapq.heappop(self.active)
+            it = self.out.items[first]
+            self.st.apply_many(it.w, it.d, [x.pl for x in self.out.items[first:first + count]], -1)
         while self.pending and self.pending[0][0] <= t:
             bisect.insort(self.ready, heapq.heappop(self.pending)[2], key=lambda x: x.order)
 
-    def start_what_fits(self, t: int) -> None:
-        """Start every ready workload that fits now, in order; drop those that can no longer finish."""
+    def out_of_time(self, deadline: Deadline | None, keep_per_item: float) -> bool:
+        """Whether ``deadline`` has passed, or what is left of it is needed for what follows the sweep on the
+        replicas started so far (``keep_per_item`` seconds each: the schedule's assembly, the validator, writing)."""
+        return deadline is not None and deadline.remaining() <= keep_per_item * len(self.out.items)
+
+    def start_what_fits(self, t: int, deadline: Deadline | None = None, keep_per_item: float = 0.0) -> bool:
+        """Start every ready workload that fits now, in order; drop those that can no longer finish. Stop when
+        :meth:`out_of_time` (False then: the workloads not reached stay ready)."""
         failed: set[tuple[object, ...]] = set()
         still: list[_Waiting] = []
         reasons = self.out.reasons
-        for wt in self.ready:
+        for k, wt in enumerate(self.ready):
+            if self.out_of_time(deadline, keep_per_item):
+                self.ready = still + self.ready[k:]
+                return False
             w = wt.w
             end = t + w.duration if w.duration is not None else self.horizon
             if end > wt.limit:  # can no longer finish in time: left unscheduled
@@ -121,11 +165,16 @@ class _Sweep:
             if wt.failed_epoch == self.epoch or wt.key in failed:
                 still.append(wt)
                 continue
-            todo = [r for r in range(w.replicas) if r not in self.done.get(w.name, set())]
+            todo = self.left[w.name][self.next[w.name]:]
+            whole = len(todo)
+            if deadline is not None and keep_per_item > 0 and _bulk(self.st, w):
+                # no more replicas than what follows the sweep has time for (the rest wait, then are not tried)
+                todo = todo[:max(1, int(deadline.remaining() / keep_per_item) - len(self.out.items))]
             placed = _place(self.placer, w, len(todo), self.domain.get(w.name), self.placed_of(w))
-            for r, pl in zip(todo, placed, strict=False):
-                self._start(Item(w=w, replica=r, d=self.st.demand_at(w, pl.node), pl=pl, start=t, end=end))
-            if len(placed) < len(todo):
+            self._start_placed(w, todo, placed, t, end)
+            if len(placed) == len(todo) < whole:
+                still.append(wt)
+            elif len(placed) < len(todo):
                 wt.failed_epoch = self.epoch
                 failed.add(wt.key)
                 still.append(wt)
@@ -135,14 +184,16 @@ class _Sweep:
             elif w.name in reasons and w.sla == "guaranteed":
                 reasons[w.name] += f"; it starts at {describe_seconds(t)}"
         self.ready = still
+        return True
 
-    def run(self, deadline: Deadline | None = None) -> Outcome:
-        """Sweep to the horizon, or until ``deadline`` (what has not started by then is reported as not
-        tried); the scheduled replicas, what does not run, and reasons."""
+    def run(self, deadline: Deadline | None = None, keep_per_item: float = 0.0) -> Outcome:
+        """Sweep to the horizon, or until ``deadline`` less ``keep_per_item`` seconds per replica started
+        (:meth:`out_of_time`; what has not started by then is reported as not tried); the scheduled replicas,
+        what does not run, and reasons."""
         seen = -1
         cut: int | None = None
         while self.events and (self.ready or self.pending):
-            if deadline is not None and deadline.expired():
+            if self.out_of_time(deadline, keep_per_item):
                 cut = seen
                 break
             t = heapq.heappop(self.events)
@@ -150,8 +201,11 @@ class _Sweep:
                 continue
             seen = t
             self.advance(t)
-            self.start_what_fits(t)
+            if not self.start_what_fits(t, deadline, keep_per_item):
+                cut = t
+                break
         out = self.out
+        out.cut_at = None if cut is None else max(0, cut)
         for wt in [*self.ready, *(x[2] for x in self.pending)]:
             if cut is not None:
                 out.reasons[wt.w.name] = (f"{LATE}: the sweep stopped at {describe_seconds(max(0, cut))} "
@@ -159,17 +213,19 @@ class _Sweep:
             elif wt.w.name not in out.reasons or wt.w.sla != "guaranteed":
                 out.reasons[wt.w.name] = _too_late(self.p, wt.w, wt, self.horizon, self.step)
         for w in self.p.workloads:
-            missing = [r for r in range(w.replicas) if r not in self.done.get(w.name, set())]
+            missing = self.left[w.name][self.next[w.name]:] if w.name in self.left else []
             if missing:
                 out.unscheduled.append(Unscheduled(workload=w.name, replicas=tuple(missing),
                                                    reason=out.reasons[w.name]))
         return out
 
 
-def sweep_schedule(p: Problem, horizon: int, step: int, deadline: Deadline | None = None) -> Outcome:
+def sweep_schedule(p: Problem, horizon: int, step: int, deadline: Deadline | None = None,
+                   keep_per_item: float = 0.0) -> Outcome:
     """Schedule ``p`` by one forward pass over time: every replica (running ones first), and reasons;
-    stopped at ``deadline`` (what has not started then is not tried)."""
-    return _Sweep(p, horizon, step).run(deadline)
+    stopped at ``deadline``, less ``keep_per_item`` seconds per replica started (what has not started then
+    is not tried)."""
+    return _Sweep(p, horizon, step).run(deadline, keep_per_item)
 
 
 def _too_late(p: Problem, w: Workload, wt: _Waiting, t: int, step: int) -> str:
@@ -213,6 +269,42 @@ def _domains(st: ClusterState, w: Workload, n: int, fixed: str | None) -> list[s
                   key=lambda d: (room[d], d))
 
 
+def _bulk(st: ClusterState, w: Workload) -> bool:
+    """Whether ``w``'s replicas may be placed node by node in one step each (:func:`_place_bulk`): no GPU demand,
+    no topology, not a gang, no ClusterQueue quotas (then only CPU and memory change from one replica to the
+    next on a node, and its other rules hold for all of them once they hold for one)."""
+    return (not w.has_gpu_demand and not w.is_gang and not w.topology.required and not w.topology.preferred
+            and st.quota is None)
+
+
+def _place_bulk(placer: GreedyPlacer, w: Workload, n: int) -> list[Placement]:
+    """Up to ``n`` replicas of ``w`` (see :func:`_bulk`) as the greedy placer places them one by one, a node at a
+    time: in its best-fit order, each node that takes one takes as many as its free CPU and memory hold (one
+    capacity query per node instead of one per replica); a node filled is remembered as full, as the placer
+    does when the next replica fails there."""
+    st = placer.st
+    done: list[Placement] = []
+    for i in placer.ordered(w, None):
+        if len(done) == n:
+            break
+        d = st.demand_at(w, i)
+        first = st.fit(w, d, i)
+        if not isinstance(first, Placement):  # no GPU and no quota: the reason is the node's own, as the placer
+            placer.remember(w, np.array([i], dtype=np.int64))  # remembers such a node
+            continue
+        k = n - len(done)
+        if w.cpu_milli:
+            k = min(k, int(st.cpu[i]) // w.cpu_milli)
+        if w.memory_mib:
+            k = min(k, int(st.mem[i]) // w.memory_mib)
+        got = [first] * k  # a replica without GPUs is placed on the node alone: one (frozen) placement for all
+        st.apply_many(w, d, got)
+        done.extend(got)
+        if len(done) < n:  # the node takes no more: the placer's next try there fails on CPU or memory
+            placer.remember(w, np.array([i], dtype=np.int64))
+    return done
+
+
 def _place(placer: GreedyPlacer, w: Workload, n: int, fixed: str | None, placed: list[Assignment]) -> list[Placement]:
     """Place up to ``n`` replicas of ``w`` now (all or none for a gang), as the greedy placer would.
 
@@ -221,6 +313,8 @@ def _place(placer: GreedyPlacer, w: Workload, n: int, fixed: str | None, placed:
     each of those domains has one model; otherwise the greedy placer's per-model search decides).
     """
     st = placer.st
+    if _bulk(st, w):
+        return _place_bulk(placer, w, n)
     doms = _domains(st, w, n, fixed)
     lvl = w.topology.required
     if doms is not None and lvl is not None and (not w.one_model or all(
@@ -244,9 +338,13 @@ def schedule_sweep(p: Problem, horizon: int, step: int, seed: int = 0, deadline:
     """The forward-pass schedule of ``p`` with its energy bound and reasons (not yet validated); the sweep
     stops at ``deadline`` less :data:`SWEEP_POST_SHARE` of it (the bound, reasons and schedule follow)."""
     t0 = time.perf_counter()
-    out = sweep_schedule(p, horizon, step, None if deadline is None else deadline.share(1 - SWEEP_POST_SHARE))
+    keep = 0.0 if deadline is None else SCHEDULED_POST_COST * speed()
+    out = sweep_schedule(p, horizon, step, None if deadline is None else deadline.share(1 - SWEEP_POST_SHARE), keep)
     late = {w.name for w in p.workloads if w.sla == "guaranteed"} | {u.workload for u in out.unscheduled}
     reasons = {k: v for k, v in out.reasons.items() if k in late}
+    extra: dict[str, object] = {"method": "time-order sweep"}
+    if out.cut_at is not None:
+        extra.update(cut_by_time_limit=True, sweep_stopped_at_s=out.cut_at)
     return make_schedule(p, "heuristic", out.items, out.unscheduled, horizon=horizon, step=step,
-                         reasons=reasons, seconds=time.perf_counter() - t0, seed=seed,
-                         extra_metrics={"method": "time-order sweep"})
+                         reasons=reasons, seconds=time.perf_counter() - t0, seed=seed, extra_metrics=extra,
+                         deadline=deadline)

@@ -1,0 +1,277 @@
+"""What the fleet's domains can hold at most: power budgets and the domain a gang must fit in.
+
+Two cheap relaxations that the bound (:mod:`capplan.placement.core.bound`, the plans' default bound in
+:mod:`capplan.placement.core.summary`) applies before its GPU-level LP, which sees neither:
+
+* **Power.** A busy GPU (any GPU that holds work) draws its model's TDP in every domain above it
+  (the validator's power rule), so a domain with budget ``W`` holds at most ``floor(W / tdp)`` busy GPUs
+  of a model, and never more than the busy GPUs its sub-domains can hold. Summed over the top-level
+  domains, per key of node (a bin type, a GPU model), that caps how many GPUs of the key any plan keeps
+  busy: :func:`busy_caps`. A GPU of unknown TDP under a budget can never be busy (the validator rejects
+  it), so it counts 0.
+* **Domains.** A workload with ``topology.required`` places all its replicas in one domain of that level,
+  and a gang (``kind: training``) on one GPU model unless ``mixed_models``; a gang is placed whole or not
+  at all. The most replicas any one domain can hold (node by node: GPUs, CPU and memory; and the busy GPUs
+  its power budgets allow, the budgets above it included) caps what the workload places; a gang that fits
+  in no domain places nothing: :func:`replica_caps`.
+
+Both ignore everything else (isolation, taints, MIG presets, other work), so they stay upper bounds.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from capplan.model.problem import Demand, Node, Problem, Workload
+from capplan.model.units import UNITS_PER_GPU
+from capplan.placement.core.miglayouts import most_alone
+
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+Dom = tuple[int, str]  # (level index, domain name)
+_NONE = 1 << 60  # no cap
+
+
+_MEMO: list[tuple[Problem, str, object]] = []  # the last few results per problem: every plan asks for them
+_MEMO_SIZE = 6
+
+
+def _memo(p: Problem, what: str, fn: Callable[[], T]) -> T:
+    """``fn()`` once per problem object (problems are immutable)."""
+    for q, w, v in _MEMO:
+        if q is p and w == what:
+            return v  # type: ignore[return-value]
+    v = fn()
+    _MEMO.append((p, what, v))
+    del _MEMO[:-_MEMO_SIZE]
+    return v
+
+
+@dataclass(frozen=True)
+class _Tree:
+    """The domains above the nodes: each node's chain (outermost first) and the budgets."""
+
+    chain: list[tuple[Dom, ...]]
+    budget: dict[Dom, int]
+    parent: dict[Dom, Dom | None]
+
+    @classmethod
+    def of(cls, p: Problem) -> _Tree:
+        """The tree of ``p``, once per problem."""
+        return _memo(p, "tree", lambda: cls._build(p))
+
+    @classmethod
+    def _build(cls, p: Problem) -> _Tree:
+        levels = p.cluster.levels[:-1]
+        index = {lvl: k for k, lvl in enumerate(levels)}
+        budget = {(index[d.level], d.name): d.power_w for d in p.cluster.domains
+                  if d.power_w is not None and d.level in index}
+        chains: dict[tuple[str, ...], tuple[Dom, ...]] = {}  # nodes of one rack share a path
+        parent: dict[Dom, Dom | None] = {}
+        for path in {n.path for n in p.cluster.nodes}:
+            c = chains[path] = tuple(enumerate(path[:len(levels)]))
+            for k, d in enumerate(c):
+                parent.setdefault(d, c[k - 1] if k else None)
+        chain = [chains[n.path] for n in p.cluster.nodes]
+        return cls(chain=chain, budget={k: int(v) for k, v in budget.items() if v is not None}, parent=parent)
+
+
+def _tdp(p: Problem, n: Node) -> int | None:
+    return p.catalog.get(n.gpu_model).tdp_w if n.gpu_model and n.gpus else None
+
+
+def _limit(budget: int, tdp: int | None) -> int:
+    """Busy GPUs of TDP ``tdp`` a budget allows (unknown TDP: none)."""
+    if tdp is None:
+        return 0
+    return budget // tdp if tdp > 0 else _NONE
+
+
+def _domain_caps(p: Problem, tree: _Tree, key_of: Sequence[K | None]) -> tuple[dict[Dom, dict[K, int]], dict[K, int]]:
+    """Busy-GPU caps per domain and key (the domain's own and its sub-domains' budgets) and per key over
+    the fleet."""
+    tdp_of: dict[K, int | None] = {}
+    tdp_model: dict[str | None, int | None] = {}
+    leaf: dict[Dom, dict[K, int]] = defaultdict(lambda: defaultdict(int))
+    free: dict[K, int] = defaultdict(int)  # GPUs under no domain
+    for i, n in enumerate(p.cluster.nodes):
+        k = key_of[i]
+        if k is None or not n.gpus:
+            continue
+        if k not in tdp_of:
+            if n.gpu_model not in tdp_model:
+                tdp_model[n.gpu_model] = _tdp(p, n)
+            tdp_of[k] = tdp_model[n.gpu_model]
+        c = tree.chain[i]
+        if c:
+            leaf[c[-1]][k] += n.gpus
+        else:
+            free[k] += n.gpus
+    depth = max((len(c) for c in tree.chain), default=0)
+    caps: dict[Dom, dict[K, int]] = {}
+    level: dict[Dom, dict[K, int]] = dict(leaf)
+    for _ in range(depth):
+        up: dict[Dom, dict[K, int]] = defaultdict(lambda: defaultdict(int))
+        for d, per in level.items():
+            b = tree.budget.get(d)
+            capped = {key: (v if b is None else min(v, _limit(b, tdp_of[key]))) for key, v in per.items()}
+            caps[d] = capped
+            par = tree.parent.get(d)
+            for key, v in capped.items():
+                if par is None:
+                    free[key] += v
+                else:
+                    up[par][key] += v
+        level = up
+    return caps, dict(free)
+
+
+def busy_caps(p: Problem, key_of: Sequence[K | None]) -> dict[K, int]:
+    """Most GPUs of each key (``key_of``: node index -> key, None for nodes left out) that any plan keeps
+    busy under the power budgets: the key's GPUs where no budget binds."""
+    tree = _Tree.of(p)
+    if not tree.budget:
+        out: dict[K, int] = defaultdict(int)
+        for i, n in enumerate(p.cluster.nodes):
+            k = key_of[i]
+            if k is not None and n.gpus:
+                out[k] += n.gpus
+        return dict(out)
+    return _domain_caps(p, tree, key_of)[1]
+
+
+def busy_gpus(p: Problem) -> int:
+    """Most GPUs of the fleet any plan keeps busy (power budgets); placed value never exceeds it."""
+    return _memo(p, "busy", lambda: sum(busy_caps(p, [n.gpu_model if n.gpus else None
+                                                       for n in p.cluster.nodes]).values()))
+
+
+def _per_gpu(d: Demand, model_name: str, p: Problem) -> tuple[int, int]:
+    """(replicas per GPU, GPUs per replica) of a demand: whole GPUs take ``gpus`` GPUs each."""
+    if d.kind == "whole":
+        return 1, d.gpus
+    if d.kind == "mig" and d.profile is not None:
+        model = p.catalog.get(model_name)
+        pi = next((k for k, pr in enumerate(model.profiles) if pr.name == d.profile.name), None)
+        return (most_alone(model, pi) if pi is not None else 0), 1
+    return (UNITS_PER_GPU // d.units if d.units else 0), 1
+
+
+def _node_fit(p: Problem, w: Workload, n: Node) -> int:
+    """Most replicas of ``w`` one node holds by its GPUs, CPU and memory alone (0: it cannot host one)."""
+    d = p.demand_on(w, n)
+    if d is None or d.kind == "none" or not n.gpus or n.gpu_model is None:
+        return 0
+    per, size = _per_gpu(d, n.gpu_model, p)
+    most = n.gpus // size * per
+    if w.cpu_milli:
+        most = min(most, n.cpu_milli // w.cpu_milli)
+    if w.memory_mib:
+        most = min(most, n.memory_mib // w.memory_mib)
+    return most
+
+
+def replica_caps(p: Problem) -> dict[str, int]:
+    """Workload name -> most replicas any plan places (:func:`_domain_fits`), once per problem."""
+    return dict(_memo(p, "domains", lambda: _domain_fits(p))[0])
+
+
+def gang_models(p: Problem) -> dict[str, frozenset[str]]:
+    """Gang name -> the GPU models it can be placed on whole (one model, in one domain of its required level),
+    for the gangs (``one_model``) that some model able to host a replica cannot host whole (:func:`_domain_fits`)."""
+    return dict(_memo(p, "domains", lambda: _domain_fits(p))[1])
+
+
+def _domain_fits(p: Problem) -> tuple[dict[str, int], dict[str, frozenset[str]]]:
+    """Workload name -> most replicas any plan places, for the workloads a domain limits below ``replicas``.
+
+    A workload with ``topology.required`` and every gang counts what the best single domain of that level
+    (the whole fleet for a gang without one) holds, on one GPU model for a gang (``one_model``): node by
+    node (:func:`_node_fit`) and at most ``busy GPUs the domain's power budgets allow / GPUs per replica``.
+    A gang that fits nowhere gets 0. Second: for a gang that fits, the models it fits on whole, when that
+    leaves out a model that hosts one of its replicas.
+    """
+    wanted = [w for w in p.workloads if w.has_gpu_demand and p.replica_value(w) > 0
+              and (w.is_gang or (w.topology.required and w.topology.required != p.cluster.levels[-1]))]
+    if not wanted:
+        return {}, {}
+    tree = _Tree.of(p)
+    nodes = p.cluster.nodes
+    levels = p.cluster.levels[:-1]
+    kinds: dict[tuple[object, ...], int] = {}
+    kind_of = [kinds.setdefault((n.gpu_model, n.gpus, n.cpu_milli, n.memory_mib, n.mig_strategy,
+                                 n.single_profile if n.mig_strategy == "single" else None), len(kinds))
+               if n.gpus and n.gpu_model else None for n in nodes]
+    model_of = [p.catalog.get(n.gpu_model).name if n.gpus and n.gpu_model else None for n in nodes]
+    caps, fleet = _domain_caps(p, tree, model_of) if tree.budget else ({}, {})
+    # per required level (None: the whole fleet): domain -> (node kind -> count), model -> GPUs, power caps
+    members: dict[int | None, dict[Dom | None, dict[int, int]]] = {}
+    sample = {k: next(i for i, x in enumerate(kind_of) if x == k) for k in kinds.values()}
+
+    def count(lvl: int | None) -> dict[Dom | None, dict[int, int]]:
+        if lvl not in members:
+            per: dict[Dom | None, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+            for i, k in enumerate(kind_of):
+                if k is not None:
+                    per[tree.chain[i][lvl] if lvl is not None else None][k] += 1
+            members[lvl] = per
+        return members[lvl]
+
+    def power_cap(dom: Dom | None, model: str) -> int:
+        """Busy GPUs of ``model`` in ``dom`` its own, its sub-domains' and its ancestors' budgets allow."""
+        if not tree.budget:
+            return _NONE
+        if dom is None:
+            return fleet.get(model, _NONE)
+        out = caps.get(dom, {}).get(model, _NONE)
+        tdp = p.catalog.get(model).tdp_w
+        a = tree.parent.get(dom)
+        while a is not None:
+            if a in tree.budget:
+                out = min(out, _limit(tree.budget[a], tdp))
+            a = tree.parent.get(a)
+        return out
+
+    memo: dict[tuple[object, ...], tuple[int, dict[str, int]]] = {}
+    out: dict[str, int] = {}
+    models: dict[str, frozenset[str]] = {}
+    for w in wanted:
+        req = w.topology.required
+        lvl = levels.index(req) if req in levels else None
+        shape = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.gpu_models, w.cpu_milli, w.memory_mib,
+                 w.mig_strategy, w.one_model, lvl)
+        if shape not in memo:
+            fit = {k: _node_fit(p, w, nodes[i]) for k, i in sample.items()}
+            per_model: dict[str, tuple[int, int]] = {}  # model -> (replicas per GPU, GPUs per replica)
+            for k, i in sample.items():
+                d = p.demand_on(w, nodes[i])
+                if fit[k] and d is not None and model_of[i] is not None:
+                    per_model.setdefault(str(model_of[i]), _per_gpu(d, str(model_of[i]), p))
+            most = 0
+            held: dict[str, int] = defaultdict(int)  # per model, the most one domain holds
+            for dom, kc in count(lvl).items():
+                by_model: dict[str, int] = defaultdict(int)
+                for k, c in kc.items():
+                    if fit[k]:
+                        by_model[str(model_of[sample[k]])] += c * fit[k]
+                total = 0
+                for m, reps in by_model.items():
+                    pc = power_cap(dom, m)
+                    per, size = per_model[m]
+                    if pc < _NONE:
+                        reps = min(reps, pc // size * per)
+                    held[m] = max(held[m], reps)
+                    total += reps
+                most = max(most, max(held.values(), default=0) if w.one_model else total)
+            memo[shape] = most, dict(held)
+        most, best = memo[shape]
+        if w.is_gang and most < w.replicas:
+            out[w.name] = 0
+        elif most < w.replicas:
+            out[w.name] = most
+        elif w.one_model and any(v < w.replicas for v in best.values()):
+            models[w.name] = frozenset(m for m, v in best.items() if v >= w.replicas)
+    return out, models
