@@ -17,21 +17,18 @@ import numpy as np
 
 from capplan.model.deadline import Deadline
 from capplan.model.plan import Assignment, Eviction, Migration, Plan, Unplaced
-from capplan.model.problem import Demand, Problem, Workload
-from capplan.placement.bestfit import BestFitOrder
+from capplan.model.problem import Problem, Workload
 from capplan.placement.core.budget import SUMMARY_COST, reserve
-from capplan.placement.core.fit import fit_more
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.power import domain_room
 from capplan.placement.core.reasons import Holdings, explain, explain_fast, room_estimate
-from capplan.placement.core.state import FREE, WHOLE, ClusterState, Placement
+from capplan.placement.core.state import ClusterState, Placement
 from capplan.placement.core.summary import NOT_TRIED_PREFIX, make_plan
 from capplan.placement.evict import Evictor
+from capplan.placement.nodefill import NodeFill
 
 #: Most domains tried for a workload tied to one domain once one has held it.
 _DOMAIN_TRIES = 8
-#: Reasons a replica does not fit on a node that depend on other nodes too (power domains, quotas).
-_NOT_LOCAL = ("power", "quota")
 #: Fleets above this many nodes get the array form of the unplaced reasons (:func:`explain_fast`).
 FAST_REASONS_NODES = 1000
 #: The reason of a workload the pass did not reach (the priorities not reached are in ``metrics.not_tried``;
@@ -51,14 +48,15 @@ def workload_order(p: Problem) -> list[Workload]:
                                               -w.cpu_milli, p.workload_index[w.name]))
 
 
-class GreedyPlacer(BestFitOrder):
+class GreedyPlacer(NodeFill):
     """Constructive placement on a :class:`ClusterState`; reused by other planners for repair.
 
     Replicas of one workload are identical, so the best-fit order of the candidate nodes is computed
     once per group of replicas and walked: each node is filled until it takes no more (placing on the
     best node keeps it the best, and no other node changes), which is what asking for the best node
     replica by replica gives, at one array pass per workload. The order is
-    :class:`~capplan.placement.bestfit.BestFitOrder`'s.
+    :class:`~capplan.placement.bestfit.BestFitOrder`'s, the filling of one node
+    :class:`~capplan.placement.nodefill.NodeFill`'s.
 
     Parameters
     ----------
@@ -73,76 +71,6 @@ class GreedyPlacer(BestFitOrder):
         super().__init__(p, st)
         self.deadline = deadline
         self._levels: dict[str, tuple[np.ndarray, list[str], dict[str, int]]] = {}
-
-    def place_one(self, w: Workload, within: np.ndarray | None = None,
-                  prefer: set[str] | None = None) -> Placement | None:
-        """Place one replica of ``w`` (optionally inside ``within`` nodes); None if it does not fit."""
-        for i in self.ordered(w, within, prefer):
-            d = self.st.demand_at(w, i)
-            r = self.st.fit(w, d, i)
-            if isinstance(r, Placement):
-                self.st.apply(w, d, r)
-                return r
-        return None
-
-    def undo(self, w: Workload, placed: list[Placement]) -> None:
-        """Remove placements of ``w`` (in reverse order)."""
-        for pl in reversed(placed):
-            self.st.apply(w, self.st.demand_at(w, pl.node), pl, -1)
-
-    def _fill(self, w: Workload, i: int, n: int, done: list[Placement]) -> int:
-        """Place replicas of ``w`` on node ``i`` until ``done`` holds ``n`` or the node takes no more."""
-        st = self.st
-        d = st.demand_at(w, i)
-        before = len(done)
-        while len(done) < n:
-            more = fit_more(st, w, d, done[-1], n - len(done)) if len(done) > before else []
-            if more:  # the same GPU as the last replica: as fit would choose them, applied at once
-                st.apply_many(w, d, more)
-                done.extend(more)
-                continue
-            r = st.fit(w, d, i)
-            if not isinstance(r, Placement):
-                if r not in _NOT_LOCAL:
-                    self.remember(w, np.array([i], dtype=np.int64))
-                break
-            st.apply(w, d, r)
-            done.append(r)
-            if d.kind in ("whole", "none") and st.quota is None and len(done) < n:
-                self._fill_whole(w, d, i, n, done)
-        return len(done) - before
-
-    def _fill_whole(self, w: Workload, d: Demand, i: int, n: int, done: list[Placement]) -> None:
-        """After one replica of whole GPUs (or none) fit on node ``i``: as many more as fit there, in one step.
-
-        The replicas :meth:`ClusterState.fit` would give one by one: the node passed its checks once (its
-        tenant rule does not change with more of the same workload), so CPU, memory, free GPUs and the
-        power headroom decide how many more fit, and each takes the next free GPUs in fit's order."""
-        st = self.st
-        k = n - len(done)
-        if w.cpu_milli:
-            k = min(k, int(st.cpu[i]) // w.cpu_milli)
-        if w.memory_mib:
-            k = min(k, int(st.mem[i]) // w.memory_mib)
-        if d.kind == "none":  # CPU-only pods: CPU and memory alone
-            if k > 0:
-                got = [Placement(node=i)] * k
-                st.apply_many(w, d, got)
-                done.extend(got)
-            return
-        users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
-        free = [g for g in range(int(st.gpu_count[i]))
-                if users[g] == 0 and fixed[g] <= WHOLE and mode[g] in (FREE, WHOLE)]
-        free.sort(key=lambda g: fixed[g] < 0)
-        k = min(k, len(free) // max(d.gpus, 1))
-        tdp = int(st.tdp[i])
-        if tdp and d.gpus:
-            k = min(k, int(st.power_free[st.node_dom[i]].min()) // (tdp * d.gpus))
-        if k <= 0:
-            return
-        got = [Placement(node=i, gpus=tuple(sorted(free[j * d.gpus:(j + 1) * d.gpus]))) for j in range(k)]
-        st.apply_many(w, d, got)
-        done.extend(got)
 
     def place_group(self, w: Workload, n: int, within: np.ndarray | None, all_or_nothing: bool,
                     prefer: set[str] | None = None) -> list[Placement]:
