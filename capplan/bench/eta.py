@@ -33,6 +33,7 @@ import numpy as np
 from capplan.bench.online.sim import MILLI, FloatArr, IntArr
 from capplan.bench.replay.kueue import KueueAdmission, QueueSpec
 from capplan.bench.replay.policies import MAX_STEPS
+from capplan.model.spread import check_spread, expected_remaining, expected_run_time
 
 if TYPE_CHECKING:
     from capplan.bench.replay.sim import ReplayTrace
@@ -163,11 +164,13 @@ def noisy_durations(duration: IntArr, sigma: float, seed: int) -> IntArr:
 class CapplanEstimator:
     """capplan's estimate at a tick: ``schedule --policy kueue`` on the state at that moment."""
 
-    def __init__(self, base: Problem, queues: Sequence[QueueSpec], queue_of: IntArr, known: IntArr) -> None:
+    def __init__(self, base: Problem, queues: Sequence[QueueSpec], queue_of: IntArr, known: IntArr,
+                 spread: float = 0.0) -> None:
         self.base = base
         self.qname = [q.name for q in queues]
         self.queue_of = queue_of
         self.known = known
+        self.spread = check_spread(spread)
         self._workloads: dict[int, Any] = {}
         self._assign: dict[int, Any] = {}
         self.seconds = 0.0
@@ -180,7 +183,8 @@ class CapplanEstimator:
             from capplan.model.problem import Workload
 
             data = pod_workload(pol.sim.tr.trace_pods[i])
-            data.update(name=f"p{i}", duration=int(self.known[i]), queue=self.qname[int(self.queue_of[i])],
+            data.update(name=f"p{i}", duration=expected_run_time(int(self.known[i]), self.spread),
+                        queue=self.qname[int(self.queue_of[i])],
                         created=int(pol.sim.tr.arrival[i]))
             w = self._workloads[i] = Workload.model_validate(data)
         return w
@@ -198,17 +202,16 @@ class CapplanEstimator:
 
     def estimate(self, pol: KueueAdmission) -> dict[int, float]:
         """Pending pod -> estimated start (seconds from the trace start); NaN when not admitted in the horizon."""
-        from capplan.io.k8s.kueue import MIN_LEFT_S
         from capplan.model.timing import RunningEnd
         from capplan.placement.schedule import schedule
 
         t0 = time.perf_counter()
         sim = pol.sim
         running = [i for _, i in sim.ends]
-        # as ``capplan import kueue`` does: admission + run time - now, at least MIN_LEFT_S
-        ends = {i: max(MIN_LEFT_S, int(sim.start[i]) + int(self.known[i]) - sim.t) for i in running}
+        # as ``capplan import kueue --duration-spread`` does: the expected remaining time given the run so far
+        ends = {i: expected_remaining(int(self.known[i]), sim.t - int(sim.start[i]), self.spread) for i in running}
         queue = [i for q in pol.pending for i in q]
-        horizon = max(ends.values(), default=0) + sum(int(self.known[i]) for i in queue) + 1
+        horizon = max(ends.values(), default=0) + sum(int(self._workload(pol, i).duration) for i in queue) + 1
         step = max(1, -(-horizon // MAX_STEPS))
         horizon = -(-horizon // step) * step
         p = self.base.replace(workloads=tuple(self._workload(pol, i) for i in running + queue),
@@ -250,11 +253,13 @@ class EtaRun:
 
 def run_eta(tr: ReplayTrace, queues: Sequence[QueueSpec], queue_of: IntArr, every: int, sigmas: Sequence[float],
             seed: int, half_life: float = 10.0, window: int = 20, max_ticks: int | None = None,
-            progress: Callable[[str], None] | None = None, every_n: int = 0) -> EtaRun:
+            progress: Callable[[str], None] | None = None, every_n: int = 0, spread: bool = True) -> EtaRun:
     """Replay ``tr`` under Kueue's admission and collect every estimator's estimates at every tick.
 
     Estimators: ``capplan-s<sigma>`` per sigma in ``sigmas`` (``schedule --policy kueue`` with the run times
-    seen with that noise, seeded with ``seed``), ``ma-ewma`` and ``ma-window`` (kueue#13159's proposal). After
+    seen with that noise, seeded with ``seed``, taken as exact), with ``spread`` for every sigma > 0 also
+    ``capplan-s<sigma>-spread`` (the same run times, the estimator told their spread sigma: expected run times
+    and remaining times, :mod:`capplan.model.spread`), ``ma-ewma`` and ``ma-window`` (kueue#13159's proposal). After
     ``max_ticks`` ticks with pending pods no more samples are taken (the replay still runs to its end);
     ``progress`` is called with a line of progress every ``every_n`` ticks (0: never).
     """
@@ -266,8 +271,12 @@ def run_eta(tr: ReplayTrace, queues: Sequence[QueueSpec], queue_of: IntArr, ever
     ctx = PolicyContext(fleet=tr.fleet, pods=tr.pods, typical=TypicalPods.from_pods(tr.fleet, tr.pods), seed=seed)
     sim = Replay(tr, seed, BestFitPolicy(ctx))
     base = kueue_problem(tr, queues)
-    capplan = {f"capplan-s{s:g}": CapplanEstimator(base, queues, queue_of, noisy_durations(tr.duration, s, seed))
-               for s in sigmas}
+    capplan = {}
+    for s in sigmas:
+        seen_d = noisy_durations(tr.duration, s, seed)
+        capplan[f"capplan-s{s:g}"] = CapplanEstimator(base, queues, queue_of, seen_d)
+        if spread and s > 0:
+            capplan[f"capplan-s{s:g}-spread"] = CapplanEstimator(base, queues, queue_of, seen_d, spread=s)
     rates = [AdmissionRate(half_life, window) for _ in queues]
     seen = [0] * len(queues)
     ticks: list[int] = []
