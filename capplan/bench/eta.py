@@ -33,7 +33,13 @@ import numpy as np
 from capplan.bench.online.sim import MILLI, FloatArr, IntArr
 from capplan.bench.replay.kueue import KueueAdmission, QueueSpec
 from capplan.bench.replay.policies import MAX_STEPS
-from capplan.model.spread import check_spread, expected_remaining, expected_run_time
+from capplan.model.spread import (
+    check_spread,
+    expected_remaining,
+    expected_run_time,
+    sample_remaining,
+    sample_run_time,
+)
 
 if TYPE_CHECKING:
     from capplan.bench.replay.sim import ReplayTrace
@@ -165,12 +171,16 @@ class CapplanEstimator:
     """capplan's estimate at a tick: ``schedule --policy kueue`` on the state at that moment."""
 
     def __init__(self, base: Problem, queues: Sequence[QueueSpec], queue_of: IntArr, known: IntArr,
-                 spread: float = 0.0) -> None:
+                 spread: float = 0.0, samples: int = 0, seed: int = 0) -> None:
+        if samples < 0:
+            raise ValueError(f"samples must be >= 0, got {samples}")
         self.base = base
         self.qname = [q.name for q in queues]
         self.queue_of = queue_of
         self.known = known
         self.spread = check_spread(spread)
+        self.samples = samples
+        self.seed = seed
         self._workloads: dict[int, Any] = {}
         self._assign: dict[int, Any] = {}
         self.seconds = 0.0
@@ -200,27 +210,55 @@ class CapplanEstimator:
                                              gpus=gpus, fraction=pv.milli / MILLI if pv.shares else None)
         return a
 
-    def estimate(self, pol: KueueAdmission) -> dict[int, float]:
-        """Pending pod -> estimated start (seconds from the trace start); NaN when not admitted in the horizon."""
+    def _starts(self, pol: KueueAdmission, running: list[int], queue: list[int], ends: dict[int, int],
+                durations: dict[int, int]) -> dict[str, int]:
+        """``schedule --policy kueue`` on the tick's state with these remaining and run times: start per name."""
         from capplan.model.timing import RunningEnd
         from capplan.placement.schedule import schedule
 
+        horizon = max(ends.values(), default=0) + sum(durations.values()) + 1
+        step = max(1, -(-horizon // MAX_STEPS))
+        horizon = -(-horizon // step) * step
+        wl = [self._workload(pol, i) for i in running]
+        for i in queue:
+            w = self._workload(pol, i)
+            wl.append(w if w.duration == durations[i] else w.model_copy(update={"duration": durations[i]}))
+        p = self.base.replace(workloads=tuple(wl), running=tuple(self._assignment(pol, i) for i in running),
+                              ends_in=tuple(RunningEnd(workload=f"p{i}", replica=0, ends_in=e)
+                                            for i, e in ends.items()))
+        starts: dict[str, int] = schedule(p, horizon=horizon, step=step, policy="kueue").metrics["kueue_starts"]
+        return starts
+
+    def estimate(self, pol: KueueAdmission) -> dict[int, float]:
+        """Pending pod -> estimated start (seconds from the trace start); NaN when not admitted in the horizon.
+
+        Without samples: one simulation with the expected times (:func:`expected_remaining`,
+        :func:`expected_run_time`; the believed ones at spread 0). With ``samples`` K: K simulations with times
+        drawn from the same belief (:func:`sample_remaining`, :func:`sample_run_time`;
+        ``default_rng([seed, now])``), and per pod the median of its K starts (a start beyond a draw's horizon
+        counts as later than any; NaN when that is the median).
+        """
         t0 = time.perf_counter()
         sim = pol.sim
         running = [i for _, i in sim.ends]
-        # as ``capplan import kueue --duration-spread`` does: the expected remaining time given the run so far
-        ends = {i: expected_remaining(int(self.known[i]), sim.t - int(sim.start[i]), self.spread) for i in running}
         queue = [i for q in pol.pending for i in q]
-        horizon = max(ends.values(), default=0) + sum(int(self._workload(pol, i).duration) for i in queue) + 1
-        step = max(1, -(-horizon // MAX_STEPS))
-        horizon = -(-horizon // step) * step
-        p = self.base.replace(workloads=tuple(self._workload(pol, i) for i in running + queue),
-                              running=tuple(self._assignment(pol, i) for i in running),
-                              ends_in=tuple(RunningEnd(workload=f"p{i}", replica=0, ends_in=e)
-                                            for i, e in ends.items()))
-        sched = schedule(p, horizon=horizon, step=step, policy="kueue")
-        starts: dict[str, int] = sched.metrics["kueue_starts"]
-        out = {i: sim.t + starts[f"p{i}"] if f"p{i}" in starts else math.nan for i in queue}
+        ran = {i: sim.t - int(sim.start[i]) for i in running}
+        if not self.samples:
+            # as ``capplan import kueue [--duration-spread]`` does: the expected remaining time given the run so far
+            ends = {i: expected_remaining(int(self.known[i]), ran[i], self.spread) for i in running}
+            starts = self._starts(pol, running, queue, ends, {i: int(self._workload(pol, i).duration) for i in queue})
+            out = {i: sim.t + starts[f"p{i}"] if f"p{i}" in starts else math.nan for i in queue}
+        else:
+            rng = np.random.default_rng([self.seed, sim.t])
+            got = np.full((self.samples, len(queue)), np.inf)
+            for k in range(self.samples):
+                ends = {i: sample_remaining(int(self.known[i]), ran[i], self.spread, rng) for i in running}
+                durs = {i: sample_run_time(int(self.known[i]), self.spread, rng) for i in queue}
+                starts = self._starts(pol, running, queue, ends, durs)
+                got[k] = [starts.get(f"p{i}", math.inf) for i in queue]
+            med = np.median(got, axis=0) if len(queue) else np.zeros(0)
+            out = {i: sim.t + float(m) if math.isfinite(m) else math.nan
+                   for i, m in zip(queue, med.tolist(), strict=True)}
         self.seconds += time.perf_counter() - t0
         self.calls += 1
         return out
@@ -253,13 +291,16 @@ class EtaRun:
 
 def run_eta(tr: ReplayTrace, queues: Sequence[QueueSpec], queue_of: IntArr, every: int, sigmas: Sequence[float],
             seed: int, half_life: float = 10.0, window: int = 20, max_ticks: int | None = None,
-            progress: Callable[[str], None] | None = None, every_n: int = 0, spread: bool = True) -> EtaRun:
+            progress: Callable[[str], None] | None = None, every_n: int = 0, spread: bool = True,
+            samples: int = 8) -> EtaRun:
     """Replay ``tr`` under Kueue's admission and collect every estimator's estimates at every tick.
 
     Estimators: ``capplan-s<sigma>`` per sigma in ``sigmas`` (``schedule --policy kueue`` with the run times
     seen with that noise, seeded with ``seed``, taken as exact), with ``spread`` for every sigma > 0 also
-    ``capplan-s<sigma>-spread`` (the same run times, the estimator told their spread sigma: expected run times
-    and remaining times, :mod:`capplan.model.spread`), ``ma-ewma`` and ``ma-window`` (kueue#13159's proposal). After
+    ``capplan-s<sigma>-expected`` and, with ``samples`` > 0, ``capplan-s<sigma>-sampled`` (the same run times, the
+    estimator told their spread sigma, :mod:`capplan.model.spread`: one simulation with expected run and remaining
+    times; the median start over ``samples`` simulations with times drawn from that belief), ``ma-ewma`` and
+    ``ma-window`` (kueue#13159's proposal). After
     ``max_ticks`` ticks with pending pods no more samples are taken (the replay still runs to its end);
     ``progress`` is called with a line of progress every ``every_n`` ticks (0: never).
     """
@@ -276,7 +317,10 @@ def run_eta(tr: ReplayTrace, queues: Sequence[QueueSpec], queue_of: IntArr, ever
         seen_d = noisy_durations(tr.duration, s, seed)
         capplan[f"capplan-s{s:g}"] = CapplanEstimator(base, queues, queue_of, seen_d)
         if spread and s > 0:
-            capplan[f"capplan-s{s:g}-spread"] = CapplanEstimator(base, queues, queue_of, seen_d, spread=s)
+            capplan[f"capplan-s{s:g}-expected"] = CapplanEstimator(base, queues, queue_of, seen_d, spread=s)
+            if samples:
+                capplan[f"capplan-s{s:g}-sampled"] = CapplanEstimator(base, queues, queue_of, seen_d, spread=s,
+                                                                      samples=samples, seed=seed)
     rates = [AdmissionRate(half_life, window) for _ in queues]
     seen = [0] * len(queues)
     ticks: list[int] = []

@@ -22,10 +22,14 @@ time: what a live cluster knows.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
+
+import numpy as np
 
 #: A running workload is taken to end at least this long (seconds) from now.
 MIN_LEFT_S = 60
 
+_N = NormalDist()
 #: Past this many standard deviations the normal tails (``erfc``) near underflow; the truncated normal's
 #: excess is then exponential (Mills' ratio), see :func:`expected_remaining`.
 _TAIL_Z = 30.0
@@ -63,10 +67,10 @@ def expected_remaining(believed: int, elapsed: int, sigma: float) -> int:
     """The expected remaining run time (seconds, at least :data:`MIN_LEFT_S`) of a workload running ``elapsed``.
 
     ``sigma = 0``: ``believed - elapsed``; ``elapsed <= 0`` (not started): ``expected_run_time - elapsed``.
-    Otherwise ``E[D | D > elapsed] - elapsed`` for ``log D ~ N(m, s^2)``, ``m = log believed - sigma^2``, ``s = sigma``: with ``a = (log elapsed - m) / s``,
-    ``E[D | D > e] = exp(m + s^2 / 2) Phi(s - a) / Phi(-a)``. For ``a`` past :data:`_TAIL_Z` the ratio of
-    tails underflows; there ``log D - log e`` given survival is nearly exponential with mean ``s / a``, and
-    ``E[D | D > e] = e a / (a - s)`` (Mills' ratio).
+    Otherwise ``E[D | D > elapsed] - elapsed`` for ``log D ~ N(m, s^2)``, ``m = log believed - sigma^2``,
+    ``s = sigma``: with ``a = (log elapsed - m) / s``, ``E[D | D > e] = exp(m + s^2 / 2) Phi(s - a) / Phi(-a)``.
+    For ``a`` past :data:`_TAIL_Z` the ratio of tails underflows; there ``log D - log e`` given survival is
+    nearly exponential with mean ``s / a``, and ``E[D | D > e] = e a / (a - s)`` (Mills' ratio).
 
     Examples
     --------
@@ -84,8 +88,36 @@ def expected_remaining(believed: int, elapsed: int, sigma: float) -> int:
     if elapsed <= 0:  # not started yet (a negative elapsed: it starts that far from now)
         return max(MIN_LEFT_S, expected_run_time(believed, sigma) - int(elapsed))
     a = (math.log(elapsed) - m) / s
+    total = math.exp(m + s * s / 2) * _upper(a - s) / _upper(a) if a < _TAIL_Z else elapsed * a / (a - s)
+    return max(MIN_LEFT_S, round(total - elapsed))
+
+
+def sample_run_time(believed: int, sigma: float, rng: np.random.Generator) -> int:
+    """One draw of the run time of a workload not started, from the belief of :func:`expected_run_time`:
+    ``log D ~ N(log believed - sigma^2, sigma^2)`` (mean ``believed exp(-sigma^2 / 2)``), whole seconds, >= 1."""
+    sigma = check_spread(sigma)
+    if sigma == 0:
+        return int(believed)
+    return max(1, round(math.exp(math.log(believed) - sigma * sigma + sigma * float(rng.standard_normal()))))
+
+
+def sample_remaining(believed: int, elapsed: int, sigma: float, rng: np.random.Generator) -> int:
+    """One draw of the remaining run time of a workload running ``elapsed`` seconds (at least :data:`MIN_LEFT_S`),
+    from the belief of :func:`expected_remaining`: ``log D`` as in :func:`sample_run_time`, given ``D > elapsed``.
+
+    Inverse transform: ``v ~ U(0, 1)``, ``log D`` the quantile with upper tail ``Phi(-a) (1 - v)``; past
+    :data:`_TAIL_Z` the excess ``log D - log elapsed`` is exponential with mean ``sigma / a``.
+    """
+    sigma = check_spread(sigma)
+    if sigma == 0 or elapsed <= 0:
+        return max(MIN_LEFT_S, sample_run_time(believed, sigma, rng) - int(elapsed))
+    m = math.log(believed) - sigma * sigma
+    a = (math.log(elapsed) - m) / sigma
+    v = float(rng.random())
     if a < _TAIL_Z:
-        total = math.exp(m + s * s / 2) * _upper(a - s) / _upper(a)
+        upper = max(_upper(a) * (1.0 - v), 1e-300)  # P(log D > x) for the draw x
+        x = m - sigma * _N.inv_cdf(upper) if upper < 0.5 else m + sigma * _N.inv_cdf(1.0 - upper)
+        total = max(math.exp(x), float(elapsed))
     else:
-        total = elapsed * a / (a - s)
+        total = elapsed * math.exp(-(sigma / a) * math.log1p(-v))
     return max(MIN_LEFT_S, round(total - elapsed))
