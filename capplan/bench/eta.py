@@ -10,6 +10,13 @@ against the replay's own state). At every re-plan tick each pending pod gets est
   ``run time x exp(sigma z)``, ``z ~ N(0, 1)`` seeded per pod (at least 1 s); a running pod is believed to
   end at its start plus that run time, at least a minute from now (``capplan import kueue``'s rule for
   admitted Workloads).
+* **capplan told the spread** (``capplan-s<sigma>-expected``, ``-sampled``): the same noisy run times, the
+  estimator knowing they are off by a lognormal factor of that sigma (:mod:`capplan.model.spread`; what
+  ``capplan import kueue --duration-spread`` is told). ``-expected``: one simulation with the expected run
+  times and the expected remaining times of the running pods given how long they have run (the import's
+  rule). ``-sampled``: ``samples`` simulations with run and remaining times drawn from that belief, and per
+  pod the median of its starts (a start is an order statistic and a sum of run times, whose median is not
+  the start computed from per-pod point estimates).
 * **moving average** (kueue#13159's proposal): ``now + position x mean admission interval``, per
   ClusterQueue, where ``position`` is the pod's 1-based place in its queue's pending list (Kueue's
   order) and the mean interval is taken over the queue's admissions so far, as an exponentially
