@@ -49,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=42, help="queue draw, tie-breaks and the noisy run times")
     ap.add_argument("--replan-every", default="1h", help="seconds between re-plan ticks (90s/10m/1h)")
     ap.add_argument("--sigmas", default="0,0.5", help="lognormal sigmas of the run times capplan sees")
+    ap.add_argument("--no-spread", action="store_true", help="leave out capplan-s<sigma>-expected and -sampled "
+                    "(the estimator told the spread sigma of its run times)")
+    ap.add_argument("--samples", type=int, default=8,
+                    help="simulations per re-plan of capplan-s<sigma>-sampled (0: leave it out)")
     ap.add_argument("--half-life", type=float, default=10.0, help="EWMA half-life in admissions")
     ap.add_argument("--window", type=int, default=20, help="sliding window in admission intervals")
     ap.add_argument("--min-wait", type=int, default=600, help="only pods waiting longer count (seconds)")
@@ -69,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     tr = load_replay(read_nodes(args.nodes), read_pods(args.pods), args.fleet_fraction, args.fleet_seed)
     queues, queue_of = alibaba_queues(tr, QUEUES, args.seed)
     run = run_eta(tr, queues, queue_of, every, sigmas, args.seed, args.half_life, args.window, max_ticks,
-                  progress=lambda line: print(line, file=sys.stderr, flush=True), every_n=args.progress)
+                  progress=lambda line: print(line, file=sys.stderr, flush=True), every_n=args.progress,
+                  spread=not args.no_spread, samples=args.samples)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     waits = run.start - tr.arrival
     common = run.common(args.min_wait)

@@ -10,6 +10,13 @@ against the replay's own state). At every re-plan tick each pending pod gets est
   ``run time x exp(sigma z)``, ``z ~ N(0, 1)`` seeded per pod (at least 1 s); a running pod is believed to
   end at its start plus that run time, at least a minute from now (``capplan import kueue``'s rule for
   admitted Workloads).
+* **capplan told the spread** (``capplan-s<sigma>-expected``, ``-sampled``): the same noisy run times, the
+  estimator knowing they are off by a lognormal factor of that sigma (:mod:`capplan.model.spread`; what
+  ``capplan import kueue --duration-spread`` is told). ``-expected``: one simulation with the expected run
+  times and the expected remaining times of the running pods given how long they have run (the import's
+  rule). ``-sampled``: ``samples`` simulations with run and remaining times drawn from that belief, and per
+  pod the median of its starts (a start is an order statistic and a sum of run times, whose median is not
+  the start computed from per-pod point estimates).
 * **moving average** (kueue#13159's proposal): ``now + position x mean admission interval``, per
   ClusterQueue, where ``position`` is the pod's 1-based place in its queue's pending list (Kueue's
   order) and the mean interval is taken over the queue's admissions so far, as an exponentially
@@ -33,6 +40,13 @@ import numpy as np
 from capplan.bench.online.sim import MILLI, FloatArr, IntArr
 from capplan.bench.replay.kueue import KueueAdmission, QueueSpec
 from capplan.bench.replay.policies import MAX_STEPS
+from capplan.model.spread import (
+    check_spread,
+    expected_remaining,
+    expected_run_time,
+    sample_remaining,
+    sample_run_time,
+)
 
 if TYPE_CHECKING:
     from capplan.bench.replay.sim import ReplayTrace
@@ -163,11 +177,17 @@ def noisy_durations(duration: IntArr, sigma: float, seed: int) -> IntArr:
 class CapplanEstimator:
     """capplan's estimate at a tick: ``schedule --policy kueue`` on the state at that moment."""
 
-    def __init__(self, base: Problem, queues: Sequence[QueueSpec], queue_of: IntArr, known: IntArr) -> None:
+    def __init__(self, base: Problem, queues: Sequence[QueueSpec], queue_of: IntArr, known: IntArr,
+                 spread: float = 0.0, samples: int = 0, seed: int = 0) -> None:
+        if samples < 0:
+            raise ValueError(f"samples must be >= 0, got {samples}")
         self.base = base
         self.qname = [q.name for q in queues]
         self.queue_of = queue_of
         self.known = known
+        self.spread = check_spread(spread)
+        self.samples = samples
+        self.seed = seed
         self._workloads: dict[int, Any] = {}
         self._assign: dict[int, Any] = {}
         self.seconds = 0.0
@@ -180,7 +200,8 @@ class CapplanEstimator:
             from capplan.model.problem import Workload
 
             data = pod_workload(pol.sim.tr.trace_pods[i])
-            data.update(name=f"p{i}", duration=int(self.known[i]), queue=self.qname[int(self.queue_of[i])],
+            data.update(name=f"p{i}", duration=expected_run_time(int(self.known[i]), self.spread),
+                        queue=self.qname[int(self.queue_of[i])],
                         created=int(pol.sim.tr.arrival[i]))
             w = self._workloads[i] = Workload.model_validate(data)
         return w
@@ -196,28 +217,55 @@ class CapplanEstimator:
                                              gpus=gpus, fraction=pv.milli / MILLI if pv.shares else None)
         return a
 
-    def estimate(self, pol: KueueAdmission) -> dict[int, float]:
-        """Pending pod -> estimated start (seconds from the trace start); NaN when not admitted in the horizon."""
-        from capplan.io.k8s.kueue import MIN_LEFT_S
+    def _starts(self, pol: KueueAdmission, running: list[int], queue: list[int], ends: dict[int, int],
+                durations: dict[int, int]) -> dict[str, int]:
+        """``schedule --policy kueue`` on the tick's state with these remaining and run times: start per name."""
         from capplan.model.timing import RunningEnd
         from capplan.placement.schedule import schedule
 
+        horizon = max(ends.values(), default=0) + sum(durations.values()) + 1
+        step = max(1, -(-horizon // MAX_STEPS))
+        horizon = -(-horizon // step) * step
+        wl = [self._workload(pol, i) for i in running]
+        for i in queue:
+            w = self._workload(pol, i)
+            wl.append(w if w.duration == durations[i] else w.model_copy(update={"duration": durations[i]}))
+        p = self.base.replace(workloads=tuple(wl), running=tuple(self._assignment(pol, i) for i in running),
+                              ends_in=tuple(RunningEnd(workload=f"p{i}", replica=0, ends_in=e)
+                                            for i, e in ends.items()))
+        starts: dict[str, int] = schedule(p, horizon=horizon, step=step, policy="kueue").metrics["kueue_starts"]
+        return starts
+
+    def estimate(self, pol: KueueAdmission) -> dict[int, float]:
+        """Pending pod -> estimated start (seconds from the trace start); NaN when not admitted in the horizon.
+
+        Without samples: one simulation with the expected times (:func:`expected_remaining`,
+        :func:`expected_run_time`; the believed ones at spread 0). With ``samples`` K: K simulations with times
+        drawn from the same belief (:func:`sample_remaining`, :func:`sample_run_time`;
+        ``default_rng([seed, now])``), and per pod the median of its K starts (a start beyond a draw's horizon
+        counts as later than any; NaN when that is the median).
+        """
         t0 = time.perf_counter()
         sim = pol.sim
         running = [i for _, i in sim.ends]
-        # as ``capplan import kueue`` does: admission + run time - now, at least MIN_LEFT_S
-        ends = {i: max(MIN_LEFT_S, int(sim.start[i]) + int(self.known[i]) - sim.t) for i in running}
         queue = [i for q in pol.pending for i in q]
-        horizon = max(ends.values(), default=0) + sum(int(self.known[i]) for i in queue) + 1
-        step = max(1, -(-horizon // MAX_STEPS))
-        horizon = -(-horizon // step) * step
-        p = self.base.replace(workloads=tuple(self._workload(pol, i) for i in running + queue),
-                              running=tuple(self._assignment(pol, i) for i in running),
-                              ends_in=tuple(RunningEnd(workload=f"p{i}", replica=0, ends_in=e)
-                                            for i, e in ends.items()))
-        sched = schedule(p, horizon=horizon, step=step, policy="kueue")
-        starts: dict[str, int] = sched.metrics["kueue_starts"]
-        out = {i: sim.t + starts[f"p{i}"] if f"p{i}" in starts else math.nan for i in queue}
+        ran = {i: sim.t - int(sim.start[i]) for i in running}
+        if not self.samples:
+            # as ``capplan import kueue [--duration-spread]`` does: the expected remaining time given the run so far
+            ends = {i: expected_remaining(int(self.known[i]), ran[i], self.spread) for i in running}
+            starts = self._starts(pol, running, queue, ends, {i: int(self._workload(pol, i).duration) for i in queue})
+            out = {i: sim.t + starts[f"p{i}"] if f"p{i}" in starts else math.nan for i in queue}
+        else:
+            rng = np.random.default_rng([self.seed, sim.t])
+            got = np.full((self.samples, len(queue)), np.inf)
+            for k in range(self.samples):
+                ends = {i: sample_remaining(int(self.known[i]), ran[i], self.spread, rng) for i in running}
+                durs = {i: sample_run_time(int(self.known[i]), self.spread, rng) for i in queue}
+                starts = self._starts(pol, running, queue, ends, durs)
+                got[k] = [starts.get(f"p{i}", math.inf) for i in queue]
+            med = np.median(got, axis=0) if len(queue) else np.zeros(0)
+            out = {i: sim.t + float(m) if math.isfinite(m) else math.nan
+                   for i, m in zip(queue, med.tolist(), strict=True)}
         self.seconds += time.perf_counter() - t0
         self.calls += 1
         return out
@@ -250,11 +298,16 @@ class EtaRun:
 
 def run_eta(tr: ReplayTrace, queues: Sequence[QueueSpec], queue_of: IntArr, every: int, sigmas: Sequence[float],
             seed: int, half_life: float = 10.0, window: int = 20, max_ticks: int | None = None,
-            progress: Callable[[str], None] | None = None, every_n: int = 0) -> EtaRun:
+            progress: Callable[[str], None] | None = None, every_n: int = 0, spread: bool = True,
+            samples: int = 8) -> EtaRun:
     """Replay ``tr`` under Kueue's admission and collect every estimator's estimates at every tick.
 
     Estimators: ``capplan-s<sigma>`` per sigma in ``sigmas`` (``schedule --policy kueue`` with the run times
-    seen with that noise, seeded with ``seed``), ``ma-ewma`` and ``ma-window`` (kueue#13159's proposal). After
+    seen with that noise, seeded with ``seed``, taken as exact), with ``spread`` for every sigma > 0 also
+    ``capplan-s<sigma>-expected`` and, with ``samples`` > 0, ``capplan-s<sigma>-sampled`` (the same run times, the
+    estimator told their spread sigma, :mod:`capplan.model.spread`: one simulation with expected run and remaining
+    times; the median start over ``samples`` simulations with times drawn from that belief), ``ma-ewma`` and
+    ``ma-window`` (kueue#13159's proposal). After
     ``max_ticks`` ticks with pending pods no more samples are taken (the replay still runs to its end);
     ``progress`` is called with a line of progress every ``every_n`` ticks (0: never).
     """
@@ -266,8 +319,15 @@ def run_eta(tr: ReplayTrace, queues: Sequence[QueueSpec], queue_of: IntArr, ever
     ctx = PolicyContext(fleet=tr.fleet, pods=tr.pods, typical=TypicalPods.from_pods(tr.fleet, tr.pods), seed=seed)
     sim = Replay(tr, seed, BestFitPolicy(ctx))
     base = kueue_problem(tr, queues)
-    capplan = {f"capplan-s{s:g}": CapplanEstimator(base, queues, queue_of, noisy_durations(tr.duration, s, seed))
-               for s in sigmas}
+    capplan = {}
+    for s in sigmas:
+        seen_d = noisy_durations(tr.duration, s, seed)
+        capplan[f"capplan-s{s:g}"] = CapplanEstimator(base, queues, queue_of, seen_d)
+        if spread and s > 0:
+            capplan[f"capplan-s{s:g}-expected"] = CapplanEstimator(base, queues, queue_of, seen_d, spread=s)
+            if samples:
+                capplan[f"capplan-s{s:g}-sampled"] = CapplanEstimator(base, queues, queue_of, seen_d, spread=s,
+                                                                      samples=samples, seed=seed)
     rates = [AdmissionRate(half_life, window) for _ in queues]
     seen = [0] * len(queues)
     ticks: list[int] = []

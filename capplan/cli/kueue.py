@@ -30,6 +30,18 @@ def _duration(spec: str) -> tuple[str, int]:
     return (queue if sep else "*"), secs
 
 
+def _spread(spec: str) -> tuple[str, float]:
+    """``--duration-spread [QUEUE=]SIGMA`` as (queue or ``*``, sigma)."""
+    from capplan.model.spread import check_spread
+
+    queue, sep, text = spec.rpartition("=")
+    try:
+        sigma = check_spread(float(text))
+    except ValueError as exc:
+        raise InputError("--duration-spread", f"{spec!r}: {exc} (e.g. 0.5, or team-b=0.5)") from None
+    return (queue if sep else "*"), sigma
+
+
 def add_import_parser(sub: Any) -> None:
     """Register ``capplan import kueue``."""
     p = sub.add_parser("kueue", help="nodes, pods and Kueue's Workloads and ClusterQueues -> scenario with quotas",
@@ -45,6 +57,9 @@ def add_import_parser(sub: Any) -> None:
     p.add_argument("--now", metavar="TIMESTAMP", help="RFC 3339 time the objects were read (default: the clock)")
     p.add_argument("--default-duration", action="append", default=[], metavar="[QUEUE=]DURATION",
                    help="run time of workloads that give none, per ClusterQueue or for all; repeat")
+    p.add_argument("--duration-spread", action="append", default=[], metavar="[QUEUE=]SIGMA",
+                   help="run times are believed up to a lognormal error of this sigma (e.g. 0.5), per ClusterQueue or "
+                   "for all; the scenario gets expected durations and remaining times (default 0: exact); repeat")
     p.add_argument("--level-label", action="append", default=[], metavar="LEVEL=LABEL",
                    help="topology level from a node label, outermost first (default: the TAS Topology's levels)")
     add_sla_options(p)
@@ -67,6 +82,7 @@ def run_import(args: argparse.Namespace) -> int:
 
     now = parse_time(args.now, "--now") if args.now else datetime.now(UTC).replace(microsecond=0)
     defaults = dict(_duration(s) for s in args.default_duration)
+    spreads = dict(_spread(s) for s in args.duration_spread)
 
     def load(path: str | None, what: str) -> Any:
         return load_yaml_or_json(path, what) if path else None
@@ -75,7 +91,7 @@ def run_import(args: argparse.Namespace) -> int:
                        load(args.workloads, "workloads file"), load(args.cluster_queues, "ClusterQueues file"),
                        load(args.local_queues, "LocalQueues file"), load(args.priority_classes, "priority classes"),
                        parse_level_labels(args.level_label), load_catalog(args.catalog), now, defaults, args.name,
-                       sla_policy(args))
+                       sla_policy(args), spreads)
     for w in res.warnings:
         print(f"warning: {w}", file=sys.stderr)
     head = f"# Imported from Kueue by `capplan import kueue` at {res.problem.now}; metadata in " \

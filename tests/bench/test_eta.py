@@ -114,3 +114,32 @@ def test_run_eta_exact_on_hand_worked_queue(model: str) -> None:
     # after p1's admission at 1020 the queue's one interval is 1020 s: p2, first in line, is due one later
     late = run.tick >= 1020
     assert np.allclose(run.estimates["ma-ewma"][late], run.tick[late] + 1020)
+
+
+def test_spread_estimators_on_a_two_pod_queue() -> None:
+    # p0 (1 GPU, 1020 s) runs from 0; p1 (2 GPUs) waits for it under a quota of 2. The estimators told the
+    # spread 0.5 of the noisy run times: -expected puts p1's start at p0's expected remaining time given its run
+    # so far; -sampled at the median over 3 draws (its middle draw) from default_rng([seed, now]), p0's remaining
+    # time then p1's run time per draw (at most a few hundred seconds: one-second steps)
+    from capplan.bench.eta import noisy_durations
+    from capplan.model.spread import expected_remaining, sample_remaining, sample_run_time
+
+    tr = _trace([(1, 0, 1020, 1000), (2, 10, 540, 1000)])
+    runs = [run_eta(tr, [QueueSpec("q", "StrictFIFO", 2)], np.zeros(2, dtype=np.int64), 60, [0.5], seed=7,
+                    samples=3) for _ in range(2)]
+    run = runs[0]
+    assert run.start.tolist() == [0, 1020]
+    known = noisy_durations(tr.duration, 0.5, 7)
+    assert (run.pod == 1).all() and run.tick.tolist() == list(range(60, 1020, 60))
+    for t, exp_, smp in zip(run.tick.tolist(), run.estimates["capplan-s0.5-expected"],
+                            run.estimates["capplan-s0.5-sampled"], strict=True):
+        assert exp_ == t + expected_remaining(int(known[0]), t, 0.5)
+        rng = np.random.default_rng([7, t])
+        draws = []
+        for _ in range(3):
+            draws.append(sample_remaining(int(known[0]), t, 0.5, rng))
+            sample_run_time(int(known[1]), 0.5, rng)
+        assert smp == t + sorted(draws)[1]
+    # deterministic for the seed
+    for name, est in run.estimates.items():
+        assert np.array_equal(est, runs[1].estimates[name], equal_nan=True), name

@@ -12,7 +12,10 @@ filled from their templates. On top of that:
   priority (``spec.priority``, else its WorkloadPriorityClass), its creation time relative to now and a
   duration: the annotation ``capplan.io/expected-duration``, else ``spec.maximumExecutionTimeSeconds``, else
   the queue's default (``--default-duration``); running replicas of admitted workloads end that long after
-  the admission (``Admitted`` condition), at least one minute from now.
+  the admission (``Admitted`` condition), at least one minute from now. With a spread (``--duration-spread``:
+  the run times are believed up to a lognormal error of that sigma) the scenario gets expected values instead
+  (:mod:`capplan.model.spread`): a duration ``d exp(-sigma^2 / 2)``, and a running replica's remaining time the
+  expected remaining time of a run that has lasted since the admission.
 """
 
 from __future__ import annotations
@@ -28,10 +31,10 @@ from capplan.io.k8s.quantity import parse_quantity
 from capplan.model.catalog import Catalog
 from capplan.model.errors import InputError
 from capplan.model.quota import ClusterQueue, Flavor, QuotaEntry, known_resource
+from capplan.model.spread import expected_remaining, expected_run_time
 from capplan.model.timing import RunningEnd, parse_seconds
 
 DURATION_ANNOTATION = "capplan.io/expected-duration"
-MIN_LEFT_S = 60
 GROUP = "kueue.x-k8s.io/"
 
 
@@ -201,7 +204,8 @@ class _Info:
 def import_kueue(nodes_data: Any, pods_data: Any | None, workloads_data: Any, queues_data: Any,
                  local_queues: Any | None, priority_classes: Any | None, level_labels: Sequence[tuple[str, str]],
                  catalog: Catalog, now: datetime, default_durations: Mapping[str, int] | None = None,
-                 name: str = "kueue", sla_policy: SlaPolicy | None = None) -> ImportResult:
+                 name: str = "kueue", sla_policy: SlaPolicy | None = None,
+                 duration_spreads: Mapping[str, float] | None = None) -> ImportResult:
     """Build a scenario with quotas from ``kubectl get ... -o json`` of nodes, pods and Kueue's objects.
 
     Parameters
@@ -215,6 +219,9 @@ def import_kueue(nodes_data: Any, pods_data: Any | None, workloads_data: Any, qu
         The time the objects were read; time 0 of the scenario.
     default_durations
         Run time per ClusterQueue (key ``*``: every queue) for workloads that give none.
+    duration_spreads
+        Lognormal sigma of the believed run times per ClusterQueue (key ``*``: every queue; default 0, exact):
+        the scenario gets expected durations and remaining times (:mod:`capplan.model.spread`).
     sla_policy
         Which workloads are ``sla: guaranteed`` by priority or (Workload)PriorityClass name, judged on the
         Workload's own priority and class; the pods' ``capplan.io/sla`` annotation overrides it.
@@ -248,6 +255,7 @@ def import_kueue(nodes_data: Any, pods_data: Any | None, workloads_data: Any, qu
              for i, it in _kind(witems, "Workload") if not _finished(it)}
     problem = res.problem
     defaults = dict(default_durations or {})
+    spreads = dict(duration_spreads or {})
     changed, ends, kueue_meta = [], [], {}
     running = {a.key for a in problem.running}
     for w in problem.workloads:
@@ -272,9 +280,10 @@ def import_kueue(nodes_data: Any, pods_data: Any | None, workloads_data: Any, qu
                 upd.get("priority", w.priority), tuple(c for c in (info.priority_class,) if c)):
             upd["sla"] = "guaranteed"
         if dur is not None:
-            upd["duration"] = dur
+            sigma = spreads.get(str(queue), spreads.get("*", 0.0))
+            upd["duration"] = expected_run_time(dur, sigma)
             if info.admitted is not None:
-                left = max(MIN_LEFT_S, info.admitted + dur)
+                left = expected_remaining(dur, -info.admitted, sigma)  # admitted: seconds from now (<= 0)
                 ends += [RunningEnd(workload=w.name, replica=r, ends_in=left)
                          for r in range(w.replicas) if (w.name, r) in running]
         changed.append(w.model_copy(update=upd))

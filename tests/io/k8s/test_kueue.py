@@ -159,3 +159,31 @@ def test_bad_now_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
             "--cluster-queues", str(KQ / "cluster-queues.json"), "--now", "yesterday", "-o", str(tmp_path / "x.yaml")]
     assert main(args) == 2
     assert "--now" in capsys.readouterr().err and not (tmp_path / "x.yaml").exists()
+
+
+def test_duration_spread_gives_expected_times(tmp_path: Path) -> None:
+    """``--duration-spread team-b=0.5``: team-b's run times are believed up to a lognormal error of sigma 0.5,
+    team-a's are exact (unchanged). Pending: infer-b2 2700 x exp(-0.125) = 2382.7, big-b3 10800 x 0.882497 =
+    9531.0. Running train-b1 (4 h, admitted 30 min ago): a = (log(1800 / 14400) + 0.25) / 0.5 = -3.659, so
+    survival hardly matters: E[D | D > 1800] = 12708.0 x Phi(4.159) / Phi(3.659) = 12709.4, 10909 s left."""
+    scen = tmp_path / "kq.yaml"
+    args = ["import", "kueue", "--nodes", str(KQ / "nodes.json"), "--pods", str(KQ / "pods.json"),
+            *(x for f in FILES for x in (f"--{f}", str(KQ / f"{f}.json"))), "--now", NOW,
+            "--default-duration", "team-b=4h", "--duration-spread", "team-b=0.5", "-o", str(scen)]
+    assert main(args) == 0
+    p = load_scenario(scen)
+    w = {x.name: x for x in p.workloads}
+    assert (w["team-a/train-a3"].duration, w["team-b/infer-b2"].duration, w["team-b/big-b3"].duration) == (
+        7200, 2383, 9531)
+    ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+    assert ends[("team-a/train-a1", 0)] == 7200 and ends[("team-a/eval-a2", 0)] == 7200
+    assert abs(ends[("team-b/train-b1", 0)] - 10909) <= 2
+
+
+@pytest.mark.parametrize("bad", ["-1", "x", "team-b=", "9"])
+def test_bad_duration_spread_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str) -> None:
+    args = ["import", "kueue", "--nodes", str(KQ / "nodes.json"), "--workloads", str(KQ / "workloads.json"),
+            "--cluster-queues", str(KQ / "cluster-queues.json"), "--now", NOW, "--duration-spread", bad,
+            "-o", str(tmp_path / "x.yaml")]
+    assert main(args) == 2
+    assert "--duration-spread" in capsys.readouterr().err and not (tmp_path / "x.yaml").exists()
