@@ -29,6 +29,8 @@ from capplan.placement.nodefill import NodeFill
 
 #: Most domains tried for a workload tied to one domain once one has held it.
 _DOMAIN_TRIES = 8
+#: The reason of running replicas greedy evicted (allow_preemption); the plan's ``evictions`` say for what.
+EVICTED = "evicted for higher-priority work that needs its node (allow_preemption; see the plan's evictions)"
 #: The reason of a workload tried but not placed when the time left no room to work out why.
 NO_ROOM = ("no node had room for it when the greedy pass reached it, after the higher-priority work "
            "(the detailed reason was not worked out: the time limit ran out; a longer --time-limit gives it)")
@@ -311,14 +313,14 @@ def _greedy_pass(p: Problem, options: PlanOptions, moves_first: bool) -> tuple[P
     fast = bool(late) or len(p.cluster.nodes) > FAST_REASONS_NODES
     unplaced = unplaced_reasons(p, st, assignments, missing_of, fast, whole.less(summary))
     if evictor is not None and evictor.evicted:
-        by_taker: dict[tuple[str, str], list[int]] = {}
+        by_workload: dict[str, list[int]] = {}
         for v, taker in evictor.evicted:
             reason = f"preempted for higher-priority {taker} on {v.a.node}"
             evictions.append(Eviction(workload=v.w.name, replica=v.a.replica, node=v.a.node, reason=reason))
-            by_taker.setdefault((v.w.name, taker), []).append(v.a.replica)
-        unplaced += [Unplaced(workload=name, replicas=tuple(sorted(reps)),
-                              reason=f"evicted: higher-priority {taker} takes its GPUs (allow_preemption)")
-                     for (name, taker), reps in by_taker.items()]
+            by_workload.setdefault(v.w.name, []).append(v.a.replica)
+        # one cause for the summary's grouping; each eviction names the workload that took the node
+        unplaced += [Unplaced(workload=name, replicas=tuple(sorted(reps)), reason=EVICTED)
+                     for name, reps in by_workload.items()]
         extra["evicted"] = len(evictions)
     if late:
         extra["cut_by_time_limit"] = True

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from capplan.model.problem import Problem
 from capplan.model.validate import check_plan
 from capplan.placement import PlanOptions, solve
+from capplan.placement.greedy import EVICTED
 from tests.conftest import scenario
 
 from .cpsat.test_properties import with_running
@@ -33,8 +34,8 @@ def _batch_on_rack1(preemptible: bool) -> Problem:
 
 
 def test_gang_evicts_lower_priority_batch_in_one_rack() -> None:
-    """With preemption the gang takes rack r1, stopping the four batch replicas (listed unplaced, each with the
-    gang named); without it, or with the batch not preemptible, the gang waits."""
+    """With preemption the gang takes rack r1, stopping the four batch replicas (listed unplaced; each eviction
+    names the gang); without it, or with the batch not preemptible, the gang waits."""
     p = _batch_on_rack1(preemptible=True)
     plan = solve(p, "greedy", PlanOptions(allow_preemption=True))
     assert check_plan(p, plan) == []
@@ -42,7 +43,7 @@ def test_gang_evicts_lower_priority_batch_in_one_rack() -> None:
     assert sorted(e.replica for e in plan.evictions) == [0, 1, 2, 3]
     assert all("gang" in e.reason for e in plan.evictions)
     (left,) = plan.unplaced
-    assert left.workload == "batch" and left.replicas == (0, 1, 2, 3) and "gang" in left.reason
+    assert left.workload == "batch" and left.replicas == (0, 1, 2, 3) and left.reason == EVICTED
     assert plan.metrics["evicted"] == 4
     for q, opts in ((p, PlanOptions()), (_batch_on_rack1(preemptible=False), PlanOptions(allow_preemption=True))):
         kept = solve(q, "greedy", opts)
@@ -135,3 +136,20 @@ def test_evictions_on_a_larger_random_fleet() -> None:
     assert check_plan(p, plan) == []
     assert plan.objective[0] > before.objective[0] and plan.objective[0] == 12 * 32
     assert plan.evictions or plan.migrations
+
+
+def test_the_summary_counts_many_evictions_and_lists_the_first_few() -> None:
+    """An operator reads a count of the evictions (replicas, nodes) and the first ten, not thousands of lines."""
+    from capplan.placement.core.summary import SHOWN_MOVES, summary_text
+
+    racks = _racks({f"r{r}": 2 for r in range(8)})
+    running = [{"workload": "batch", "replica": 2 * k + h, "node": f"r{k // 2}n{k % 2 + 1}",
+                "gpus": [4 * h + g for g in range(4)]} for k in range(16) for h in range(2)]
+    p = scenario([], [{"name": "batch", "gpus": 4, "replicas": 32, "priority": 1, "preemptible": True},
+                      {"name": "gang", "kind": "training", "replicas": 16, "gpus": 8, "priority": 100}],
+                 racks=racks, running=running)
+    plan = solve(p, "greedy", PlanOptions(allow_preemption=True))
+    assert check_plan(p, plan) == [] and len(plan.evictions) == 32
+    lines = summary_text(p, plan).splitlines()
+    assert "  evict: 32 running replicas on 16 nodes; the first 10 (all of them in the plan's `evictions`):" in lines
+    assert sum(line.startswith("  evict batch") for line in lines) == SHOWN_MOVES

@@ -241,11 +241,29 @@ def summary_text(p: Problem, plan: Plan, more_hint: str = "the plan's `unplaced`
         lines.append(f"  unplaced: {n} replica{'s' if n != 1 else ''} of {len(plan.unplaced)} workload"
                      f"{'s' if len(plan.unplaced) != 1 else ''}, by cause:")
         lines.extend(f"    {line}" for line in causes_text(causes, more_hint=more_hint))
-    for e in plan.evictions:
-        lines.append(f"  evict {e.workload}[{e.replica}] on {e.node}: {e.reason}")
-    for mg in plan.migrations:
-        lines.append(f"  migrate {mg.workload}[{mg.replica}] {mg.from_node} -> {mg.to_node}: {mg.reason}")
+    lines.extend(_moves_lines(plan))
     return "\n".join(lines)
+
+
+#: Evictions and migrations listed one by one in the summary; the rest are counted (all are in the plan).
+SHOWN_MOVES = 10
+
+
+def _moves_lines(plan: Plan) -> list[str]:
+    """The evictions and migrations: a count (replicas, nodes) when there are many, the first few one by one."""
+    lines: list[str] = []
+    for kind, items in (("evict", plan.evictions), ("migrate", plan.migrations)):
+        if len(items) > SHOWN_MOVES:
+            nodes = {e.node for e in plan.evictions} if kind == "evict" else {m.from_node for m in plan.migrations}
+            field = "evictions" if kind == "evict" else "migrations"
+            lines.append(f"  {kind}: {len(items)} running replicas on {len(nodes)} nodes; the first {SHOWN_MOVES} "
+                         f"(all of them in the plan's `{field}`):")
+        for x in items[:SHOWN_MOVES]:
+            if isinstance(x, Eviction):
+                lines.append(f"  evict {x.workload}[{x.replica}] on {x.node}: {x.reason}")
+            else:
+                lines.append(f"  migrate {x.workload}[{x.replica}] {x.from_node} -> {x.to_node}: {x.reason}")
+    return lines
 
 
 def change_lines(p: Problem, plan: Plan) -> list[str]:
