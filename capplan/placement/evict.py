@@ -12,7 +12,8 @@ A trial:
    replicas again on those nodes alone, with every replica that stays in place (so power budgets, quotas
    and node rules hold with what stays); failing that, the trial is undone;
 3. puts back each victim of whole GPUs whose GPUs the new replicas left free, if its node still takes it;
-   moves a migratable one elsewhere (greedy's best fit) and stops a preemptible one.
+   moves a migratable one elsewhere (greedy's best fit) and stops a preemptible one (never a guaranteed one:
+   plans compare guaranteed replicas first).
 
 An eviction is always on a node where a higher-priority replica now runs (the validator's rule). Members of
 running gangs are never victims (a gang stops or moves whole: left to the exact strategies). Evicted
@@ -37,6 +38,11 @@ PLACE_TRIES = 4
 
 Place = Callable[[Workload, int, list[Assignment], "np.ndarray | None"], list[Placement]]
 """Places up to ``n`` replicas of a workload (given its replicas already placed) inside some nodes."""
+
+
+def _stoppable(w: Workload) -> bool:
+    """Preemptible and not guaranteed: plans compare guaranteed replicas first, so stopping one never pays."""
+    return w.preemptible and w.sla != "guaranteed"
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,7 @@ class Evictor:
             w = p.workload(a.workload)
             # a gang's member stops or moves only with the whole gang: left to the exact strategies
             movable = allow_migration and w.migratable and w.topology.required is None
-            if w.is_gang or not (w.preemptible or movable):
+            if w.is_gang or not (_stoppable(w) or movable):
                 continue
             i = p.cluster.node_index[a.node]
             d = p.demand_on(w, p.cluster.nodes[i])
@@ -94,7 +100,7 @@ class Evictor:
     def _victims(self, nodes: np.ndarray, priority: int, move: bool) -> list[Victim]:
         """The replicas on ``nodes`` below ``priority`` that may stop (or, with ``move``, also move)."""
         return [v for i in nodes.tolist() for v in self.by_node.get(i, ())
-                if v.w.priority < priority and (move or v.w.preemptible)]
+                if v.w.priority < priority and (move or _stoppable(v.w))]
 
     def _held(self, priority: int, move: bool) -> np.ndarray:
         """Per node, the GPUs held by its victims below ``priority`` (an estimate: a GPU two victims share
@@ -104,7 +110,7 @@ class Evictor:
         if hit is None:
             hit = np.zeros(self.st.n, dtype=np.int64)
             for i, vs in self.by_node.items():
-                hit[i] = sum(len(v.pl.gpus) for v in vs if v.w.priority < priority and (move or v.w.preemptible))
+                hit[i] = sum(len(v.pl.gpus) for v in vs if v.w.priority < priority and (move or _stoppable(v.w)))
             self._held_cache[key] = hit
         return hit
 
@@ -228,7 +234,7 @@ class Evictor:
                 if dest:
                     moves.append((v, dest[0]))
                     continue
-            if not v.w.preemptible:
+            if not _stoppable(v.w):
                 ok = False
                 break
             stops.append(v)
@@ -249,7 +255,7 @@ class Evictor:
         """``v`` stopped or moved: no longer a victim (the cached per-node counts follow)."""
         self.by_node[v.pl.node].remove(v)
         for (priority, move), held in self._held_cache.items():
-            if v.w.priority < priority and (move or v.w.preemptible):
+            if v.w.priority < priority and (move or _stoppable(v.w)):
                 held[v.pl.node] -= len(v.pl.gpus)
 
     def _free_again(self, v: Victim) -> bool:
