@@ -30,7 +30,7 @@ def _duration(spec: str) -> tuple[str, int]:
     return (queue if sep else "*"), secs
 
 
-def _spread(spec: str) -> tuple[str, float]:
+def duration_spread(spec: str) -> tuple[str, float]:
     """``--duration-spread [QUEUE=]SIGMA`` as (queue or ``*``, sigma)."""
     from capplan.model.spread import check_spread
 
@@ -82,7 +82,7 @@ def run_import(args: argparse.Namespace) -> int:
 
     now = parse_time(args.now, "--now") if args.now else datetime.now(UTC).replace(microsecond=0)
     defaults = dict(_duration(s) for s in args.default_duration)
-    spreads = dict(_spread(s) for s in args.duration_spread)
+    spreads = dict(duration_spread(s) for s in args.duration_spread)
 
     def load(path: str | None, what: str) -> Any:
         return load_yaml_or_json(path, what) if path else None

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import Any
 
 from capplan.cli import common, console
 from capplan.cli.common import EXIT_GUARANTEE, EXIT_OK, add_catalog_option
+from capplan.model.errors import InputError
 
 
 def _time(text: str) -> str:
@@ -25,6 +27,20 @@ def _time(text: str) -> str:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
     return text
+
+
+#: Seconds the sampled simulations leave for writing the schedule.
+WRITE_KEEP = 0.5
+
+
+def _samples(text: str) -> int:
+    try:
+        k = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--samples is a whole number 0..1000, got {text!r}") from None
+    if not 0 <= k <= 1000:
+        raise argparse.ArgumentTypeError(f"--samples is a whole number 0..1000, got {text!r}")
+    return k
 
 
 def add_parser(sub: Any) -> None:
@@ -43,6 +59,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--policy", choices=("optimal", "kueue"), default="optimal",
                    help="optimal (default): optimise; kueue: simulate Kueue's admission (queueing strategy, quotas, "
                         "topology) to see what Kueue will do")
+    p.add_argument("--duration-spread", action="append", default=[], metavar="[QUEUE=]SIGMA",
+                   help="with --policy kueue and --samples: the lognormal spread of the believed run times, per "
+                        "ClusterQueue or for all (0..3; repeatable)")
+    p.add_argument("--samples", type=_samples, default=0, metavar="K",
+                   help="with --policy kueue: also K simulations with run times drawn from the spread; each "
+                        "workload's median start goes to metrics.kueue_eta_s, which export kueue-eta uses "
+                        "(default 0: none)")
     p.add_argument("--seed", type=common.seed, default=0, help="random seed (default 0)")
     p.add_argument("--workers", type=common.workers, default=1, help="parallel solver workers (default 1)")
     p.add_argument("-q", "--quiet", action="store_true", help="only the one-line summary on stderr")
@@ -86,14 +109,31 @@ def run(args: argparse.Namespace) -> int:
     from capplan.model.deadline import Deadline
 
     deadline = Deadline.start(args.time_limit)
+    from capplan.cli.kueue import duration_spread
     from capplan.io.files import write_text_atomic
     from capplan.io.scenario import load_scenario
     from capplan.placement import PlanOptions
     from capplan.placement.schedule import schedule
 
+    spreads = dict(duration_spread(x) for x in args.duration_spread)
+    if (args.samples or spreads) and args.policy != "kueue":
+        raise InputError("--samples" if args.samples else "--duration-spread",
+                         "estimates under a run-time spread simulate Kueue: add --policy kueue")
+    if spreads and not args.samples:
+        raise InputError("--duration-spread", "is used by the sampled simulations: add --samples K (e.g. 16)")
     problem = load_scenario(args.scenario, args.catalog)
     opts = PlanOptions(time_limit=args.time_limit, deadline=deadline, seed=args.seed, workers=args.workers)
-    sch = schedule(problem, args.strategy, opts, horizon=args.horizon, step=args.step, policy=args.policy)
+    # the base simulation and the samples share the limit, the samples at most half of it
+    first = deadline.less(deadline.remaining() / 2) if args.samples else deadline
+    sch = schedule(problem, args.strategy, replace(opts, deadline=first), horizon=args.horizon, step=args.step,
+                   policy=args.policy)
+    if args.samples:
+        from capplan.placement.schedule.eta import median_starts
+
+        starts, ran = median_starts(problem, sch.horizon_s, sch.step_s, spreads, args.samples, args.seed,
+                                    deadline.less(WRITE_KEEP))
+        sch = sch.model_copy(update={"metrics": {**sch.metrics, "kueue_eta_s": starts, "kueue_eta": {
+            "samples": ran, "asked": args.samples, "spreads": spreads, "seed": args.seed}}})
     text = sch.to_json()
     if args.output:
         write_text_atomic(args.output, text)

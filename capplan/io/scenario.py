@@ -348,15 +348,17 @@ def _running_ends(raw: list[Any]) -> tuple[list[Any], list[RunningEnd]]:
     running: list[Any] = []
     ends: list[RunningEnd] = []
     for i, entry in enumerate(raw):
+        if isinstance(entry, dict) and "elapsed" in entry and "ends_in" not in entry:
+            raise InputError(f"running[{i}].elapsed", "comes with ends_in (the remaining run time it conditions)")
         if isinstance(entry, dict) and "ends_in" in entry:
             e = dict(entry)
             try:
                 ends.append(RunningEnd(workload=str(e.get("workload")), replica=e.get("replica", 0),
-                                       ends_in=e.pop("ends_in")))
+                                       ends_in=e.pop("ends_in"), elapsed=e.pop("elapsed", None)))
             except ValidationError as exc:
                 err = input_error_from(exc, f"running[{i}]")
-                raise InputError(f"running[{i}].ends_in" if "ends_in" in err.path else err.path,
-                                 err.message) from None
+                field = "elapsed" if "elapsed" in err.path else "ends_in"
+                raise InputError(f"running[{i}].{field}" if field in err.path else err.path, err.message) from None
             running.append(e)
         else:
             running.append(entry)
@@ -411,9 +413,11 @@ def problem_to_data(p: Problem) -> dict[str, Any]:
     workloads = [w.model_dump(mode="json", exclude_defaults=True) | {"name": w.name} for w in p.workloads]
     data: dict[str, Any] = {"cluster": cluster, "workloads": workloads}
     if p.running:
-        ends = {(e.workload, e.replica): e.ends_in for e in p.ends_in}
+        ends = {(e.workload, e.replica): e for e in p.ends_in}
         data["running"] = [a.model_dump(mode="json", exclude_defaults=True)
-                           | ({"ends_in": format_seconds(ends[a.key])} if a.key in ends else {})
+                           | ({"ends_in": format_seconds(ends[a.key].ends_in)} if a.key in ends else {})
+                           | ({"elapsed": format_seconds(ends[a.key].elapsed or 0)}
+                              if a.key in ends and ends[a.key].elapsed is not None else {})
                            for a in p.running]
     if p.flavors or p.queues:
         data["quotas"] = {"flavors": [f.model_dump(mode="json", exclude_defaults=True) for f in p.flavors],

@@ -63,6 +63,8 @@ def scenario_json_schema() -> dict[str, Any]:
     running = copy.deepcopy(Assignment.model_json_schema())
     defs.update(running.pop("$defs", {}))
     running["properties"]["ends_in"] = {**_TIME, "description": "remaining run time of a running replica"}
+    running["properties"]["elapsed"] = {**_TIME, "description": "how long it has run (with ends_in; a run-time "
+                                                                "spread conditions on it)"}
     defs["running"] = running
     interruptions = Interruptions.model_json_schema()
     for key in Interruptions.TIME_FIELDS:

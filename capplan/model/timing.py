@@ -121,13 +121,20 @@ class ScheduleSpec(Frozen):
 
 
 class RunningEnd(Frozen):
-    """Remaining run time of one running replica (``ends_in`` of a ``running:`` entry), in seconds."""
+    """Remaining run time of one running replica (``ends_in`` of a ``running:`` entry), in seconds; ``elapsed``
+    (optional): how long it has run, which a run-time spread conditions on (``schedule --duration-spread``)."""
 
     workload: str
     replica: int = Field(ge=0)
     ends_in: int = Field(gt=0)
+    elapsed: int | None = Field(default=None, ge=0)
 
     @field_validator("ends_in", mode="before")
     @classmethod
     def _seconds(cls, v: Any) -> int:
         return parse_seconds(v)
+
+    @field_validator("elapsed", mode="before")
+    @classmethod
+    def _elapsed(cls, v: Any) -> int | None:
+        return None if v is None else parse_seconds(v)

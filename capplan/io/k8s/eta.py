@@ -60,6 +60,7 @@ def estimates(p: Problem, s: Schedule, kueue: dict[str, Any]) -> list[Estimate]:
     rows = {r.name: r for r in s.workloads}
     unsched = {u.workload: u.reason for u in s.unscheduled}
     kueue_starts = s.metrics.get("kueue_starts") or {}
+    sampled = s.metrics.get("kueue_eta_s") or {}
     raw = s.metrics.get("kueue_reasons") or {}
     pending = [w for w in p.workloads if w.name in kueue and not kueue[w.name].get("admitted")]
     pending.sort(key=lambda w: (-w.priority, w.created, p.workload_index[w.name]))
@@ -74,6 +75,8 @@ def estimates(p: Problem, s: Schedule, kueue: dict[str, Any]) -> list[Estimate]:
         info = kueue[w.name]
         row = rows.get(w.name)
         start_s = row.start_s if row is not None and row.start_s is not None else kueue_starts.get(w.name)
+        if w.name in sampled:  # the median over simulations with sampled run times (schedule --samples)
+            start_s = sampled[w.name]
         start = None if start_s is None else now + timedelta(seconds=int(start_s))
         why = raw.get(w.name) or (row.reason if row is not None else None) or unsched.get(w.name)
         if start is None:

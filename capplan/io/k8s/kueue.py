@@ -284,7 +284,7 @@ def import_kueue(nodes_data: Any, pods_data: Any | None, workloads_data: Any, qu
             upd["duration"] = expected_run_time(dur, sigma)
             if info.admitted is not None:
                 left = expected_remaining(dur, -info.admitted, sigma)  # admitted: seconds from now (<= 0)
-                ends += [RunningEnd(workload=w.name, replica=r, ends_in=left)
+                ends += [RunningEnd(workload=w.name, replica=r, ends_in=left, elapsed=max(0, -info.admitted))
                          for r in range(w.replicas) if (w.name, r) in running]
         changed.append(w.model_copy(update=upd))
         kueue_meta[w.name] = info.entry(w.name) | {"admitted": info.admitted is not None}

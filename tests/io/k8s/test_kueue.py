@@ -187,3 +187,56 @@ def test_bad_duration_spread_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFix
             "-o", str(tmp_path / "x.yaml")]
     assert main(args) == 2
     assert "--duration-spread" in capsys.readouterr().err and not (tmp_path / "x.yaml").exists()
+
+
+def test_running_replicas_carry_how_long_they_ran() -> None:
+    """Admitted Workloads' replicas get ``elapsed`` (now - admission) beside ``ends_in``; the scenario file keeps
+    it (written and read back)."""
+    from capplan.io.scenario import problem_from_data, problem_to_data
+
+    p = imported().problem
+    el = {(e.workload, e.replica): e.elapsed for e in p.ends_in}
+    assert all(v is not None and v >= 0 for v in el.values())
+    assert {e.workload: e.ends_in + (e.elapsed or 0) for e in p.ends_in}["team-a/train-a1"] == 7200 + el[
+        ("team-a/train-a1", 0)]
+    back = problem_from_data(problem_to_data(p))
+    assert {(e.workload, e.replica): e.elapsed for e in back.ends_in} == el
+
+
+def test_sampled_estimates_at_zero_spread_are_the_simulation(tmp_path: Path) -> None:
+    """``--samples`` with no spread draws every run time as believed: each median start is the single
+    simulation's start, and export kueue-eta gives the same waits as without samples."""
+    scen, sched_path = run_cli(tmp_path, "--samples", "3")
+    p = load_scenario(scen)
+    s = Schedule.from_data(json.loads(sched_path.read_text()))
+    assert s.metrics["kueue_eta"]["samples"] == 3
+    meta = json.loads((tmp_path / "kq.k8s.json").read_text())
+    rows = {r.name.split("-")[1]: r.wait_s for r in estimates(p, s, meta["kueue"])}
+    assert rows == {"train": 7200, "tune": 7200, "infer": 0, "big": 14400}
+
+
+def test_sampled_estimates_under_a_spread_are_seeded_medians(tmp_path: Path) -> None:
+    """With a spread the medians move off the believed-time simulation; the same seed gives the same estimates,
+    and the estimates the export writes are the medians."""
+    scen, first = run_cli(tmp_path, "--samples", "5", "--duration-spread", "0.5", "--seed", "7")
+    again = tmp_path / "again.json"
+    assert main(["schedule", str(scen), "--policy", "kueue", "--horizon", "2d", "-q", "-o", str(again),
+                 "--samples", "5", "--duration-spread", "0.5", "--seed", "7"]) == 0
+    a, b = (json.loads(x.read_text())["metrics"]["kueue_eta_s"] for x in (first, again))
+    assert a == b
+    p = load_scenario(scen)
+    s = Schedule.from_data(json.loads(first.read_text()))
+    meta = json.loads((tmp_path / "kq.k8s.json").read_text())
+    est = {r.name.split("-")[1]: r.wait_s for r in estimates(p, s, meta["kueue"])}
+    names = {w.name.split("/")[1].split("-")[1]: w.name for w in p.workloads if w.name in a}
+    assert all(est[k] == a[names[k]] for k in est if k in names)
+    assert est != {"train": 7200, "tune": 7200, "infer": 0, "big": 14400}  # the spread moves them
+
+
+@pytest.mark.parametrize("extra", [["--samples", "3"], ["--duration-spread", "0.5"],
+                                   ["--policy", "kueue", "--duration-spread", "9", "--samples", "2"]])
+def test_sampling_flags_need_the_kueue_policy_and_each_other(tmp_path: Path, extra: list[str]) -> None:
+    scen, _ = run_cli(tmp_path)
+    out = tmp_path / "x.json"
+    assert main(["schedule", str(scen), "--horizon", "2d", "-q", "-o", str(out), *extra]) == 2
+    assert not out.exists()
