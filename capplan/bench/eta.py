@@ -41,11 +41,10 @@ from capplan.bench.online.sim import MILLI, FloatArr, IntArr
 from capplan.bench.replay.kueue import KueueAdmission, QueueSpec
 from capplan.bench.replay.policies import MAX_STEPS
 from capplan.model.spread import (
+    MIN_LEFT_S,
     check_spread,
     expected_remaining,
     expected_run_time,
-    sample_remaining,
-    sample_run_time,
 )
 
 if TYPE_CHECKING:
@@ -236,6 +235,29 @@ class CapplanEstimator:
         starts: dict[str, int] = schedule(p, horizon=horizon, step=step, policy="kueue").metrics["kueue_starts"]
         return starts
 
+    def _sampled(self, pol: KueueAdmission, running: list[int], queue: list[int], ran: dict[int, int]
+                 ) -> dict[int, float]:
+        """:func:`~capplan.placement.schedule.eta.median_starts` on the tick's state: workloads with their believed
+        run times, running replicas with how long they ran; seeded by ``(seed, now)``."""
+        from capplan.model.deadline import Deadline
+        from capplan.model.timing import RunningEnd
+        from capplan.placement.schedule.eta import median_starts
+
+        sim = pol.sim
+        known = {i: int(self.known[i]) for i in (*running, *queue)}
+        wl = [self._workload(pol, i).model_copy(update={"duration": known[i]}) for i in (*running, *queue)]
+        ends = tuple(RunningEnd(workload=f"p{i}", replica=0, ends_in=max(MIN_LEFT_S, known[i] - ran[i]),
+                                elapsed=max(0, ran[i])) for i in running)
+        p = self.base.replace(workloads=tuple(wl), running=tuple(self._assignment(pol, i) for i in running),
+                              ends_in=ends)
+        # drawn run times reach several times the believed ones: a horizon that holds them
+        horizon = 4 * (max((e.ends_in for e in ends), default=0) + sum(known[i] for i in queue)) + 1
+        step = max(1, -(-horizon // MAX_STEPS))
+        horizon = -(-horizon // step) * step
+        starts, _ = median_starts(p, horizon, step, {"*": self.spread}, self.samples, (self.seed, sim.t),
+                                  Deadline.start(1e9))
+        return {i: sim.t + float(v) if (v := starts.get(f"p{i}")) is not None else math.nan for i in queue}
+
     def estimate(self, pol: KueueAdmission) -> dict[int, float]:
         """Pending pod -> estimated start (seconds from the trace start); NaN when not admitted in the horizon.
 
@@ -255,17 +277,8 @@ class CapplanEstimator:
             ends = {i: expected_remaining(int(self.known[i]), ran[i], self.spread) for i in running}
             starts = self._starts(pol, running, queue, ends, {i: int(self._workload(pol, i).duration) for i in queue})
             out = {i: sim.t + starts[f"p{i}"] if f"p{i}" in starts else math.nan for i in queue}
-        else:
-            rng = np.random.default_rng([self.seed, sim.t])
-            got = np.full((self.samples, len(queue)), np.inf)
-            for k in range(self.samples):
-                ends = {i: sample_remaining(int(self.known[i]), ran[i], self.spread, rng) for i in running}
-                durs = {i: sample_run_time(int(self.known[i]), self.spread, rng) for i in queue}
-                starts = self._starts(pol, running, queue, ends, durs)
-                got[k] = [starts.get(f"p{i}", math.inf) for i in queue]
-            med = np.median(got, axis=0) if len(queue) else np.zeros(0)
-            out = {i: sim.t + float(m) if math.isfinite(m) else math.nan
-                   for i, m in zip(queue, med.tolist(), strict=True)}
+        else:  # the command line's estimate (schedule --samples): believed times, elapsed, the same draws
+            out = self._sampled(pol, running, queue, ran)
         self.seconds += time.perf_counter() - t0
         self.calls += 1
         return out

@@ -119,8 +119,8 @@ def test_run_eta_exact_on_hand_worked_queue(model: str) -> None:
 def test_spread_estimators_on_a_two_pod_queue() -> None:
     # p0 (1 GPU, 1020 s) runs from 0; p1 (2 GPUs) waits for it under a quota of 2. The estimators told the
     # spread 0.5 of the noisy run times: -expected puts p1's start at p0's expected remaining time given its run
-    # so far; -sampled at the median over 3 draws (its middle draw) from default_rng([seed, now]), p0's remaining
-    # time then p1's run time per draw (at most a few hundred seconds: one-second steps)
+    # so far; -sampled at the median over 3 draws (its middle draw) from default_rng([seed, now]) as
+    # capplan schedule --samples draws them (at most a few hundred seconds: one-second steps)
     from capplan.bench.eta import noisy_durations
     from capplan.model.spread import expected_remaining, sample_remaining, sample_run_time
 
@@ -136,9 +136,10 @@ def test_spread_estimators_on_a_two_pod_queue() -> None:
         assert exp_ == t + expected_remaining(int(known[0]), t, 0.5)
         rng = np.random.default_rng([7, t])
         draws = []
-        for _ in range(3):
-            draws.append(sample_remaining(int(known[0]), t, 0.5, rng))
+        for _ in range(3):  # schedule --samples' order: every workload's run time, then each running replica's end
+            sample_run_time(int(known[0]), 0.5, rng)
             sample_run_time(int(known[1]), 0.5, rng)
+            draws.append(sample_remaining(int(known[0]), t, 0.5, rng))
         assert smp == t + sorted(draws)[1]
     # deterministic for the seed
     for name, est in run.estimates.items():

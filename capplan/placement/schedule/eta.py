@@ -12,7 +12,7 @@ same estimates.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -53,8 +53,8 @@ def sampled_problem(p: Problem, spreads: Mapping[str, float], rng: np.random.Gen
     return p.replace(workloads=tuple(workloads), ends_in=tuple(ends))
 
 
-def median_starts(p: Problem, horizon: int, step: int, spreads: Mapping[str, float], samples: int, seed: int,
-                  deadline: Deadline) -> tuple[dict[str, int | None], int]:
+def median_starts(p: Problem, horizon: int, step: int, spreads: Mapping[str, float], samples: int,
+                  seed: int | Sequence[int], deadline: Deadline) -> tuple[dict[str, int | None], int]:
     """Per workload, the median start (seconds from now) over ``samples`` simulations of Kueue's admission with
     sampled run times; None when the median is past the horizon. Also how many simulations ran: they stop at
     ``deadline`` (at least one runs)."""
@@ -62,7 +62,7 @@ def median_starts(p: Problem, horizon: int, step: int, spreads: Mapping[str, flo
 
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(list(seed) if not isinstance(seed, int) else seed)
     names = [w.name for w in p.workloads]
     got: list[list[float]] = []
     for _ in range(samples):
