@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -41,3 +44,14 @@ def fragmented_mig_node() -> Problem:
             "gpu_modes": [{"gpus": [0], "mode": "mig", "layout": [{"profile": "3g.40gb", "start": 4},
                                                                   {"profile": "1g.10gb", "start": 0}]}]}
     return scenario([node], [{"name": "svc", "replicas": 3, "mig": "3g.40gb", "cpu": 1}])
+
+
+def script_module(path: Path, name: str) -> ModuleType:
+    """A script (a benchmark, a corpus maker) imported as module ``name``, registered in ``sys.modules`` (worker
+    processes unpickle its functions by that name)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod

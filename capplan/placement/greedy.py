@@ -12,6 +12,7 @@ Deterministic: no randomness is used.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.power import domain_room
 from capplan.placement.core.reasons import Holdings, explain, explain_fast, room_estimate
 from capplan.placement.core.state import ClusterState, Placement
+from capplan.placement.core.subproblem import lex_key
 from capplan.placement.core.summary import NOT_TRIED_PREFIX, make_plan
 from capplan.placement.evict import Evictor
 from capplan.placement.nodefill import NodeFill
@@ -241,14 +243,16 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
     priority), the plan so far is returned, and ``metrics.cut_by_time_limit`` is set.
     """
     t0 = time.perf_counter()
+    clock = options.clock()  # one deadline for both passes (a call without one starts it here, once)
+    options = replace(options, deadline=clock)
     plan, made_room = _greedy_pass(p, options, moves_first=False)
     spent = time.perf_counter() - t0
     if not (made_room and options.allow_migration and any(p.workload(a.workload).migratable for a in p.running)):
         return plan
-    if options.clock().remaining() < 2 * spent + reserve(p, options.clock().budget, SUMMARY_COST):
+    if clock.remaining() < 2 * spent + reserve(p, clock.budget, SUMMARY_COST):
         return plan
     other, _ = _greedy_pass(p, options, moves_first=True)
-    best = other if tuple(other.objective) > tuple(plan.objective) else plan
+    best = other if lex_key(p, other.assignments) > lex_key(p, plan.assignments) else plan
     return best.model_copy(update={"solve_seconds": round(time.perf_counter() - t0, 4)})
 
 

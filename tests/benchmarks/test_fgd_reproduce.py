@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.conftest import script_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "fgd_reproduce.py"
 
@@ -16,12 +16,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "fgd_reproduce.py"
 @pytest.fixture(scope="module")
 def fr() -> ModuleType:
     """The benchmark script imported as a module."""
-    spec = importlib.util.spec_from_file_location("fgd_reproduce", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fgd_reproduce"] = mod  # worker processes unpickle run_one by module name
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module(SCRIPT, "fgd_reproduce")
 
 
 def _published(data: Path, rows: list[tuple[str, str, int, float, float]]) -> None:

@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
+from tests.conftest import script_module
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "goodput_sim.py"
 
 
 @pytest.fixture(scope="module")
 def sim() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("goodput_sim", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["goodput_sim"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module(SCRIPT, "goodput_sim")
 
 
 def test_monte_carlo_agrees_with_the_closed_form(sim: ModuleType) -> None:

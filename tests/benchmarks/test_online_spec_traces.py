@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -11,17 +10,15 @@ from types import ModuleType
 
 import pytest
 
+from tests.conftest import script_module
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "online_spec_traces.py"
 FIELDS = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
 
 
 @pytest.fixture(scope="module")
 def st() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("online_spec_traces", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module(SCRIPT, "online_spec_traces")
 
 
 NODES = [{"sn": "a", "gpu": "8", "model": "G2"}, {"sn": "b", "gpu": "2", "model": "T4"},

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -14,6 +12,7 @@ from capplan.io.scenario import problem_from_data
 from capplan.model.problem import Problem
 from capplan.model.validate import check_plan
 from capplan.placement import PlanOptions, solve
+from tests.conftest import script_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "shapes.py"
 TINY = 256  # GPUs: 32 nodes of 8
@@ -21,12 +20,7 @@ TINY = 256  # GPUs: 32 nodes of 8
 
 @pytest.fixture(scope="module")
 def shapes() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("shapes_bench", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["shapes_bench"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module(SCRIPT, "shapes_bench")
 
 
 def _features(p: Problem) -> dict[str, Any]:

@@ -8,8 +8,6 @@ a few instances of the fuzz campaign (``benchmarks/fuzz.py``) end to end.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,6 +22,7 @@ from capplan.model.units import UNITS_PER_GPU
 from capplan.model.validate import check_plan
 from capplan.placement import PlanOptions, solve
 from capplan.placement.greedy import plan_greedy
+from tests.conftest import script_module
 from tests.placement.cpsat.test_exhaustive import exhaustive_best, key, random_tiny
 from tests.strategies_gen import scenario_data
 
@@ -93,12 +92,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "fuzz.py"
 @pytest.fixture(scope="module")
 def fuzz() -> ModuleType:
     """The campaign script imported as a module."""
-    spec = importlib.util.spec_from_file_location("fuzz_campaign", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fuzz_campaign"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module(SCRIPT, "fuzz_campaign")
 
 
 @pytest.mark.parametrize("seed", [4, 11, 18])
