@@ -12,6 +12,7 @@ Deterministic: no randomness is used.
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -41,6 +42,10 @@ FAST_REASONS_NODES = 1000
 #: The reason of a workload the pass did not reach (the priorities not reached are in ``metrics.not_tried``;
 #: the text has no numbers of its own, so the summary groups every such workload under one cause).
 NOT_TRIED = NOT_TRIED_PREFIX + " before the greedy planner reached this workload (a longer --time-limit places more)"
+#: The last complete greedy plan: (the problem, weakly; the options it depends on; the plan). ``solve`` makes the
+#: greedy plan before any other strategy, and strategies that start from it (CP-SAT's hint, LNS's start) ask for
+#: the same problem object again: a second pass over a 10k-GPU fleet cost seconds of the limit.
+_last: tuple[weakref.ref[Problem], tuple[bool, bool, int], Plan] | None = None
 
 
 def shape_key(w: Workload) -> tuple[object, ...]:
@@ -242,18 +247,39 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
     out, the workloads not reached are left unplaced with a reason saying they were not tried (and at which
     priority), the plan so far is returned, and ``metrics.cut_by_time_limit`` is set.
     """
+    global _last
+    known = last_greedy_plan(p, options)
+    if known is not None:
+        return known
     t0 = time.perf_counter()
     clock = options.clock()  # one deadline for both passes (a call without one starts it here, once)
     options = replace(options, deadline=clock)
     plan, made_room = _greedy_pass(p, options, moves_first=False)
     spent = time.perf_counter() - t0
-    if not (made_room and options.allow_migration and any(p.workload(a.workload).migratable for a in p.running)):
-        return plan
-    if clock.remaining() < 2 * spent + reserve(p, clock.budget, SUMMARY_COST):
-        return plan
-    other, _ = _greedy_pass(p, options, moves_first=True)
-    best = other if lex_key(p, other.assignments) > lex_key(p, plan.assignments) else plan
-    return best.model_copy(update={"solve_seconds": round(time.perf_counter() - t0, 4)})
+    if made_room and options.allow_migration and any(p.workload(a.workload).migratable for a in p.running) \
+            and clock.remaining() >= 2 * spent + reserve(p, clock.budget, SUMMARY_COST):
+        other, _ = _greedy_pass(p, options, moves_first=True)
+        best = other if lex_key(p, other.assignments) > lex_key(p, plan.assignments) else plan
+        plan = best.model_copy(update={"solve_seconds": round(time.perf_counter() - t0, 4)})
+    if not plan.metrics.get("cut_by_time_limit"):  # a cut plan depends on the clock: never reused
+        _last = (weakref.ref(p), _memo_key(options), plan)
+    return plan
+
+
+def _memo_key(options: PlanOptions) -> tuple[bool, bool, int]:
+    return (options.allow_preemption, options.allow_migration, options.seed)
+
+
+def last_greedy_plan(p: Problem, options: PlanOptions) -> Plan | None:
+    """The greedy plan already made for this very problem object with these options (None if not the last one).
+
+    Greedy is deterministic and, when not cut by the clock, does not depend on the time limit: the plan is
+    the same whoever asks.
+    """
+    hit = _last
+    if hit is None or hit[0]() is not p or hit[1] != _memo_key(options):
+        return None
+    return hit[2]
 
 
 def _greedy_pass(p: Problem, options: PlanOptions, moves_first: bool) -> tuple[Plan, bool]:

@@ -1,6 +1,7 @@
 """Large-neighbourhood search: free a few nodes and re-place their replicas exactly with CP-SAT.
 
-Starting from the heuristic plan, each step picks a *neighbourhood* of nodes (a topology domain,
+Starting from the heuristic plan (or the greedy plan :func:`~capplan.placement.planner.solve` made first,
+when that is better), each step picks a *neighbourhood* of nodes (a topology domain,
 the nodes where an unplaced workload could go, or the most fragmented nodes) with some unplaced
 workloads offered, and the search loop of :mod:`capplan.placement.core.search` re-solves it with the
 ``cpsat`` strategy, keeping the result when it is lexicographically better. It stops at the time limit, when the plan
@@ -22,8 +23,9 @@ from capplan.model.units import units_to_gpus
 from capplan.placement.core.options import PlanOptions
 from capplan.placement.core.search import Pick, SearchStats, SubResult, missing_replicas, search
 from capplan.placement.core.state import ClusterState
+from capplan.placement.core.subproblem import lex_key
 from capplan.placement.core.summary import make_plan, placed_units
-from capplan.placement.greedy import FAST_REASONS_NODES, unplaced_reasons
+from capplan.placement.greedy import FAST_REASONS_NODES, last_greedy_plan, unplaced_reasons
 
 _NODES = 8  # nodes per neighbourhood
 _OFFER = 40  # unplaced workloads offered per neighbourhood
@@ -109,6 +111,11 @@ def plan_lns(p: Problem, options: PlanOptions) -> Plan:
     clock = options.clock()
     deadline = clock.share(SEARCH_SHARE).end
     start = plan_heuristic(p, replace(options.within(clock.share(START_SHARE)), progress=None))
+    known = last_greedy_plan(p, options)  # ``solve`` made it first: improve the better of the two
+    # (not one that evicts or moves running replicas: the search's plan keeps every running replica in place)
+    if known is not None and not known.evictions and not known.migrations \
+            and lex_key(p, known.assignments) > lex_key(p, start.assignments):
+        start = known
     bound = upper_bound(p, time_limit=max(0.5, clock.share(BOUND_SHARE).remaining())).per_priority
 
     def units(ass: list[Assignment]) -> list[int]:

@@ -28,12 +28,13 @@ from capplan.placement.strategies import loaded
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
 
+#: The least time a strategy is given, however little of the limit is left (it then returns its fastest plan).
 MIN_SOLVE_SECONDS = 0.05
-#: Below this many seconds left after ``auto``'s greedy plan, the strategy is not run: it could not beat it.
+#: Below this many seconds left after ``auto``'s greedy plan (or less than the greedy plan took: every strategy
+#: builds at least one plan of its own, which costs about as much), the strategy is not run: it could not beat it.
 STRATEGY_MIN_SECONDS = 0.5
 #: A strategy that used this much of its time without proving its plan optimal was cut by the time limit.
 CUT_FRACTION = 0.9
-"""The least time a strategy is given, however little of the limit is left (it then returns its fastest plan)."""
 
 
 #: The placement strategies that honour ClusterQueue quotas (the occupancy state's :class:`QuotaBook`).
@@ -100,16 +101,22 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
     log.info("strategy %s ready with %.2f s left; it gets %.2f s (%.2f s kept for the validator%s)", name,
              deadline.remaining(), mine.remaining(), keep, " and writing" if handed else "")
     t0 = time.perf_counter()
-    first = None
+    first, greedy_took = None, 0.0
     if name in GREEDY_FIRST:
         # a complete plan first, with the whole budget (greedy stops when done, usually in a fraction of it):
         # the strategy must beat it, and when greedy needed the time, the strategy is not run at all
         first = _greedy_first(p, q, opts, mine)
+        if first is not None and first.status == "infeasible" and not quotas:
+            # the plan to beat is greedy's best: with the guaranteed work placed first when that places it all
+            first = _confirmed(p, q, first, opts, mine, {})
+        greedy_took = time.perf_counter() - t0
         log.info("greedy plan ready with %.2f s left", mine.remaining())
     given = mine.remaining()
     t1 = time.perf_counter()
-    if first is not None and (first.metrics.get("cut_by_time_limit") or given < STRATEGY_MIN_SECONDS):
-        log.info("no time left after the greedy plan; strategy %s is not run", name)
+    if first is not None and (first.metrics.get("cut_by_time_limit")
+                              or given < max(STRATEGY_MIN_SECONDS, greedy_took)):
+        log.info("%.2f s left after the greedy plan (which took %.2f s); strategy %s is not run", given,
+                 greedy_took, name)
         plan = first.model_copy(update={"metrics": {**first.metrics, "auto": {"kept": "greedy", "over": name}}})
     else:
         ran, problems = _run(p, q, fn, name, opts, mine)
@@ -185,8 +192,10 @@ def _greedy(q: Problem, opts: PlanOptions) -> Plan:
 
 def _greedy_first(p: Problem, q: Problem, opts: PlanOptions, mine: Deadline) -> Plan | None:
     """The greedy plan of ``q`` (validated against ``p``) within ``mine``; None if it fails."""
-    try:
-        plan = _greedy(q, opts.within(mine))
+    from capplan.placement.core.budget import VALIDATE_COST, reserve
+
+    try:  # its validation below is part of ``mine`` too
+        plan = _greedy(q, opts.within(mine.less(reserve(p, mine.budget, VALIDATE_COST))))
     except (InputError, KeyboardInterrupt, MemoryError):
         raise
     except Exception:  # the strategy still runs; only the guarantee against greedy is lost

@@ -242,3 +242,42 @@ def test_auto_keeps_the_limit_for_greedy_when_greedy_needs_it() -> None:
     assert plan.strategy == "greedy" and plan.metrics["auto"]["kept"] == "greedy"
     assert plan.metrics["cut_by_time_limit"] is True
     assert any(u.reason.startswith("not tried") for u in plan.unplaced)
+
+
+def test_a_strategy_must_beat_greedys_guaranteed_first_plan() -> None:
+    """Found by the property above: greedy's priority order left a guaranteed MIG replica out, and the plan
+    with the guaranteed work placed first (what ``solve(p, "greedy")`` returns after its check) places more;
+    a named strategy that placed every guaranteed replica but less value must not be kept over it."""
+    node = {"cpu": 8, "memory_gib": 64, "gpu": "H100-SXM5-80GB", "gpus": 1}
+    data = {"cluster": {"name": "h", "levels": ["rack", "node"], "racks": [
+        {"name": "r0", "nodes": [{"name": "n1", **node}], "power_kw": 1},
+        {"name": "r1", "nodes": [{"name": "n2", **node}]},
+        {"name": "r2", "nodes": [{"name": "n3", **node}], "power_kw": 1}]},
+        "workloads": [{"name": "w0", "replicas": 4, "cpu": 1, "memory_gib": 0, "gpus": 1},
+                      {"name": "w1", "replicas": 4, "cpu": 1, "memory_gib": 0, "mig": "1g.10gb",
+                       "gpu_models": ["H100-SXM5-80GB"], "sla": "guaranteed"}]}
+    p = problem_from_data(data)
+    greedy = solve(p, "greedy", time_limit=2)
+    assert greedy.metrics["guaranteed_check"].endswith("greedy placed the guaranteed work first")
+    for name in ("decompose", "heuristic", "lns"):
+        plan = solve(p, name, time_limit=2)
+        assert check_plan(p, plan) == []
+        assert lex_key(p, plan.assignments) >= lex_key(p, greedy.assignments), name
+
+
+def test_the_greedy_plan_is_made_once_per_problem() -> None:
+    """``solve`` makes the greedy plan first; a strategy asking for it again (CP-SAT's hint, LNS's start) gets
+    the same plan object for the same problem and options, and a plan cut by the clock is never reused."""
+    from capplan.placement.greedy import last_greedy_plan
+
+    p = problem_from_data(_slow_fleet(16, 30))
+    first = plan_greedy(p, PlanOptions(time_limit=30))
+    assert last_greedy_plan(p, PlanOptions()) is first
+    assert plan_greedy(p, PlanOptions(time_limit=5)) is first
+    assert last_greedy_plan(p, PlanOptions(allow_preemption=True)) is None
+    assert last_greedy_plan(p, PlanOptions(seed=7)) is None
+    same = problem_from_data(_slow_fleet(16, 30))  # equal, but another object: not assumed to be the same
+    assert last_greedy_plan(same, PlanOptions()) is None
+    cut = plan_greedy(same, PlanOptions(deadline=Deadline(time.perf_counter() - 1.0, 1.0)))
+    assert cut.metrics["cut_by_time_limit"] is True
+    assert last_greedy_plan(same, PlanOptions()) is None
