@@ -23,18 +23,24 @@ SUMMARY_COST = 0.001  # a strategy's plan assembly (objective, metrics, reasons 
 _CAP = 0.25  # never give more than a quarter of the limit to one step around the solve
 _FRESH = 5.0  # seconds a speed measurement is reused
 _last: list[float] = []  # (time measured, loop seconds) of the last measurement
+_MOST_SLOWDOWN = 8.0  # the most wall seconds per CPU second :func:`speed` believes (a stall is not a load)
 
 
 def speed() -> float:
-    """Seconds one fixed pure-Python loop takes now (about 2-5 ms on an idle core; more under load).
+    """Seconds one fixed pure-Python loop takes now, on this machine as loaded now (about 2-5 ms on an idle
+    core; more under load).
 
-    The best of three runs, so one preemption does not count; reused for a few seconds.
+    The best of five runs (one preemption does not count), times the wall seconds per CPU second this process
+    got over the five: a short loop often runs within one time slice, so its best run measures the core's
+    speed, not the share of it the process gets on a busy machine (where a step's wall time is its CPU time
+    times that ratio). Reused for a few seconds.
     """
     now = time.perf_counter()
     if _last and now - _last[0] < _FRESH:
         return _last[1]
     best = float("inf")
-    for _ in range(3):
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    for _ in range(5):
         t = time.perf_counter()
         d: dict[tuple[int, str], int] = {}
         for i in range(20_000):
@@ -43,8 +49,10 @@ def speed() -> float:
         for v in d.values():
             s += v
         best = min(best, time.perf_counter() - t)
-    _last[:] = [time.perf_counter(), best]
-    return best
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    share = min(_MOST_SLOWDOWN, max(1.0, wall / cpu)) if cpu > 0 else 1.0
+    _last[:] = [time.perf_counter(), best * share]
+    return best * share
 
 
 def size(p: Problem) -> int:
