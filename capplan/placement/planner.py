@@ -107,8 +107,8 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
         # the strategy must beat it, and when greedy needed the time, the strategy is not run at all
         first = _greedy_first(p, q, opts, mine)
         if first is not None and first.status == "infeasible" and not quotas:
-            # the plan to beat is greedy's best: with the guaranteed work placed first when that places it all
-            first = _confirmed(p, q, first, opts, mine, {})
+            # the plan to beat is the best the check finds: the guaranteed work placed first, or CP-SAT's plan
+            first = _confirmed(p, q, first, opts, mine, STRATEGIES)
         greedy_took = time.perf_counter() - t0
         log.info("greedy plan ready with %.2f s left", mine.remaining())
     given = mine.remaining()
@@ -131,7 +131,11 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
                 ran = _not_worse(p, ran, first)
         plan = ran
     if plan.status == "infeasible" and not quotas:  # no false alarm: check before saying it (guarantee.py)
-        plan = _confirmed(p, q, plan, opts, deadline.less(keep), STRATEGIES)
+        done = first.metrics.get("guaranteed_check", "") if first is not None else ""
+        if done and not done.startswith("not checked"):  # the greedy plan's check found nothing better
+            plan = plan.model_copy(update={"metrics": {**plan.metrics, "guaranteed_check": done}})
+        else:
+            plan = _confirmed(p, q, plan, opts, deadline.less(keep), STRATEGIES)
     if breaks:
         plan = plan.model_copy(update={"metrics": {**plan.metrics, "running_breaks": [b.message for b in breaks]}})
     if not plan.solve_seconds:
