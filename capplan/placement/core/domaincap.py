@@ -15,13 +15,20 @@ Two cheap relaxations that the bound (:mod:`capplan.placement.core.bound`, the p
   its power budgets allow, the budgets above it included) caps what the workload places; a gang that fits
   in no domain places nothing: :func:`replica_caps`.
 
-Both ignore everything else (isolation, taints, MIG presets, other work), so they stay upper bounds.
+* **Preset MIG layouts.** A GPU preset to a MIG layout (``gpu_modes`` with a ``layout``, fixed unless
+  ``reconfigure: allowed``; always on ``mig_strategy: single`` nodes) hosts only replicas whose profile on
+  that model is one of the layout's instances, one replica per instance. So the priorities of a set hold on
+  those GPUs at most, per (model, profile), the values of their best replicas that ask that profile there, one
+  per preset instance, and a GPU without a fixed layout holds at most one GPU of value:
+  :func:`joint_cap`, the most value a set of priorities places together.
+
+All ignore everything else (isolation, taints, other work), so they stay upper bounds.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -36,7 +43,7 @@ _NONE = 1 << 60  # no cap
 
 
 _MEMO: list[tuple[Problem, str, object]] = []  # the last few results per problem: every plan asks for them
-_MEMO_SIZE = 6
+_MEMO_SIZE = 10
 
 
 def _memo(p: Problem, what: str, fn: Callable[[], T]) -> T:
@@ -275,3 +282,83 @@ def _domain_fits(p: Problem) -> tuple[dict[str, int], dict[str, frozenset[str]]]
         elif w.one_model and any(v < w.replicas for v in best.values()):
             models[w.name] = frozenset(m for m, v in best.items() if v >= w.replicas)
     return out, models
+
+
+@dataclass(frozen=True)
+class _Presets:
+    """The GPUs preset to a fixed MIG layout, once per problem.
+
+    ``free``: per GPU model, its GPUs without a fixed layout; ``slots``: per (model, representative node index,
+    profile name) the preset instances of that profile on the model's fixed-layout GPUs of nodes like the
+    representative (same model, MIG strategy and single profile: what a replica's demand there depends on).
+    """
+
+    free: dict[str, int]
+    slots: dict[tuple[str, int, str], int]
+
+    @classmethod
+    def of(cls, p: Problem) -> _Presets:
+        return _memo(p, "presets", lambda: cls._build(p))
+
+    @classmethod
+    def _build(cls, p: Problem) -> _Presets:
+        free: dict[str, int] = defaultdict(int)
+        slots: dict[tuple[str, int, str], int] = defaultdict(int)
+        rep: dict[tuple[str, str, str | None], int] = {}
+        busy = {(a.node, g) for a in p.running for g in a.gpus}  # running work: counted as a free GPU
+        for i, n in enumerate(p.cluster.nodes):
+            if not n.gpus or not n.gpu_model:
+                continue
+            model = p.catalog.get(n.gpu_model).name
+            fixed = p.reconfigure != "allowed" or n.mig_strategy == "single"
+            layouts = {m.gpu: m.layout for m in n.gpu_modes if m.mode == "mig" and m.layout is not None} \
+                if fixed else {}
+            for g in range(n.gpus):
+                lay = layouts.get(g)
+                if lay is None or (n.name, g) in busy:
+                    free[model] += 1
+                    continue
+                r = rep.setdefault((model, n.mig_strategy, n.single_profile), i)
+                for s in lay:
+                    slots[(model, r, s.profile)] += 1
+        return cls(free=dict(free), slots=dict(slots))
+
+
+def joint_cap(p: Problem, prios: Collection[int]) -> int:
+    """Most value (demand units) the priorities ``prios`` place together in any plan.
+
+    Per GPU model, at most the busy GPUs its power budgets allow (:func:`busy_caps`), and at most one GPU of
+    value per GPU without a fixed MIG layout plus, on the GPUs preset to one (:class:`_Presets`), per
+    (model, profile) the values of the best replicas of ``prios`` that ask that profile there, one per preset
+    instance. Without fixed layouts: :func:`busy_gpus`.
+    """
+    pre = _Presets.of(p)
+    if not pre.slots:
+        return busy_gpus(p) * UNITS_PER_GPU
+    key = frozenset(prios)
+    done: dict[frozenset[int], int] = _memo(p, "joint", dict)
+    if key not in done:
+        done[key] = _joint(p, pre, set(key))
+    return done[key]
+
+
+def _joint(p: Problem, pre: _Presets, prios: set[int]) -> int:
+    busy = _memo(p, "busy_models", lambda: busy_caps(p, [p.catalog.get(n.gpu_model).name if n.gpus and n.gpu_model
+                                                          else None for n in p.cluster.nodes]))
+    nodes = p.cluster.nodes
+    on_preset: dict[str, int] = defaultdict(int)
+    wanted = [w for w in p.workloads if w.priority in prios and w.mig is not None and p.replica_value(w) > 0]
+    for (model, r, profile), n_slots in pre.slots.items():
+        offers = sorted(((p.replica_value(w), w.replicas) for w in wanted
+                         if (d := p.demand_on(w, nodes[r])) is not None and d.kind == "mig"
+                         and d.profile is not None and d.profile.name == profile), reverse=True)
+        left = n_slots
+        for value, reps in offers:
+            take = min(left, reps)
+            on_preset[model] += take * value
+            left -= take
+            if not left:
+                break
+    models = set(busy) | set(pre.free) | set(on_preset)
+    return sum(min(busy.get(m, 0) * UNITS_PER_GPU, pre.free.get(m, 0) * UNITS_PER_GPU + on_preset[m])
+               for m in models)
