@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from capplan.model.catalog import GpuModel
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import UNITS_PER_GPU, gib_to_mib
-from capplan.placement.core.domaincap import busy_caps, gang_models, joint_cap, replica_caps
+from capplan.placement.core.domaincap import busy_caps, full_value, gang_models, joint_cap, replica_caps
 from capplan.placement.core.patternlp import MEM_CELLS, Items, Preset, Slot, bound_items
 
 _EPS = 1e-7
@@ -320,6 +320,7 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
     out = dict(base.per_priority)
     converged = base.converged
     fleet = _Fleet.of(p)
+    full = full_value(p)
     above: list[int] = []
     parts: dict[int, Items] = {}
     floored = True  # whether q's placed units still floor the lexicographically better plans
@@ -349,7 +350,8 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
                 out[q] = min(out[q], max(achieved.get(q, 0), math.floor(value * (1 + 1e-9) + 1e-6)))
         if above:
             # Whatever the relaxation gave: the GPUs the priorities above keep are not free for q.
-            free = joint_cap(p, (*above, q)) - sum(achieved.get(x, 0) for x in above)
+            forced = [x for x in above if achieved.get(x, 0) >= full.get(x, 0)]
+            free = joint_cap(p, (*above, q), forced, guaranteed=True) - sum(achieved.get(x, 0) for x in above)
             out[q] = min(out[q], max(achieved.get(q, 0), free))
         if floored:
             above.append(q)

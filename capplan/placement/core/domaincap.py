@@ -27,6 +27,7 @@ All ignore everything else (isolation, taints, other work), so they stay upper b
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass
@@ -324,22 +325,115 @@ class _Presets:
         return cls(free=dict(free), slots=dict(slots))
 
 
-def joint_cap(p: Problem, prios: Collection[int]) -> int:
-    """Most value (demand units) the priorities ``prios`` place together in any plan.
+def joint_cap(p: Problem, prios: Collection[int], forced: Collection[int] = (), guaranteed: bool = False) -> int:
+    """Most value (demand units) the priorities ``prios`` place together in any plan that places every replica of
+    the priorities ``forced`` (and, with ``guaranteed``, of every guaranteed workload).
 
     Per GPU model, at most the busy GPUs its power budgets allow (:func:`busy_caps`), and at most one GPU of
     value per GPU without a fixed MIG layout plus, on the GPUs preset to one (:class:`_Presets`), per
     (model, profile) the values of the best replicas of ``prios`` that ask that profile there, one per preset
-    instance. Without fixed layouts: :func:`busy_gpus`.
+    instance; less what isolation wastes (:func:`_isolation_waste`). Without fixed layouts and forced isolated
+    work: :func:`busy_gpus`.
     """
     pre = _Presets.of(p)
-    if not pre.slots:
-        return busy_gpus(p) * UNITS_PER_GPU
-    key = frozenset(prios)
-    done: dict[frozenset[int], int] = _memo(p, "joint", dict)
+    key = (frozenset(prios), frozenset(forced), guaranteed)
+    done: dict[tuple[frozenset[int], frozenset[int], bool], int] = _memo(p, "joint", dict)
     if key not in done:
-        done[key] = _joint(p, pre, set(key))
+        busy = busy_gpus(p) * UNITS_PER_GPU
+        cap = _joint(p, pre, set(key[0])) if pre.slots else busy
+        if key[1] or guaranteed:
+            on_busy, on_all = _isolation_waste(p, key[0], key[1], guaranteed)
+            cap = min(cap, busy - on_busy, p.cluster.gpus_total * UNITS_PER_GPU - on_all)
+        done[key] = cap
     return done[key]
+
+
+@dataclass
+class _Tenant:
+    """One tenant's work per priority (:func:`_isolation_waste`): value in all, value in shares; and of its
+    isolated work, per priority and guaranteed or not: shares' GPU time and GPU memory in GPUs (each replica's
+    memory over the largest GPU memory it may use), node-isolated work's GPUs, CPU and memory."""
+
+    value: dict[int, int]
+    share_value: dict[int, int]
+    iso: dict[tuple[int, bool], list[float]]  # (priority, guaranteed) -> [share time, share memory, node GPUs,
+    #                                           node CPU, node memory]
+
+
+def full_value(p: Problem) -> dict[int, int]:
+    """Value (demand units) of every replica per priority: a plan placing that much places every replica that
+    has a value."""
+    def build() -> dict[int, int]:
+        out: dict[int, int] = defaultdict(int)
+        for w in p.workloads:
+            out[w.priority] += p.replica_value(w) * w.replicas
+        return dict(out)
+    return _memo(p, "full", build)
+
+
+def _tenants(p: Problem) -> dict[str | None, _Tenant]:
+    """Per tenant, its work (:class:`_Tenant`), once per problem."""
+    def build() -> dict[str | None, _Tenant]:
+        gpu_nodes = [n for n in p.cluster.nodes if n.gpus and n.gpu_model]
+        mem_of = {m: p.catalog.get(m).memory_gib or 0.0 for m in {str(n.gpu_model) for n in gpu_nodes}}
+        out: dict[str | None, _Tenant] = {}
+        for w in p.workloads:
+            v = p.replica_value(w)
+            if not v:
+                continue
+            t = out.setdefault(w.tenant, _Tenant(defaultdict(int), defaultdict(int), {}))
+            t.value[w.priority] += v * w.replicas
+            if w.gpu_fraction is not None:
+                t.share_value[w.priority] += v * w.replicas
+            if w.isolation not in ("tenant", "node"):
+                continue
+            row = t.iso.setdefault((w.priority, w.sla == "guaranteed"), [0.0] * 5)
+            time_gpus = v / UNITS_PER_GPU if w.gpus is None else float(w.gpus)  # a GPU holds at most one of value
+            if w.isolation == "tenant" and w.gpu_fraction is not None:
+                most = max((mem_of[m] for m in mem_of if p.model_demand(w, m) is not None), default=0.0)
+                row[0] += w.replicas * time_gpus
+                row[1] += w.replicas * (w.gpu_memory_gib or 0.0) / most if most else 0.0
+            elif w.isolation == "node":
+                row[2] += w.replicas * time_gpus
+                row[3] += w.replicas * w.cpu_milli
+                row[4] += w.replicas * w.memory_mib
+        return out
+    return _memo(p, "tenants", build)
+
+
+def _isolation_waste(p: Problem, prios: frozenset[int], forced: frozenset[int], guaranteed: bool) -> tuple[int, int]:
+    """Value (demand units) isolation keeps off the GPUs in every plan that places all of ``forced``'s isolated
+    replicas (and the guaranteed ones): (waste on busy GPUs, waste on all GPUs).
+
+    The GPUs that hold a tenant's ``isolation: tenant`` shares hold no other tenant's replicas, and only shares (a
+    GPU runs one mode): at least ``ceil(max(their GPU time, their GPU memory / the GPU's memory))`` GPUs holding at
+    most the tenant's shares of ``prios`` in value. The nodes that hold its ``isolation: node`` replicas hold no
+    other tenant's replicas: at least as many nodes as their GPUs, CPU and memory need (each node at most the
+    largest), each with at least the fewest GPUs of a GPU node, holding at most the tenant's value of ``prios``.
+    Tenants' regions are disjoint, so their wastes add up (per tenant the larger of the two).
+    """
+    nodes = [n for n in p.cluster.nodes if n.gpus and n.gpu_model]
+    if not nodes or p.running:  # running replicas may break isolation and stay (the validator keeps them)
+        return 0, 0
+    g_min, g_max = min(n.gpus for n in nodes), max(n.gpus for n in nodes)
+    c_max, m_max = max(n.cpu_milli for n in nodes), max(n.memory_mib for n in nodes)
+    on_busy = on_all = 0
+    for t in _tenants(p).values():
+        need = [0.0] * 5
+        for (q, g), row in t.iso.items():
+            if q in forced or (guaranteed and g):
+                need = [a + b for a, b in zip(need, row, strict=True)]
+        share = node = 0
+        if need[0] or need[1]:
+            k = math.ceil(max(need[0], need[1]) - 1e-9)
+            share = max(0, k * UNITS_PER_GPU - sum(t.share_value.get(q, 0) for q in prios))
+        if need[2]:
+            k = math.ceil(max(need[2] / g_max, need[3] / c_max if c_max else 0.0, need[4] / m_max if m_max else 0.0)
+                          - 1e-9)
+            node = max(0, k * g_min * UNITS_PER_GPU - sum(t.value.get(q, 0) for q in prios))
+        on_busy += share
+        on_all += max(share, node)
+    return on_busy, on_all
 
 
 def _joint(p: Problem, pre: _Presets, prios: set[int]) -> int:

@@ -22,7 +22,7 @@ from capplan.model.plan import (
 )
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU, units_to_gpus
-from capplan.placement.core.domaincap import joint_cap, replica_caps
+from capplan.placement.core.domaincap import full_value, joint_cap, replica_caps
 
 #: How the reason of a replica a planner did not reach before its time limit starts (greedy, heuristic).
 NOT_TRIED_PREFIX = "not tried: the time limit ran out"
@@ -106,7 +106,8 @@ def chained_bound(p: Problem, got: dict[int, int], bound: dict[int, int], guaran
     at their bounds (no plan places more than a bound, so it must tie there), and at least as much at the first
     priority below its bound; below that nothing is known. So each priority gets at most what it and those
     floored priorities above it can place together (:func:`~capplan.placement.core.domaincap.joint_cap`: the busy
-    GPUs the fleet can hold, preset MIG layouts) less what they place (a priority that this cap brings down to
+    GPUs the fleet can hold, preset MIG layouts, and the GPUs isolation wastes when the guaranteed work and the
+    floored priorities placed in full must all be placed) less what they place (a priority that this cap brings down to
     ``got`` is at its bound and floors the next).
     Nothing changes unless the plan places every guaranteed replica (guaranteed work comes first in the order).
     """
@@ -114,9 +115,11 @@ def chained_bound(p: Problem, got: dict[int, int], bound: dict[int, int], guaran
         return bound
     out = dict(bound)
     above: list[int] = []  # the floored priorities
+    full = full_value(p)
     floors = True  # whether q's placed units still floor the lexicographically better plans
     for q in p.priorities:
-        free = joint_cap(p, (*above, q)) - sum(got.get(x, 0) for x in above)
+        forced = [x for x in above if got.get(x, 0) >= full.get(x, 0)]  # every better plan places all of these
+        free = joint_cap(p, (*above, q), forced, guaranteed=True) - sum(got.get(x, 0) for x in above)
         out[q] = min(out.get(q, 0), max(got.get(q, 0), free))
         if floors:
             above.append(q)
