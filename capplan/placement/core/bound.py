@@ -162,10 +162,16 @@ class BinTypes:
     def of(cls, p: Problem) -> BinTypes:
         """Group the GPU nodes of ``p`` by (model, GPUs, CPU, memory, fixed layouts)."""
         groups: dict[tuple[str, int, int, int, tuple[_Layout, ...]], list[int]] = defaultdict(list)
-        presets = any(n.gpu_modes for n in p.cluster.nodes)
+        seen: dict[tuple[object, ...], tuple[_Layout, ...]] = {}  # nodes alike in their presets: computed once
+        running = {a.node for a in p.running}
         for i, n in enumerate(p.cluster.nodes):
             if n.gpu_model and n.gpus:
-                lay = _fixed_layouts(p, i) if presets and n.gpu_modes else (None,) * n.gpus
+                lay: tuple[_Layout, ...] = (None,) * n.gpus
+                if n.gpu_modes:
+                    like = (n.gpus, n.mig_strategy, n.gpu_modes, n.name if n.name in running else None)
+                    if like not in seen:
+                        seen[like] = _fixed_layouts(p, i)
+                    lay = seen[like]
                 groups[(p.catalog.get(n.gpu_model).name, n.gpus, n.cpu_milli, n.memory_mib, lay)].append(i)
         keys = sorted(groups, key=lambda k: (k[:4], repr(k[4])))
         return cls(keys=[k[:4] for k in keys], nodes=[groups[k] for k in keys], layouts=[k[4] for k in keys])

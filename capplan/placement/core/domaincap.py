@@ -307,21 +307,27 @@ class _Presets:
         slots: dict[tuple[str, int, str], int] = defaultdict(int)
         rep: dict[tuple[str, str, str | None], int] = {}
         busy = {(a.node, g) for a in p.running for g in a.gpus}  # running work: counted as a free GPU
+        # nodes alike in model, GPUs, strategy and presets count once (unless running work is on them)
+        kinds: dict[tuple[object, ...], list[int]] = defaultdict(list)
         for i, n in enumerate(p.cluster.nodes):
-            if not n.gpus or not n.gpu_model:
-                continue
-            model = p.catalog.get(n.gpu_model).name
+            if n.gpus and n.gpu_model:
+                alone = n.name if busy and n.gpu_modes else None
+                kinds[(n.gpu_model, n.gpus, n.mig_strategy, n.gpu_modes, alone)].append(i)
+        for members in kinds.values():
+            i = members[0]
+            n = p.cluster.nodes[i]
+            model = p.catalog.get(str(n.gpu_model)).name
             fixed = p.reconfigure != "allowed" or n.mig_strategy == "single"
             layouts = {m.gpu: m.layout for m in n.gpu_modes if m.mode == "mig" and m.layout is not None} \
                 if fixed else {}
             for g in range(n.gpus):
                 lay = layouts.get(g)
                 if lay is None or (n.name, g) in busy:
-                    free[model] += 1
+                    free[model] += len(members)
                     continue
-                r = rep.setdefault((model, n.mig_strategy, n.single_profile), i)
+                r = rep.setdefault((model, n.mig_strategy, n.single_profile if n.mig_strategy == "single" else None), i)
                 for s in lay:
-                    slots[(model, r, s.profile)] += 1
+                    slots[(model, r, s.profile)] += len(members)
         return cls(free=dict(free), slots=dict(slots))
 
 
@@ -436,20 +442,43 @@ def _isolation_waste(p: Problem, prios: frozenset[int], forced: frozenset[int], 
     return on_busy, on_all
 
 
+def _offers(p: Problem, pre: _Presets) -> dict[tuple[str, int, str], dict[tuple[int, int], int]]:
+    """Per preset pool (:attr:`_Presets.slots`): replicas per (priority, replica value) of the workloads whose
+    demand on the pool's nodes is its profile, once per problem."""
+    def build() -> dict[tuple[str, int, str], dict[tuple[int, int], int]]:
+        nodes = p.cluster.nodes
+        reps = sorted({r for _, r, _ in pre.slots})
+        out: dict[tuple[str, int, str], dict[tuple[int, int], int]] = {k: defaultdict(int) for k in pre.slots}
+        shapes: dict[tuple[object, ...], list[tuple[str, int, str]]] = {}
+        for w in p.workloads:
+            if w.mig is None or not p.replica_value(w):
+                continue
+            shape = (w.mig, w.gpu_memory_gib, w.gpu_models, w.mig_strategy)
+            pools = shapes.get(shape)
+            if pools is None:
+                pools = []
+                for r in reps:
+                    d = p.demand_on(w, nodes[r])
+                    if d is not None and d.kind == "mig" and d.profile is not None:
+                        key = (p.catalog.get(str(nodes[r].gpu_model)).name, r, d.profile.name)
+                        if key in out:
+                            pools.append(key)
+                shapes[shape] = pools
+            for key in pools:
+                out[key][(w.priority, p.replica_value(w))] += w.replicas
+        return out
+    return _memo(p, "offers", build)
+
+
 def _joint(p: Problem, pre: _Presets, prios: set[int]) -> int:
     busy = _memo(p, "busy_models", lambda: busy_caps(p, [p.catalog.get(n.gpu_model).name if n.gpus and n.gpu_model
                                                           else None for n in p.cluster.nodes]))
-    nodes = p.cluster.nodes
     on_preset: dict[str, int] = defaultdict(int)
-    wanted = [w for w in p.workloads if w.priority in prios and w.mig is not None and p.replica_value(w) > 0]
-    for (model, r, profile), n_slots in pre.slots.items():
-        offers = sorted(((p.replica_value(w), w.replicas) for w in wanted
-                         if (d := p.demand_on(w, nodes[r])) is not None and d.kind == "mig"
-                         and d.profile is not None and d.profile.name == profile), reverse=True)
-        left = n_slots
-        for value, reps in offers:
-            take = min(left, reps)
-            on_preset[model] += take * value
+    for key, offers in _offers(p, pre).items():
+        left = pre.slots[key]
+        for value, n in sorted(((v, n) for (q, v), n in offers.items() if q in prios), reverse=True):
+            take = min(left, n)
+            on_preset[key[0]] += take * value
             left -= take
             if not left:
                 break
