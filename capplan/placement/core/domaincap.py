@@ -347,7 +347,8 @@ def joint_cap(p: Problem, prios: Collection[int], forced: Collection[int] = (), 
     if key not in done:
         busy = busy_gpus(p) * UNITS_PER_GPU
         cap = _joint(p, pre, set(key[0])) if pre.slots else busy
-        if key[1] or guaranteed:
+        isolated = _memo(p, "isolated", lambda: any(w.isolation in ("tenant", "node") for w in p.workloads))
+        if isolated and (key[1] or guaranteed):
             on_busy, on_all = _isolation_waste(p, key[0], key[1], guaranteed)
             cap = min(cap, busy - on_busy, p.cluster.gpus_total * UNITS_PER_GPU - on_all)
         done[key] = cap
@@ -383,11 +384,14 @@ def _tenants(p: Problem) -> dict[str | None, _Tenant]:
         gpu_nodes = [n for n in p.cluster.nodes if n.gpus and n.gpu_model]
         mem_of = {m: p.catalog.get(m).memory_gib or 0.0 for m in {str(n.gpu_model) for n in gpu_nodes}}
         out: dict[str | None, _Tenant] = {}
+        most_of: dict[tuple[object, ...], float] = {}  # per allowed models and GPU memory: the most a share may use
         for w in p.workloads:
             v = p.replica_value(w)
             if not v:
                 continue
-            t = out.setdefault(w.tenant, _Tenant(defaultdict(int), defaultdict(int), {}))
+            t = out.get(w.tenant)
+            if t is None:
+                t = out[w.tenant] = _Tenant(defaultdict(int), defaultdict(int), {})
             t.value[w.priority] += v * w.replicas
             if w.gpu_fraction is not None:
                 t.share_value[w.priority] += v * w.replicas
@@ -396,7 +400,10 @@ def _tenants(p: Problem) -> dict[str | None, _Tenant]:
             row = t.iso.setdefault((w.priority, w.sla == "guaranteed"), [0.0] * 5)
             time_gpus = v / UNITS_PER_GPU if w.gpus is None else float(w.gpus)  # a GPU holds at most one of value
             if w.isolation == "tenant" and w.gpu_fraction is not None:
-                most = max((mem_of[m] for m in mem_of if p.model_demand(w, m) is not None), default=0.0)
+                key = (w.gpu_models, w.gpu_memory_gib)
+                if key not in most_of:
+                    most_of[key] = max((mem_of[m] for m in mem_of if p.model_demand(w, m) is not None), default=0.0)
+                most = most_of[key]
                 row[0] += w.replicas * time_gpus
                 row[1] += w.replicas * (w.gpu_memory_gib or 0.0) / most if most else 0.0
             elif w.isolation == "node":
@@ -418,11 +425,16 @@ def _isolation_waste(p: Problem, prios: frozenset[int], forced: frozenset[int], 
     largest), each with at least the fewest GPUs of a GPU node, holding at most the tenant's value of ``prios``.
     Tenants' regions are disjoint, so their wastes add up (per tenant the larger of the two).
     """
-    nodes = [n for n in p.cluster.nodes if n.gpus and n.gpu_model]
-    if not nodes or p.running:  # running replicas may break isolation and stay (the validator keeps them)
+    def extremes() -> tuple[int, int, int, int] | None:
+        nodes = [n for n in p.cluster.nodes if n.gpus and n.gpu_model]
+        if not nodes:
+            return None
+        return (min(n.gpus for n in nodes), max(n.gpus for n in nodes), max(n.cpu_milli for n in nodes),
+                max(n.memory_mib for n in nodes))
+    ext = _memo(p, "gpu_nodes", extremes)
+    if ext is None or p.running:  # running replicas may break isolation and stay (the validator keeps them)
         return 0, 0
-    g_min, g_max = min(n.gpus for n in nodes), max(n.gpus for n in nodes)
-    c_max, m_max = max(n.cpu_milli for n in nodes), max(n.memory_mib for n in nodes)
+    g_min, g_max, c_max, m_max = ext
     on_busy = on_all = 0
     for t in _tenants(p).values():
         need = [0.0] * 5
