@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from capplan.io.scenario import problem_from_data
 from capplan.model.catalog import load_catalog
-from capplan.model.plan import Assignment
+from capplan.model.plan import Assignment, MigSlot
 from capplan.model.problem import Problem
 from capplan.placement import PlanOptions, solve
 from capplan.placement.core.bound import lexicographic_bound
@@ -75,6 +75,22 @@ def test_node_isolation_wastes_the_rest_of_its_node() -> None:
     assert make_plan(p, "test", got, []).bound == (1.0, 2.0)
 
 
+def test_tenant_isolated_mig_instances_waste_what_their_memory_slices_leave() -> None:
+    """Two H100 GPUs. Tenant a's two tenant-isolated 3g.40gb take all 8 memory slices of one GPU for 6 of its 7
+    compute slices; tenant b's eight 1g.10gb (priority 0) then get at most 2 - 1/7 - 6/7 = 1 GPU: seven of them."""
+    p = _problem({"cluster": {"nodes": [_node("n0", "H100-SXM5-80GB")]},
+                  "workloads": [{"name": "iso", "mig": "3g.40gb", "replicas": 2, "cpu": 1, "tenant": "a",
+                                 "isolation": "tenant", "priority": 10},
+                                {"name": "small", "mig": "1g.10gb", "replicas": 8, "cpu": 1, "tenant": "b"}]})
+    got = [Assignment(workload="iso", replica=r, node="n0", gpus=(0,), mig=MigSlot(profile="3g.40gb", start=4 * r))
+           for r in range(2)]
+    got += [Assignment(workload="small", replica=r, node="n0", gpus=(1,), mig=MigSlot(profile="1g.10gb", start=r))
+            for r in range(7)]
+    assert joint_cap(p, (10, 0), forced=(10,)) == 2 * U - 1000
+    plan = make_plan(p, "test", got, [])
+    assert plan.bound == (0.857143, 1.0) and plan.gaps == (0.0, 0.0)
+
+
 def test_nothing_forced_nothing_wasted() -> None:
     """When the plan leaves an isolated replica out, better plans may leave it out too: no waste is claimed."""
     p = _problem({"cluster": {"nodes": [_node("n0")]},
@@ -89,8 +105,8 @@ def test_nothing_forced_nothing_wasted() -> None:
 
 @st.composite
 def _isolated_fleets(draw: st.DrawFn) -> dict[str, Any]:
-    """1-3 nodes (L40S or H100, 1-2 GPUs); shares with GPU memory and one-GPU replicas of tenants a, b and c at two
-    priorities, isolated by tenant or node or not, some guaranteed."""
+    """1-3 nodes (L40S or H100, 1-2 GPUs); shares with GPU memory, MIG instances and one-GPU replicas of tenants a,
+    b and c at two priorities, isolated by tenant or node or not, some guaranteed."""
     nodes = [_node(f"n{k}", draw(st.sampled_from(["L40S-48GB", "H100-SXM5-80GB"])), draw(st.integers(1, 2)))
              for k in range(draw(st.integers(1, 3)))]
     work: list[dict[str, Any]] = []
@@ -98,9 +114,14 @@ def _isolated_fleets(draw: st.DrawFn) -> dict[str, Any]:
         w: dict[str, Any] = {"name": f"w{i}", "cpu": 1, "priority": draw(st.sampled_from([0, 10])),
                              "replicas": draw(st.integers(1, 4)), "tenant": draw(st.sampled_from(["a", "b", "c"])),
                              "isolation": draw(st.sampled_from(["none", "tenant", "tenant", "node"]))}
-        if draw(st.integers(0, 2)):
+        kind = draw(st.sampled_from(["share", "share", "mig", "whole"]))
+        if kind == "share":
             w.update(kind="shared", gpu_fraction=draw(st.sampled_from([0.1, 0.25, 0.5])),
                      gpu_memory_gib=draw(st.sampled_from([4, 12, 24, 40])))
+        elif kind == "mig":
+            w["mig"] = draw(st.sampled_from(["1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "auto"]))
+            if w["mig"] == "auto":
+                w["gpu_memory_gib"] = draw(st.sampled_from([5, 15, 30]))
         else:
             w["gpus"] = 1
         if draw(st.integers(0, 4)) == 0:

@@ -357,14 +357,33 @@ def joint_cap(p: Problem, prios: Collection[int], forced: Collection[int] = (), 
 
 @dataclass
 class _Tenant:
-    """One tenant's work per priority (:func:`_isolation_waste`): value in all, value in shares; and of its
-    isolated work, per priority and guaranteed or not: shares' GPU time and GPU memory in GPUs (each replica's
-    memory over the largest GPU memory it may use), node-isolated work's GPUs, CPU and memory."""
+    """One tenant's work per priority (:func:`_isolation_waste`): value in all, value in shares, and its MIG
+    replicas' least excess (:func:`_mig_excess`) where negative (they may fill the GPUs of its isolated ones);
+    and of its isolated work, per priority and guaranteed or not: shares' GPU time and GPU memory in GPUs (each
+    replica's memory over the largest GPU memory it may use), node-isolated work's GPUs, CPU and memory, and the
+    tenant-isolated MIG replicas' least excess, and that of those among them where negative."""
 
     value: dict[int, int]
     share_value: dict[int, int]
+    mig_fill: dict[int, float]
     iso: dict[tuple[int, bool], list[float]]  # (priority, guaranteed) -> [share time, share memory, node GPUs,
-    #                                           node CPU, node memory]
+    #                                           node CPU, node memory, MIG excess, its negative part]
+
+
+def _mig_excess(p: Problem, w: Workload, models: list[str]) -> float | None:
+    """Least, over the models that host a replica of ``w`` as a MIG instance, of its memory slices' share of the
+    GPU's less its compute slices' share (None: no such model). A GPU's instances hold at most all its memory
+    slices and their value is at most their compute share, so GPUs holding MIG instances number at least their
+    value plus the sum of their excesses."""
+    out = None
+    for m in models:
+        d = p.model_demand(w, m)
+        if d is None or d.kind != "mig" or d.profile is None:
+            continue
+        g = p.catalog.get(m)
+        x = d.profile.memory_slices / g.memory_slices - d.profile.compute_slices / g.compute_slices
+        out = x if out is None else min(out, x)
+    return out
 
 
 def full_value(p: Problem) -> dict[int, int]:
@@ -383,6 +402,8 @@ def _tenants(p: Problem) -> dict[str | None, _Tenant]:
     def build() -> dict[str | None, _Tenant]:
         gpu_nodes = [n for n in p.cluster.nodes if n.gpus and n.gpu_model]
         mem_of = {m: p.catalog.get(m).memory_gib or 0.0 for m in {str(n.gpu_model) for n in gpu_nodes}}
+        mig_models = sorted(m for m in mem_of if p.catalog.get(m).partitioning != "none")
+        excess_of: dict[tuple[object, ...], float | None] = {}
         out: dict[str | None, _Tenant] = {}
         most_of: dict[tuple[object, ...], float] = {}  # per allowed models and GPU memory: the most a share may use
         for w in p.workloads:
@@ -391,13 +412,24 @@ def _tenants(p: Problem) -> dict[str | None, _Tenant]:
                 continue
             t = out.get(w.tenant)
             if t is None:
-                t = out[w.tenant] = _Tenant(defaultdict(int), defaultdict(int), {})
+                t = out[w.tenant] = _Tenant(defaultdict(int), defaultdict(int), defaultdict(float), {})
             t.value[w.priority] += v * w.replicas
             if w.gpu_fraction is not None:
                 t.share_value[w.priority] += v * w.replicas
+            excess = None
+            if w.mig is not None:
+                shape = (w.mig, w.gpu_memory_gib, w.gpu_models, w.mig_strategy)
+                if shape not in excess_of:
+                    excess_of[shape] = _mig_excess(p, w, mig_models)
+                excess = excess_of[shape]
+                if excess is not None and excess < 0 and w.isolation != "tenant":
+                    t.mig_fill[w.priority] += excess * w.replicas
             if w.isolation not in ("tenant", "node"):
                 continue
-            row = t.iso.setdefault((w.priority, w.sla == "guaranteed"), [0.0] * 5)
+            row = t.iso.setdefault((w.priority, w.sla == "guaranteed"), [0.0] * 7)
+            if w.isolation == "tenant" and excess is not None:
+                row[5] += excess * w.replicas
+                row[6] += min(0.0, excess) * w.replicas
             time_gpus = v / UNITS_PER_GPU if w.gpus is None else float(w.gpus)  # a GPU holds at most one of value
             if w.isolation == "tenant" and w.gpu_fraction is not None:
                 key = (w.gpu_models, w.gpu_memory_gib)
@@ -420,10 +452,13 @@ def _isolation_waste(p: Problem, prios: frozenset[int], forced: frozenset[int], 
 
     The GPUs that hold a tenant's ``isolation: tenant`` shares hold no other tenant's replicas, and only shares (a
     GPU runs one mode): at least ``ceil(max(their GPU time, their GPU memory / the GPU's memory))`` GPUs holding at
-    most the tenant's shares of ``prios`` in value. The nodes that hold its ``isolation: node`` replicas hold no
-    other tenant's replicas: at least as many nodes as their GPUs, CPU and memory need (each node at most the
-    largest), each with at least the fewest GPUs of a GPU node, holding at most the tenant's value of ``prios``.
-    Tenants' regions are disjoint, so their wastes add up (per tenant the larger of the two).
+    most the tenant's shares of ``prios`` in value. Those that hold its tenant-isolated MIG instances hold only its
+    MIG instances: they number at least the value on them plus the excess (:func:`_mig_excess`) of the isolated
+    ones and of the tenant's other MIG replicas of ``prios`` whose excess is negative (all of them, at worst).
+    The nodes that hold its ``isolation: node`` replicas hold no other tenant's replicas: at least as many nodes
+    as their GPUs, CPU and memory need (each node at most the largest), each with at least the fewest GPUs of a
+    GPU node, holding at most the tenant's value of ``prios``. Tenants' regions are disjoint, so their wastes add
+    up (per tenant the larger of the GPU-level ones together and the node-level one).
     """
     def extremes() -> tuple[int, int, int, int] | None:
         nodes = [n for n in p.cluster.nodes if n.gpus and n.gpu_model]
@@ -437,11 +472,15 @@ def _isolation_waste(p: Problem, prios: frozenset[int], forced: frozenset[int], 
     g_min, g_max, c_max, m_max = ext
     on_busy = on_all = 0
     for t in _tenants(p).values():
-        need = [0.0] * 5
+        need = [0.0] * 7
+        fill = sum(t.mig_fill.get(q, 0.0) for q in prios)
         for (q, g), row in t.iso.items():
             if q in forced or (guaranteed and g):
                 need = [a + b for a, b in zip(need, row, strict=True)]
+            elif q in prios:
+                fill += row[6]  # isolated MIG replicas not forced may fill those GPUs too
         share = node = 0
+        mig = max(0, math.floor((need[5] + fill) * UNITS_PER_GPU))
         if need[0] or need[1]:
             k = math.ceil(max(need[0], need[1]) - 1e-9)
             share = max(0, k * UNITS_PER_GPU - sum(t.share_value.get(q, 0) for q in prios))
@@ -449,8 +488,8 @@ def _isolation_waste(p: Problem, prios: frozenset[int], forced: frozenset[int], 
             k = math.ceil(max(need[2] / g_max, need[3] / c_max if c_max else 0.0, need[4] / m_max if m_max else 0.0)
                           - 1e-9)
             node = max(0, k * g_min * UNITS_PER_GPU - sum(t.value.get(q, 0) for q in prios))
-        on_busy += share
-        on_all += max(share, node)
+        on_busy += share + mig
+        on_all += max(share + mig, node)
     return on_busy, on_all
 
 
