@@ -7,9 +7,11 @@ Every plan packs each GPU with replicas whose per-GPU demand fits in one GPU (``
 units): a whole GPU or shares summing to at most one GPU, or else (a GPU runs in one mode) MIG
 instances forming a valid layout of the model (memory slices at allowed starts without overlap,
 counts, compute slices: :mod:`capplan.placement.core.miglayouts`), shares also within the GPU's memory.
-Dropping everything that ties GPUs together (nodes, the packing of gangs into domains, isolation) but
-keeping the GPU models, the host CPU and memory of all nodes of a model in aggregate, the busy GPUs the
-power budgets allow and the replicas the best single domain holds for a gang or a workload with
+A GPU preset to a fixed MIG layout (``gpu_modes``, unless ``reconfigure: allowed``) holds only a part of
+that layout. Dropping everything that ties GPUs together (nodes, the packing of gangs into domains,
+isolation) but keeping the GPU models, their preset layouts, the host CPU and memory of all nodes of a kind
+in aggregate, the busy GPUs the power budgets allow and the replicas the best single domain holds for a
+gang or a workload with
 ``topology.required`` (:mod:`capplan.placement.core.domaincap`) gives a relaxation whose optimum
 bounds every plan's objective: an LP over packing *patterns* of one GPU (Gilmore-Gomory), with
 interchangeable replicas and GPUs aggregated into counts. Patterns are generated on demand
