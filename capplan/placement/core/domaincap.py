@@ -305,6 +305,8 @@ class _Presets:
     def _build(cls, p: Problem) -> _Presets:
         free: dict[str, int] = defaultdict(int)
         slots: dict[tuple[str, int, str], int] = defaultdict(int)
+        if not any(m.layout is not None for n in p.cluster.nodes for m in n.gpu_modes):
+            return cls(free={}, slots={})  # no fixed layout: joint_cap is the busy GPUs
         rep: dict[tuple[str, str, str | None], int] = {}
         busy = {(a.node, g) for a in p.running for g in a.gpus}  # running work: counted as a free GPU
         # nodes alike in model, GPUs, strategy and presets count once (unless running work is on them)
