@@ -360,7 +360,8 @@ def joint_cap(p: Problem, prios: Collection[int], forced: Collection[int] = (), 
 @dataclass
 class _Tenant:
     """One tenant's work per priority (:func:`_isolation_waste`): value in all, value in shares, and its MIG
-    replicas' least excess (:func:`_mig_excess`) where negative (they may fill the GPUs of its isolated ones);
+    replicas' least excess (:func:`_mig_excess`) and its shares' (their GPU memory over the largest GPU memory
+    they may use, less their time) where negative (they may fill the GPUs of its isolated ones);
     and of its isolated work, per priority and guaranteed or not: shares' GPU time and GPU memory in GPUs (each
     replica's memory over the largest GPU memory it may use), node-isolated work's GPUs, CPU and memory, and the
     tenant-isolated MIG replicas' least excess, and that of those among them where negative."""
@@ -368,8 +369,10 @@ class _Tenant:
     value: dict[int, int]
     share_value: dict[int, int]
     mig_fill: dict[int, float]
+    share_fill: dict[int, float]
     iso: dict[tuple[int, bool], list[float]]  # (priority, guaranteed) -> [share time, share memory, node GPUs,
-    #                                           node CPU, node memory, MIG excess, its negative part]
+    #                                           node CPU, node memory, MIG excess, its negative part, share
+    #                                           excess, its negative part]
 
 
 def _mig_excess(p: Problem, w: Workload, models: list[str]) -> float | None:
@@ -414,7 +417,8 @@ def _tenants(p: Problem) -> dict[str | None, _Tenant]:
                 continue
             t = out.get(w.tenant)
             if t is None:
-                t = out[w.tenant] = _Tenant(defaultdict(int), defaultdict(int), defaultdict(float), {})
+                t = out[w.tenant] = _Tenant(defaultdict(int), defaultdict(int), defaultdict(float), defaultdict(float),
+                                            {})
             t.value[w.priority] += v * w.replicas
             if w.gpu_fraction is not None:
                 t.share_value[w.priority] += v * w.replicas
@@ -426,20 +430,27 @@ def _tenants(p: Problem) -> dict[str | None, _Tenant]:
                 excess = excess_of[shape]
                 if excess is not None and excess < 0 and w.isolation != "tenant":
                     t.mig_fill[w.priority] += excess * w.replicas
+            most = 0.0
+            if w.gpu_fraction is not None:
+                key = (w.gpu_models, w.gpu_memory_gib)
+                if key not in most_of:
+                    most_of[key] = max((mem_of[m] for m in mem_of if p.model_demand(w, m) is not None), default=0.0)
+                most = most_of[key]
+                share_excess = ((w.gpu_memory_gib or 0.0) / most if most else 0.0) - v / UNITS_PER_GPU
+                if share_excess < 0 and w.isolation != "tenant":
+                    t.share_fill[w.priority] += share_excess * w.replicas
             if w.isolation not in ("tenant", "node"):
                 continue
-            row = t.iso.setdefault((w.priority, w.sla == "guaranteed"), [0.0] * 7)
+            row = t.iso.setdefault((w.priority, w.sla == "guaranteed"), [0.0] * 9)
             if w.isolation == "tenant" and excess is not None:
                 row[5] += excess * w.replicas
                 row[6] += min(0.0, excess) * w.replicas
             time_gpus = v / UNITS_PER_GPU if w.gpus is None else float(w.gpus)  # a GPU holds at most one of value
             if w.isolation == "tenant" and w.gpu_fraction is not None:
-                key = (w.gpu_models, w.gpu_memory_gib)
-                if key not in most_of:
-                    most_of[key] = max((mem_of[m] for m in mem_of if p.model_demand(w, m) is not None), default=0.0)
-                most = most_of[key]
                 row[0] += w.replicas * time_gpus
                 row[1] += w.replicas * (w.gpu_memory_gib or 0.0) / most if most else 0.0
+                row[7] += w.replicas * share_excess
+                row[8] += w.replicas * min(0.0, share_excess)
             elif w.isolation == "node":
                 row[2] += w.replicas * time_gpus
                 row[3] += w.replicas * w.cpu_milli
@@ -454,7 +465,9 @@ def _isolation_waste(p: Problem, prios: frozenset[int], forced: frozenset[int], 
 
     The GPUs that hold a tenant's ``isolation: tenant`` shares hold no other tenant's replicas, and only shares (a
     GPU runs one mode): at least ``ceil(max(their GPU time, their GPU memory / the GPU's memory))`` GPUs holding at
-    most the tenant's shares of ``prios`` in value. Those that hold its tenant-isolated MIG instances hold only its
+    most the tenant's shares of ``prios`` in value, and at least their value plus the shares' excess (GPU memory
+    over the largest GPU memory they may use, less their time; the tenant's other shares of ``prios`` counted where
+    it is negative). Those that hold its tenant-isolated MIG instances hold only its
     MIG instances: they number at least the value on them plus the excess (:func:`_mig_excess`) of the isolated
     ones and of the tenant's other MIG replicas of ``prios`` whose excess is negative (all of them, at worst).
     The nodes that hold its ``isolation: node`` replicas hold no other tenant's replicas: at least as many nodes
@@ -474,18 +487,21 @@ def _isolation_waste(p: Problem, prios: frozenset[int], forced: frozenset[int], 
     g_min, g_max, c_max, m_max = ext
     on_busy = on_all = 0
     for t in _tenants(p).values():
-        need = [0.0] * 7
+        need = [0.0] * 9
         fill = sum(t.mig_fill.get(q, 0.0) for q in prios)
+        share_fill = sum(t.share_fill.get(q, 0.0) for q in prios)
         for (q, g), row in t.iso.items():
             if q in forced or (guaranteed and g):
                 need = [a + b for a, b in zip(need, row, strict=True)]
             elif q in prios:
-                fill += row[6]  # isolated MIG replicas not forced may fill those GPUs too
+                fill += row[6]  # isolated replicas not forced may fill those GPUs too
+                share_fill += row[8]
         share = node = 0
         mig = max(0, math.floor((need[5] + fill) * UNITS_PER_GPU))
         if need[0] or need[1]:
             k = math.ceil(max(need[0], need[1]) - 1e-9)
-            share = max(0, k * UNITS_PER_GPU - sum(t.share_value.get(q, 0) for q in prios))
+            share = max(0, k * UNITS_PER_GPU - sum(t.share_value.get(q, 0) for q in prios),
+                        math.floor((need[7] + share_fill) * UNITS_PER_GPU))
         if need[2]:
             k = math.ceil(max(need[2] / g_max, need[3] / c_max if c_max else 0.0, need[4] / m_max if m_max else 0.0)
                           - 1e-9)
