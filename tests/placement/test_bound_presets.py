@@ -151,3 +151,15 @@ def test_bounds_at_least_the_optimum_with_preset_layouts(data: dict[str, Any]) -
     except Exception:  # a named profile no node's model offers: not a scenario
         return
     _prop.hypothesis.inner_test(data)  # type: ignore[attr-defined]
+
+
+def test_power_caps_free_and_preset_gpus_together() -> None:
+    """A node with a free GPU and one preset to seven 1g.10gb, in a rack powered for one busy H100 (0.7 kW):
+    a whole-GPU replica and seven slices together get at most one GPU (the node kind's busy-GPU row holds both
+    of its bin types), not one of each."""
+    p = _problem({"cluster": {"levels": ["rack", "node"],
+                              "racks": [{"name": "r0", "power_kw": 0.7, "nodes": [_node("n0", [None, SEVENTHS])]}]},
+                  "workloads": [{"name": "whole", "gpus": 1, "cpu": 1},
+                                {"name": "slices", "mig": "1g.10gb", "replicas": 7, "cpu": 1}]})
+    assert upper_bound(p).per_priority[0] == U
+    assert trivial_bound(p)[0] == U
