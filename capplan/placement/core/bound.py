@@ -7,9 +7,11 @@ Every plan packs each GPU with replicas whose per-GPU demand fits in one GPU (``
 units): a whole GPU or shares summing to at most one GPU, or else (a GPU runs in one mode) MIG
 instances forming a valid layout of the model (memory slices at allowed starts without overlap,
 counts, compute slices: :mod:`capplan.placement.core.miglayouts`), shares also within the GPU's memory.
-Dropping everything that ties GPUs together (nodes, the packing of gangs into domains, isolation) but
-keeping the GPU models, the host CPU and memory of all nodes of a model in aggregate, the busy GPUs the
-power budgets allow and the replicas the best single domain holds for a gang or a workload with
+A GPU preset to a fixed MIG layout (``gpu_modes``, unless ``reconfigure: allowed``) holds only a part of
+that layout. Dropping everything that ties GPUs together (nodes, the packing of gangs into domains,
+isolation) but keeping the GPU models, their preset layouts, the host CPU and memory of all nodes of a kind
+in aggregate, the busy GPUs the power budgets allow and the replicas the best single domain holds for a
+gang or a workload with
 ``topology.required`` (:mod:`capplan.placement.core.domaincap`) gives a relaxation whose optimum
 bounds every plan's objective: an LP over packing *patterns* of one GPU (Gilmore-Gomory), with
 interchangeable replicas and GPUs aggregated into counts. Patterns are generated on demand
@@ -32,8 +34,8 @@ from dataclasses import dataclass
 from capplan.model.catalog import GpuModel
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import UNITS_PER_GPU, gib_to_mib
-from capplan.placement.core.domaincap import busy_caps, gang_models, replica_caps
-from capplan.placement.core.patternlp import MEM_CELLS, Items, Slot, bound_items
+from capplan.placement.core.domaincap import busy_caps, full_value, gang_models, joint_cap, replica_caps
+from capplan.placement.core.patternlp import MEM_CELLS, Items, Preset, Slot, bound_items
 
 _EPS = 1e-7
 _CPU_GRID, _MEM_GRID = 1000, 8192  # rounding *down* keeps the relaxation valid and merges items
@@ -58,8 +60,10 @@ class Bound:
     seconds: float
 
 
-def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> tuple[dict[int, Slot], int]:
-    """What ``w`` holds per GPU slot on each bin type, and GPU slots per replica."""
+def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int], presets: list[Preset]
+           ) -> tuple[dict[int, Slot], int]:
+    """What ``w`` holds per GPU slot on each bin type, and GPU slots per replica (a bin type with a preset MIG
+    layout holds only the layout's profiles)."""
     sizes: dict[int, Slot] = {}
     slots = 1
     allowed = None if w.gpu_models is None else set(p.allowed_models(w))
@@ -71,6 +75,9 @@ def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> t
             per_model[name] = p.demand(w, p.catalog.get(name))
         d = per_model[name]
         if not isinstance(d, Demand) or d.kind == "none" or (d.kind == "whole" and d.gpus > max_gpus[b]):
+            continue
+        pre = presets[b]
+        if pre is not None and (d.kind != "mig" or d.profile is None or d.profile.name not in pre):
             continue
         slots = d.gpus if d.kind == "whole" else 1
         if d.kind == "mig" and d.profile is not None:
@@ -84,7 +91,7 @@ def _sizes(p: Problem, w: Workload, models: list[str], max_gpus: list[int]) -> t
     return sizes, slots
 
 
-def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int],
+def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int], presets: list[Preset],
            of: dict[str, int] | None = None, caps: dict[str, int] | None = None,
            fits: dict[str, frozenset[str]] | None = None) -> Items:
     """Item types of ``ws`` (filling ``of``: workload name -> item type index, when given); ``caps``: most
@@ -99,7 +106,7 @@ def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int
         shape = (w.gpus, w.mig, w.gpu_fraction, w.gpu_memory_gib, w.gpu_models)
         found = memo.get(shape)
         if found is None:
-            sizes, slots = _sizes(p, w, models, max_gpus)
+            sizes, slots = _sizes(p, w, models, max_gpus, presets)
             found = memo[shape] = (tuple(sorted(sizes.items())), slots)
         size_key, slots = found
         if w.name in fits:
@@ -118,36 +125,82 @@ def _items(p: Problem, ws: list[Workload], models: list[str], max_gpus: list[int
                   cpu=[k[1] for k in keys], mem=[k[2] for k in keys], value=[k[3] for k in keys])
 
 
+#: A GPU's fixed MIG layout as sorted (profile name, instances) pairs; None: no fixed layout.
+_Layout = tuple[tuple[str, int], ...] | None
+
+
+def _fixed_layouts(p: Problem, i: int) -> tuple[_Layout, ...]:
+    """Each GPU's fixed MIG layout on node ``i``: a preset ``layout`` kept (``reconfigure`` not ``allowed``, or a
+    ``mig_strategy: single`` node) on a GPU no running replica holds (those count as free: looser, still valid)."""
+    n = p.cluster.nodes[i]
+    if p.reconfigure == "allowed" and n.mig_strategy != "single":
+        return (None,) * n.gpus
+    out: list[_Layout] = [None] * n.gpus
+    for m in n.gpu_modes:
+        if m.mode == "mig" and m.layout is not None and m.gpu < n.gpus:
+            counts: dict[str, int] = defaultdict(int)
+            for s in m.layout:
+                counts[s.profile] += 1
+            out[m.gpu] = tuple(sorted(counts.items()))
+    if p.running and any(out):
+        for a in p.running:
+            if a.node == n.name:
+                for g in a.gpus:
+                    if 0 <= g < n.gpus:
+                        out[g] = None
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class BinTypes:
-    """GPU bin types: nodes with the same GPU model, GPU count, CPU and memory are interchangeable."""
+    """Node kinds: nodes with the same GPU model, GPU count, CPU, memory and fixed MIG layouts are
+    interchangeable. A kind's GPUs form one GPU bin type per distinct fixed layout (None: free)."""
 
     keys: list[tuple[str, int, int, int]]
-    nodes: list[list[int]]  # node indices per type
+    nodes: list[list[int]]  # node indices per kind
+    layouts: list[tuple[_Layout, ...]]  # per kind: each GPU's fixed layout
 
     @classmethod
     def of(cls, p: Problem) -> BinTypes:
-        """Group the GPU nodes of ``p`` by (model, GPUs, CPU, memory)."""
-        groups: dict[tuple[str, int, int, int], list[int]] = defaultdict(list)
+        """Group the GPU nodes of ``p`` by (model, GPUs, CPU, memory, fixed layouts)."""
+        groups: dict[tuple[str, int, int, int, tuple[_Layout, ...]], list[int]] = defaultdict(list)
+        seen: dict[tuple[object, ...], tuple[_Layout, ...]] = {}  # nodes alike in their presets: computed once
+        running = {a.node for a in p.running}
         for i, n in enumerate(p.cluster.nodes):
             if n.gpu_model and n.gpus:
-                groups[(p.catalog.get(n.gpu_model).name, n.gpus, n.cpu_milli, n.memory_mib)].append(i)
-        keys = sorted(groups)
-        return cls(keys=keys, nodes=[groups[k] for k in keys])
+                lay: tuple[_Layout, ...] = (None,) * n.gpus
+                if n.gpu_modes:
+                    like = (n.gpus, n.mig_strategy, n.gpu_modes, n.name if n.name in running else None)
+                    if like not in seen:
+                        seen[like] = _fixed_layouts(p, i)
+                    lay = seen[like]
+                groups[(p.catalog.get(n.gpu_model).name, n.gpus, n.cpu_milli, n.memory_mib, lay)].append(i)
+        keys = sorted(groups, key=lambda k: (k[:4], repr(k[4])))
+        return cls(keys=[k[:4] for k in keys], nodes=[groups[k] for k in keys], layouts=[k[4] for k in keys])
 
-    def models(self, p: Problem) -> list[GpuModel | None]:
-        """The catalog GPU model of each bin type."""
-        return [p.catalog.get(k[0]) for k in self.keys]
+    def bins(self) -> list[tuple[int, _Layout, int]]:
+        """The GPU bin types: (node kind, fixed layout, GPUs of that layout per node)."""
+        out = []
+        for t, lays in enumerate(self.layouts):
+            per: dict[_Layout, int] = defaultdict(int)
+            for lay in lays:
+                per[lay] += 1
+            out += [(t, lay, c) for lay, c in sorted(per.items(), key=lambda x: repr(x[0]))]
+        return out
 
 
 @dataclass(frozen=True)
 class _Fleet:
-    """The LP's capacities per bin type, once per problem: GPUs (at most the busy GPUs the power budgets
-    allow, :func:`~capplan.placement.core.domaincap.busy_caps`), CPU and memory; and the replica caps of
-    the domains (:func:`~capplan.placement.core.domaincap.replica_caps`)."""
+    """The LP's capacities, once per problem: per GPU bin type (:meth:`BinTypes.bins`) its GPUs, and per node
+    kind (a *group* of bin types) CPU, memory and the busy GPUs the power budgets allow
+    (:func:`~capplan.placement.core.domaincap.busy_caps`); and the replica caps of the domains
+    (:func:`~capplan.placement.core.domaincap.replica_caps`)."""
 
     types: BinTypes
+    group: list[int]  # per bin type: its node kind
+    presets: list[Preset]  # per bin type: its fixed MIG layout (instances per profile)
     n_bins: list[int]
+    group_gpus: list[int]
     cpu_cap: list[int]
     mem_cap: list[int]
     caps: dict[str, int]
@@ -157,42 +210,57 @@ class _Fleet:
     def of(cls, p: Problem, domains: bool = True) -> _Fleet:
         types = BinTypes.of(p)
         counts = [len(x) for x in types.nodes]
-        n_bins = [c * k[1] for c, k in zip(counts, types.keys, strict=True)]
+        group_gpus = [c * k[1] for c, k in zip(counts, types.keys, strict=True)]
         if domains:
             key_of: list[int | None] = [None] * len(p.cluster.nodes)
-            for b, ns in enumerate(types.nodes):
+            for t, ns in enumerate(types.nodes):
                 for i in ns:
-                    key_of[i] = b
+                    key_of[i] = t
             busy = busy_caps(p, key_of)
-            n_bins = [min(n, busy.get(b, 0)) for b, n in enumerate(n_bins)]
-        return cls(types=types, n_bins=n_bins,
+            group_gpus = [min(n, busy.get(t, 0)) for t, n in enumerate(group_gpus)]
+        bins = types.bins()
+        return cls(types=types, group=[t for t, _, _ in bins],
+                   presets=[dict(lay) if lay is not None else None for _, lay, _ in bins],
+                   n_bins=[min(counts[t] * c, group_gpus[t]) for t, _, c in bins], group_gpus=group_gpus,
                    cpu_cap=[c * k[2] for c, k in zip(counts, types.keys, strict=True)],
                    mem_cap=[c * k[3] for c, k in zip(counts, types.keys, strict=True)],
                    caps=replica_caps(p) if domains else {}, fits=gang_models(p) if domains else {})
 
     @property
     def models(self) -> list[str]:
-        return [k[0] for k in self.types.keys]
+        return [self.types.keys[t][0] for t in self.group]
 
     @property
     def max_gpus(self) -> list[int]:
-        return [k[1] for k in self.types.keys]
+        """Per bin type: the GPUs without a fixed layout on one node of its kind (a whole-GPU replica's most)."""
+        return [sum(1 for lay in self.types.layouts[t] if lay is None) for t in self.group]
+
+    def gpu_models(self, p: Problem) -> list[GpuModel | None]:
+        """The catalog GPU model of each bin type."""
+        return [p.catalog.get(m) for m in self.models]
 
     def items(self, p: Problem, ws: list[Workload], of: dict[str, int] | None = None) -> Items:
-        return _items(p, ws, self.models, self.max_gpus, of, self.caps, self.fits)
+        return _items(p, ws, self.models, self.max_gpus, self.presets, of, self.caps, self.fits)
+
+    def bound(self, p: Problem, items: Items, deadline: float, weight: list[float] | None = None,
+              floors: list[tuple[list[int], float]] | None = None
+              ) -> tuple[float, bool, dict[tuple[int, int], float]]:
+        """:func:`~capplan.placement.core.patternlp.bound_items` of ``items`` on this fleet."""
+        return bound_items(items, self.n_bins, self.cpu_cap, self.mem_cap, deadline, weight=weight, floors=floors,
+                           gpu_models=self.gpu_models(p), group=self.group, group_gpus=self.group_gpus,
+                           presets=self.presets)
 
 
 def _solve(p: Problem, ws: list[Workload], fleet: _Fleet, deadline: float,
            of: dict[str, int] | None = None) -> tuple[Items, float, bool, dict[tuple[int, int], float]]:
     items = fleet.items(p, ws, of)
-    return (items, *bound_items(items, fleet.n_bins, fleet.cpu_cap, fleet.mem_cap, deadline,
-                                gpu_models=fleet.types.models(p)))
+    return (items, *fleet.bound(p, items, deadline))
 
 
 def lp_assignment(p: Problem, ws: list[Workload], time_limit: float = 10.0) -> dict[str, dict[int, float]]:
     """The relaxation's fractional assignment: workload name -> {bin type: share of its replicas}.
 
-    Bin types are those of :meth:`BinTypes.of`; heuristics use this to send each replica to
+    Bin types are those of :meth:`BinTypes.bins`; heuristics may use this to send each replica to
     the kind of node the LP put it on (CPU-heavy replicas to CPU-rich nodes, ...).
     """
     of: dict[str, int] = {}
@@ -260,7 +328,7 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
     out = dict(base.per_priority)
     converged = base.converged
     fleet = _Fleet.of(p)
-    capacity = sum(fleet.n_bins) * UNITS_PER_GPU
+    full = full_value(p)
     above: list[int] = []
     parts: dict[int, Items] = {}
     floored = True  # whether q's placed units still floor the lexicographically better plans
@@ -283,15 +351,16 @@ def lexicographic_bound(p: Problem, achieved: dict[int, int], time_limit: float 
             # Floors slightly below the placed units: float tolerance must never cut off that plan.
             floors = [([i for i, o in enumerate(owner) if o == x], achieved.get(x, 0) * (1 - 1e-9) - 1e-6)
                       for x in above]
-            value, ok, _ = bound_items(merged, fleet.n_bins, fleet.cpu_cap, fleet.mem_cap, deadline,
-                                        weight=[1.0 if o == q else 0.0 for o in owner], floors=floors,
-                                        gpu_models=fleet.types.models(p))
+            value, ok, _ = fleet.bound(p, merged, deadline, weight=[1.0 if o == q else 0.0 for o in owner],
+                                       floors=floors)
             converged &= ok
             if value != float("inf"):
                 out[q] = min(out[q], max(achieved.get(q, 0), math.floor(value * (1 + 1e-9) + 1e-6)))
         if above:
             # Whatever the relaxation gave: the GPUs the priorities above keep are not free for q.
-            out[q] = min(out[q], max(achieved.get(q, 0), capacity - sum(achieved.get(x, 0) for x in above)))
+            forced = [x for x in above if achieved.get(x, 0) >= full.get(x, 0)]
+            free = joint_cap(p, (*above, q), forced, guaranteed=True) - sum(achieved.get(x, 0) for x in above)
+            out[q] = min(out[q], max(achieved.get(q, 0), free))
         if floored:
             above.append(q)
             floored = achieved.get(q, 0) >= out[q]

@@ -15,13 +15,21 @@ Two cheap relaxations that the bound (:mod:`capplan.placement.core.bound`, the p
   its power budgets allow, the budgets above it included) caps what the workload places; a gang that fits
   in no domain places nothing: :func:`replica_caps`.
 
-Both ignore everything else (isolation, taints, MIG presets, other work), so they stay upper bounds.
+* **Preset MIG layouts.** A GPU preset to a MIG layout (``gpu_modes`` with a ``layout``, fixed unless
+  ``reconfigure: allowed``; always on ``mig_strategy: single`` nodes) hosts only replicas whose profile on
+  that model is one of the layout's instances, one replica per instance. So the priorities of a set hold on
+  those GPUs at most, per (model, profile), the values of their best replicas that ask that profile there, one
+  per preset instance, and a GPU without a fixed layout holds at most one GPU of value:
+  :func:`joint_cap`, the most value a set of priorities places together.
+
+All ignore everything else (isolation, taints, other work), so they stay upper bounds.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -36,7 +44,7 @@ _NONE = 1 << 60  # no cap
 
 
 _MEMO: list[tuple[Problem, str, object]] = []  # the last few results per problem: every plan asks for them
-_MEMO_SIZE = 6
+_MEMO_SIZE = 10
 
 
 def _memo(p: Problem, what: str, fn: Callable[[], T]) -> T:
@@ -275,3 +283,274 @@ def _domain_fits(p: Problem) -> tuple[dict[str, int], dict[str, frozenset[str]]]
         elif w.one_model and any(v < w.replicas for v in best.values()):
             models[w.name] = frozenset(m for m, v in best.items() if v >= w.replicas)
     return out, models
+
+
+@dataclass(frozen=True)
+class _Presets:
+    """The GPUs preset to a fixed MIG layout, once per problem.
+
+    ``free``: per GPU model, its GPUs without a fixed layout; ``slots``: per (model, representative node index,
+    profile name) the preset instances of that profile on the model's fixed-layout GPUs of nodes like the
+    representative (same model, MIG strategy and single profile: what a replica's demand there depends on).
+    """
+
+    free: dict[str, int]
+    slots: dict[tuple[str, int, str], int]
+
+    @classmethod
+    def of(cls, p: Problem) -> _Presets:
+        return _memo(p, "presets", lambda: cls._build(p))
+
+    @classmethod
+    def _build(cls, p: Problem) -> _Presets:
+        free: dict[str, int] = defaultdict(int)
+        slots: dict[tuple[str, int, str], int] = defaultdict(int)
+        if not any(m.layout is not None for n in p.cluster.nodes for m in n.gpu_modes):
+            return cls(free={}, slots={})  # no fixed layout: joint_cap is the busy GPUs
+        rep: dict[tuple[str, str, str | None], int] = {}
+        busy = {(a.node, g) for a in p.running for g in a.gpus}  # running work: counted as a free GPU
+        # nodes alike in model, GPUs, strategy and presets count once (unless running work is on them)
+        kinds: dict[tuple[object, ...], list[int]] = defaultdict(list)
+        for i, n in enumerate(p.cluster.nodes):
+            if n.gpus and n.gpu_model:
+                alone = n.name if busy and n.gpu_modes else None
+                kinds[(n.gpu_model, n.gpus, n.mig_strategy, n.gpu_modes, alone)].append(i)
+        for members in kinds.values():
+            i = members[0]
+            n = p.cluster.nodes[i]
+            model = p.catalog.get(str(n.gpu_model)).name
+            fixed = p.reconfigure != "allowed" or n.mig_strategy == "single"
+            layouts = {m.gpu: m.layout for m in n.gpu_modes if m.mode == "mig" and m.layout is not None} \
+                if fixed else {}
+            for g in range(n.gpus):
+                lay = layouts.get(g)
+                if lay is None or (n.name, g) in busy:
+                    free[model] += len(members)
+                    continue
+                r = rep.setdefault((model, n.mig_strategy, n.single_profile if n.mig_strategy == "single" else None), i)
+                for s in lay:
+                    slots[(model, r, s.profile)] += len(members)
+        return cls(free=dict(free), slots=dict(slots))
+
+
+def joint_cap(p: Problem, prios: Collection[int], forced: Collection[int] = (), guaranteed: bool = False) -> int:
+    """Most value (demand units) the priorities ``prios`` place together in any plan that places every replica of
+    the priorities ``forced`` (and, with ``guaranteed``, of every guaranteed workload).
+
+    Per GPU model, at most the busy GPUs its power budgets allow (:func:`busy_caps`), and at most one GPU of
+    value per GPU without a fixed MIG layout plus, on the GPUs preset to one (:class:`_Presets`), per
+    (model, profile) the values of the best replicas of ``prios`` that ask that profile there, one per preset
+    instance; less what isolation wastes (:func:`_isolation_waste`). Without fixed layouts and forced isolated
+    work: :func:`busy_gpus`.
+    """
+    pre = _Presets.of(p)
+    key = (frozenset(prios), frozenset(forced), guaranteed)
+    done: dict[tuple[frozenset[int], frozenset[int], bool], int] = _memo(p, "joint", dict)
+    if key not in done:
+        busy = busy_gpus(p) * UNITS_PER_GPU
+        cap = _joint(p, pre, set(key[0])) if pre.slots else busy
+        isolated = _memo(p, "isolated", lambda: any(w.isolation in ("tenant", "node") for w in p.workloads))
+        if isolated and (key[1] or guaranteed):
+            on_busy, on_all = _isolation_waste(p, key[0], key[1], guaranteed)
+            cap = min(cap, busy - on_busy, p.cluster.gpus_total * UNITS_PER_GPU - on_all)
+        done[key] = cap
+    return done[key]
+
+
+@dataclass
+class _Tenant:
+    """One tenant's work per priority (:func:`_isolation_waste`): value in all, value in shares, and its MIG
+    replicas' least excess (:func:`_mig_excess`) and its shares' (their GPU memory over the largest GPU memory
+    they may use, less their time) where negative (they may fill the GPUs of its isolated ones);
+    and of its isolated work, per priority and guaranteed or not: shares' GPU time and GPU memory in GPUs (each
+    replica's memory over the largest GPU memory it may use), node-isolated work's GPUs, CPU and memory, and the
+    tenant-isolated MIG replicas' least excess, and that of those among them where negative."""
+
+    value: dict[int, int]
+    share_value: dict[int, int]
+    mig_fill: dict[int, float]
+    share_fill: dict[int, float]
+    iso: dict[tuple[int, bool], list[float]]  # (priority, guaranteed) -> [share time, share memory, node GPUs,
+    #                                           node CPU, node memory, MIG excess, its negative part, share
+    #                                           excess, its negative part]
+
+
+def _mig_excess(p: Problem, w: Workload, models: list[str]) -> float | None:
+    """Least, over the models that host a replica of ``w`` as a MIG instance, of its memory slices' share of the
+    GPU's less its compute slices' share (None: no such model). A GPU's instances hold at most all its memory
+    slices and their value is at most their compute share, so GPUs holding MIG instances number at least their
+    value plus the sum of their excesses."""
+    out = None
+    for m in models:
+        d = p.model_demand(w, m)
+        if d is None or d.kind != "mig" or d.profile is None:
+            continue
+        g = p.catalog.get(m)
+        x = d.profile.memory_slices / g.memory_slices - d.profile.compute_slices / g.compute_slices
+        out = x if out is None else min(out, x)
+    return out
+
+
+def full_value(p: Problem) -> dict[int, int]:
+    """Value (demand units) of every replica per priority: a plan placing that much places every replica that
+    has a value."""
+    def build() -> dict[int, int]:
+        out: dict[int, int] = defaultdict(int)
+        for w in p.workloads:
+            out[w.priority] += p.replica_value(w) * w.replicas
+        return dict(out)
+    return _memo(p, "full", build)
+
+
+def _tenants(p: Problem) -> dict[str | None, _Tenant]:
+    """Per tenant, its work (:class:`_Tenant`), once per problem."""
+    def build() -> dict[str | None, _Tenant]:
+        gpu_nodes = [n for n in p.cluster.nodes if n.gpus and n.gpu_model]
+        mem_of = {m: p.catalog.get(m).memory_gib or 0.0 for m in {str(n.gpu_model) for n in gpu_nodes}}
+        mig_models = sorted(m for m in mem_of if p.catalog.get(m).partitioning != "none")
+        excess_of: dict[tuple[object, ...], float | None] = {}
+        out: dict[str | None, _Tenant] = {}
+        most_of: dict[tuple[object, ...], float] = {}  # per allowed models and GPU memory: the most a share may use
+        for w in p.workloads:
+            v = p.replica_value(w)
+            if not v:
+                continue
+            t = out.get(w.tenant)
+            if t is None:
+                t = out[w.tenant] = _Tenant(defaultdict(int), defaultdict(int), defaultdict(float), defaultdict(float),
+                                            {})
+            t.value[w.priority] += v * w.replicas
+            if w.gpu_fraction is not None:
+                t.share_value[w.priority] += v * w.replicas
+            excess = None
+            if w.mig is not None:
+                shape = (w.mig, w.gpu_memory_gib, w.gpu_models, w.mig_strategy)
+                if shape not in excess_of:
+                    excess_of[shape] = _mig_excess(p, w, mig_models)
+                excess = excess_of[shape]
+                if excess is not None and excess < 0 and w.isolation != "tenant":
+                    t.mig_fill[w.priority] += excess * w.replicas
+            most = 0.0
+            if w.gpu_fraction is not None:
+                key = (w.gpu_models, w.gpu_memory_gib)
+                if key not in most_of:
+                    most_of[key] = max((mem_of[m] for m in mem_of if p.model_demand(w, m) is not None), default=0.0)
+                most = most_of[key]
+                share_excess = ((w.gpu_memory_gib or 0.0) / most if most else 0.0) - v / UNITS_PER_GPU
+                if share_excess < 0 and w.isolation != "tenant":
+                    t.share_fill[w.priority] += share_excess * w.replicas
+            if w.isolation not in ("tenant", "node"):
+                continue
+            row = t.iso.setdefault((w.priority, w.sla == "guaranteed"), [0.0] * 9)
+            if w.isolation == "tenant" and excess is not None:
+                row[5] += excess * w.replicas
+                row[6] += min(0.0, excess) * w.replicas
+            time_gpus = v / UNITS_PER_GPU if w.gpus is None else float(w.gpus)  # a GPU holds at most one of value
+            if w.isolation == "tenant" and w.gpu_fraction is not None:
+                row[0] += w.replicas * time_gpus
+                row[1] += w.replicas * (w.gpu_memory_gib or 0.0) / most if most else 0.0
+                row[7] += w.replicas * share_excess
+                row[8] += w.replicas * min(0.0, share_excess)
+            elif w.isolation == "node":
+                row[2] += w.replicas * time_gpus
+                row[3] += w.replicas * w.cpu_milli
+                row[4] += w.replicas * w.memory_mib
+        return out
+    return _memo(p, "tenants", build)
+
+
+def _isolation_waste(p: Problem, prios: frozenset[int], forced: frozenset[int], guaranteed: bool) -> tuple[int, int]:
+    """Value (demand units) isolation keeps off the GPUs in every plan that places all of ``forced``'s isolated
+    replicas (and the guaranteed ones): (waste on busy GPUs, waste on all GPUs).
+
+    The GPUs that hold a tenant's ``isolation: tenant`` shares hold no other tenant's replicas, and only shares (a
+    GPU runs one mode): at least ``ceil(max(their GPU time, their GPU memory / the GPU's memory))`` GPUs holding at
+    most the tenant's shares of ``prios`` in value, and at least their value plus the shares' excess (GPU memory
+    over the largest GPU memory they may use, less their time; the tenant's other shares of ``prios`` counted where
+    it is negative). Those that hold its tenant-isolated MIG instances hold only its
+    MIG instances: they number at least the value on them plus the excess (:func:`_mig_excess`) of the isolated
+    ones and of the tenant's other MIG replicas of ``prios`` whose excess is negative (all of them, at worst).
+    The nodes that hold its ``isolation: node`` replicas hold no other tenant's replicas: at least as many nodes
+    as their GPUs, CPU and memory need (each node at most the largest), each with at least the fewest GPUs of a
+    GPU node, holding at most the tenant's value of ``prios``. Tenants' regions are disjoint, so their wastes add
+    up (per tenant the larger of the GPU-level ones together and the node-level one).
+    """
+    def extremes() -> tuple[int, int, int, int] | None:
+        nodes = [n for n in p.cluster.nodes if n.gpus and n.gpu_model]
+        if not nodes:
+            return None
+        return (min(n.gpus for n in nodes), max(n.gpus for n in nodes), max(n.cpu_milli for n in nodes),
+                max(n.memory_mib for n in nodes))
+    ext = _memo(p, "gpu_nodes", extremes)
+    if ext is None or p.running:  # running replicas may break isolation and stay (the validator keeps them)
+        return 0, 0
+    g_min, g_max, c_max, m_max = ext
+    on_busy = on_all = 0
+    for t in _tenants(p).values():
+        need = [0.0] * 9
+        fill = sum(t.mig_fill.get(q, 0.0) for q in prios)
+        share_fill = sum(t.share_fill.get(q, 0.0) for q in prios)
+        for (q, g), row in t.iso.items():
+            if q in forced or (guaranteed and g):
+                need = [a + b for a, b in zip(need, row, strict=True)]
+            elif q in prios:
+                fill += row[6]  # isolated replicas not forced may fill those GPUs too
+                share_fill += row[8]
+        share = node = 0
+        mig = max(0, math.floor((need[5] + fill) * UNITS_PER_GPU))
+        if need[0] or need[1]:
+            k = math.ceil(max(need[0], need[1]) - 1e-9)
+            share = max(0, k * UNITS_PER_GPU - sum(t.share_value.get(q, 0) for q in prios),
+                        math.floor((need[7] + share_fill) * UNITS_PER_GPU))
+        if need[2]:
+            k = math.ceil(max(need[2] / g_max, need[3] / c_max if c_max else 0.0, need[4] / m_max if m_max else 0.0)
+                          - 1e-9)
+            node = max(0, k * g_min * UNITS_PER_GPU - sum(t.value.get(q, 0) for q in prios))
+        on_busy += share + mig
+        on_all += max(share + mig, node)
+    return on_busy, on_all
+
+
+def _offers(p: Problem, pre: _Presets) -> dict[tuple[str, int, str], dict[tuple[int, int], int]]:
+    """Per preset pool (:attr:`_Presets.slots`): replicas per (priority, replica value) of the workloads whose
+    demand on the pool's nodes is its profile, once per problem."""
+    def build() -> dict[tuple[str, int, str], dict[tuple[int, int], int]]:
+        nodes = p.cluster.nodes
+        reps = sorted({r for _, r, _ in pre.slots})
+        out: dict[tuple[str, int, str], dict[tuple[int, int], int]] = {k: defaultdict(int) for k in pre.slots}
+        shapes: dict[tuple[object, ...], list[tuple[str, int, str]]] = {}
+        for w in p.workloads:
+            if w.mig is None or not p.replica_value(w):
+                continue
+            shape = (w.mig, w.gpu_memory_gib, w.gpu_models, w.mig_strategy)
+            pools = shapes.get(shape)
+            if pools is None:
+                pools = []
+                for r in reps:
+                    d = p.demand_on(w, nodes[r])
+                    if d is not None and d.kind == "mig" and d.profile is not None:
+                        key = (p.catalog.get(str(nodes[r].gpu_model)).name, r, d.profile.name)
+                        if key in out:
+                            pools.append(key)
+                shapes[shape] = pools
+            for key in pools:
+                out[key][(w.priority, p.replica_value(w))] += w.replicas
+        return out
+    return _memo(p, "offers", build)
+
+
+def _joint(p: Problem, pre: _Presets, prios: set[int]) -> int:
+    busy = _memo(p, "busy_models", lambda: busy_caps(p, [p.catalog.get(n.gpu_model).name if n.gpus and n.gpu_model
+                                                          else None for n in p.cluster.nodes]))
+    on_preset: dict[str, int] = defaultdict(int)
+    for key, offers in _offers(p, pre).items():
+        left = pre.slots[key]
+        for value, n in sorted(((v, n) for (q, v), n in offers.items() if q in prios), reverse=True):
+            take = min(left, n)
+            on_preset[key[0]] += take * value
+            left -= take
+            if not left:
+                break
+    models = set(busy) | set(pre.free) | set(on_preset)
+    return sum(min(busy.get(m, 0) * UNITS_PER_GPU, pre.free.get(m, 0) * UNITS_PER_GPU + on_preset[m])
+               for m in models)

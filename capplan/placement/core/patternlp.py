@@ -3,8 +3,12 @@
 A Gilmore-Gomory LP over packing *patterns* of one GPU per bin type, with interchangeable items
 aggregated into counts, grown by column generation: each bin type's best pattern is priced by an
 exact unbounded knapsack (whole GPUs and shares) or by enumerating the model's maximal MIG layouts
-(:mod:`capplan.placement.core.miglayouts`). If time runs out before no pattern improves, the
-Lagrangian (Farley) correction keeps the value a valid bound.
+(:mod:`capplan.placement.core.miglayouts`); a GPU preset to a fixed MIG layout takes any part of its
+layout. If time runs out before no pattern improves, the Lagrangian (Farley) correction keeps the value a
+valid bound.
+
+The GPU bins of one node kind share its host CPU and memory and its busy-GPU cap (a *group*): a node kind
+whose GPUs differ in their preset layouts has one GPU bin per layout.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ MEM_CELLS = 64
 Pattern = tuple[int, dict[Slot, int]]
 #: Per bin type: its MIG slots and (layouts, slots) instances of each in every maximal layout.
 MigColumns = tuple[list[Slot], np.ndarray] | None
+#: A GPU's preset MIG layout as instances per profile name (None: the GPU is free to take any pattern).
+Preset = dict[str, int] | None
 
 
 @dataclass
@@ -49,14 +55,16 @@ class Items:
 @dataclass(frozen=True)
 class _Rows:
     """Where the LP's rows are: items, then per bin type its distinct slots (linking items to
-    patterns), then GPUs, CPU and memory per bin type, then the floors."""
+    patterns), then GPUs per bin type, CPU, memory and GPUs per group, then the floors."""
 
     size_rows: list[dict[Slot, int]]  # per bin type: slot -> its index among the bin type's slot rows
     link_off: list[int]  # per bin type: the first of its slot rows
     bins0: int
     cpu0: int
     mem0: int
+    gpus0: int
     floor0: int
+    group: list[int]  # per bin type: its group
 
     def link(self, b: int, s: Slot) -> int:
         """The row of slot ``s`` of bin type ``b``."""
@@ -139,7 +147,7 @@ def _mig_patterns(model: GpuModel, names: list[str]) -> np.ndarray:
     return out
 
 
-def _rows(items: Items, nb: int) -> _Rows:
+def _rows(items: Items, nb: int, group: list[int], ng: int) -> _Rows:
     """The row layout: distinct slots per bin type (the rows that link items to patterns)."""
     size_rows: list[dict[Slot, int]] = [dict() for _ in range(nb)]
     for it in items.sizes:
@@ -150,15 +158,17 @@ def _rows(items: Items, nb: int) -> _Rows:
     for b in range(nb):
         link_off.append(off)
         off += len(size_rows[b])
-    return _Rows(size_rows=size_rows, link_off=link_off, bins0=off, cpu0=off + nb, mem0=off + 2 * nb,
-                 floor0=off + 3 * nb)
+    return _Rows(size_rows=size_rows, link_off=link_off, bins0=off, cpu0=off + nb, mem0=off + nb + ng,
+                 gpus0=off + nb + 2 * ng, floor0=off + nb + 3 * ng, group=group)
 
 
-def _mig_columns(size_rows: list[dict[Slot, int]], gpu_models: list[GpuModel | None] | None) -> list[MigColumns]:
-    """Per bin type: its MIG slots and their counts in every maximal layout of its model."""
+def _mig_columns(size_rows: list[dict[Slot, int]], gpu_models: list[GpuModel | None] | None,
+                 presets: list[Preset]) -> list[MigColumns]:
+    """Per bin type: its MIG slots and their counts in every maximal layout of its model (none for a preset
+    layout: :func:`_price` takes it whole)."""
     mig_of: list[MigColumns] = []
     for b in range(len(size_rows)):
-        names = [s for s in size_rows[b] if s[0] == "m"]
+        names = [s for s in size_rows[b] if s[0] == "m"] if presets[b] is None else []
         model = gpu_models[b] if gpu_models is not None else None
         if names and model is None:
             raise ValueError("MIG items need the bin types' GPU models")
@@ -168,13 +178,17 @@ def _mig_columns(size_rows: list[dict[Slot, int]], gpu_models: list[GpuModel | N
 
 
 def _initial_patterns(size_rows: list[dict[Slot, int]], n_bins: list[int],
-                      gpu_models: list[GpuModel | None] | None) -> list[Pattern]:
+                      gpu_models: list[GpuModel | None] | None, presets: list[Preset]) -> list[Pattern]:
     """One pattern per slot of each bin type: as many copies of it alone as fit on one GPU."""
     patterns: list[Pattern] = []
     for b in range(len(n_bins)):
         for s in size_rows[b]:
             if n_bins[b] > 0:
-                if s[0] == "m":
+                pre = presets[b]
+                if pre is not None:
+                    if pre.get(str(s[1]), 0):
+                        patterns.append((b, {s: pre[str(s[1])]}))
+                elif s[0] == "m":
                     model = gpu_models[b] if gpu_models is not None else None
                     assert model is not None
                     pi = next(k for k, pr in enumerate(model.profiles) if pr.name == s[1])
@@ -186,17 +200,19 @@ def _initial_patterns(size_rows: list[dict[Slot, int]], n_bins: list[int],
 
 
 def _build_lp(items: Items, xs: list[tuple[int, int]], rows_at: _Rows, n_bins: list[int], cpu_cap: list[int],
-              mem_cap: list[int], weight: list[float], floors: list[tuple[list[int], float]]) -> ColumnLP:
+              mem_cap: list[int], group_gpus: list[int], weight: list[float],
+              floors: list[tuple[list[int], float]]) -> ColumnLP:
     """The LP with its rows, the floors' slack columns (first) and the item columns (no patterns yet)."""
-    nb = len(n_bins)
+    nb, ng = len(n_bins), len(cpu_cap)
     n_items = len(items.count)
     bins0, cpu0, mem0, floor0 = rows_at.bins0, rows_at.cpu0, rows_at.mem0, rows_at.floor0
     n_rows = floor0 + len(floors)
     rhs = np.zeros(n_rows)
     rhs[:n_items] = items.count
     rhs[bins0:bins0 + nb] = n_bins
-    rhs[cpu0:cpu0 + nb] = cpu_cap
-    rhs[mem0:mem0 + nb] = mem_cap
+    rhs[cpu0:cpu0 + ng] = cpu_cap
+    rhs[mem0:mem0 + ng] = mem_cap
+    rhs[rows_at.gpus0:rows_at.gpus0 + ng] = group_gpus
     floor_of: dict[int, int] = {}
     for f, (members, units) in enumerate(floors):
         rhs[floor0 + f] = -units
@@ -213,7 +229,8 @@ def _build_lp(items: Items, xs: list[tuple[int, int]], rows_at: _Rows, n_bins: l
         j = n_slack + j0
         s = items.sizes[i][b]
         cost.append(-float(items.value[i]) * weight[i])
-        rows += [i, rows_at.link(b, s), cpu0 + b, mem0 + b]
+        g = rows_at.group[b]
+        rows += [i, rows_at.link(b, s), cpu0 + g, mem0 + g]
         cols += [j] * 4
         vals += [1.0, 1.0, float(items.cpu[i]), float(items.mem[i])]
         if i in floor_of:
@@ -235,15 +252,20 @@ def _add_patterns(lp: ColumnLP, rows_at: _Rows, new: list[Pattern]) -> None:
             prow.append(rows_at.link(b, s))
             pcol.append(k)
             pval.append(-float(a))
-        prow.append(rows_at.bins0 + b)
-        pcol.append(k)
-        pval.append(1.0)
+        prow += [rows_at.bins0 + b, rows_at.gpus0 + rows_at.group[b]]
+        pcol += [k, k]
+        pval += [1.0, 1.0]
     lp.add_entries(np.zeros(len(new)), prow, pcol, pval)
 
 
-def _price(b: int, duals: np.ndarray, rows_at: _Rows, mig: MigColumns) -> tuple[float, dict[Slot, int]]:
+def _price(b: int, duals: np.ndarray, rows_at: _Rows, mig: MigColumns, preset: Preset
+           ) -> tuple[float, dict[Slot, int]]:
     """The best pattern of one GPU of bin type ``b`` at ``duals``: its dual value and its slots."""
     size_rows = rows_at.size_rows
+    if preset is not None:  # any part of the preset layout: every instance whose slot has a positive price
+        part = {s: preset.get(str(s[1]), 0) for s in size_rows[b] if duals[rows_at.link(b, s)] > 0}
+        part = {s: c for s, c in part.items() if c}
+        return float(sum(duals[rows_at.link(b, s)] * c for s, c in part.items())), part
     flat = [s for s in size_rows[b] if s[0] == "u"]
     best: float = 0.0
     col: dict[Slot, int] = {}
@@ -267,7 +289,8 @@ def _price(b: int, duals: np.ndarray, rows_at: _Rows, mig: MigColumns) -> tuple[
 
 
 def _generate(lp: ColumnLP, rows_at: _Rows, xs: list[tuple[int, int]], n_slack: int, n_bins: list[int],
-              mig_of: list[MigColumns], deadline: float) -> tuple[float, bool, dict[tuple[int, int], float]]:
+              mig_of: list[MigColumns], presets: list[Preset], deadline: float
+              ) -> tuple[float, bool, dict[tuple[int, int], float]]:
     """The column-generation loop: solve, price one pattern per bin type, add the improving ones."""
     converged = False
     value = float("inf")
@@ -285,11 +308,12 @@ def _generate(lp: ColumnLP, rows_at: _Rows, xs: list[tuple[int, int]], n_slack: 
         for b in range(len(n_bins)):
             if n_bins[b] == 0 or not rows_at.size_rows[b]:
                 continue
-            best, col = _price(b, duals, rows_at, mig_of[b])
-            rc = best - duals[rows_at.bins0 + b]
+            best, col = _price(b, duals, rows_at, mig_of[b], presets[b])
+            cost = duals[rows_at.bins0 + b] + duals[rows_at.gpus0 + rows_at.group[b]]
+            rc = best - cost
             if rc > 1e-9:
-                extra += n_bins[b] * rc
-            if rc > 1e-6 * max(1.0, duals[rows_at.bins0 + b]):
+                extra += n_bins[b] * rc  # at most n_bins[b] patterns of bin type b: Farley's bound
+            if rc > 1e-6 * max(1.0, cost):
                 new.append((b, col))
         value = min(value, lp_value + extra)
         if not new:
@@ -304,7 +328,8 @@ def _generate(lp: ColumnLP, rows_at: _Rows, xs: list[tuple[int, int]], n_slack: 
 def bound_items(items: Items, n_bins: list[int], cpu_cap: list[int], mem_cap: list[int],
                 deadline: float, weight: list[float] | None = None,
                 floors: list[tuple[list[int], float]] | None = None,
-                gpu_models: list[GpuModel | None] | None = None,
+                gpu_models: list[GpuModel | None] | None = None, group: list[int] | None = None,
+                group_gpus: list[int] | None = None, presets: list[Preset] | None = None,
                 ) -> tuple[float, bool, dict[tuple[int, int], float]]:
     """Column generation for items over GPU bin types.
 
@@ -318,6 +343,10 @@ def bound_items(items: Items, n_bins: list[int], cpu_cap: list[int], mem_cap: li
     Returns the upper bound in units, whether it converged, and the LP's placed GPU slots per
     (item type, bin type) (a fractional assignment that heuristics can follow).
 
+    ``group`` maps each bin type to the row of ``cpu_cap`` and ``mem_cap`` it draws on (default: its own),
+    where at most ``group_gpus`` of the group's GPUs hold work (default: all); ``presets`` (default none)
+    gives a bin type's fixed MIG layout: its patterns are the parts of that layout.
+
     Every floor has a slack column with a penalty of :data:`SLACK_PENALTY` per unit, so the LP is
     feasible from the first iteration, even when the starting patterns (one size per GPU) cannot
     meet floors that need mixed patterns. Any solution meeting the floors is also a solution of the
@@ -326,12 +355,18 @@ def bound_items(items: Items, n_bins: list[int], cpu_cap: list[int], mem_cap: li
     """
     weight = weight if weight is not None else [1.0] * len(items.count)
     floors = floors or []
-    rows_at = _rows(items, len(n_bins))
+    group = group if group is not None else list(range(len(n_bins)))
+    presets = presets if presets is not None else [None] * len(n_bins)
+    if group_gpus is None:
+        group_gpus = [0] * len(cpu_cap)
+        for b, g in enumerate(group):
+            group_gpus[g] += n_bins[b]
+    rows_at = _rows(items, len(n_bins), group, len(cpu_cap))
     xs = [(i, b) for i, it in enumerate(items.sizes) for b in it if n_bins[b] > 0]
     if not xs:
         return 0.0, True, {}
-    mig_of = _mig_columns(rows_at.size_rows, gpu_models)
-    patterns = _initial_patterns(rows_at.size_rows, n_bins, gpu_models)
-    lp = _build_lp(items, xs, rows_at, n_bins, cpu_cap, mem_cap, weight, floors)
+    mig_of = _mig_columns(rows_at.size_rows, gpu_models, presets)
+    patterns = _initial_patterns(rows_at.size_rows, n_bins, gpu_models, presets)
+    lp = _build_lp(items, xs, rows_at, n_bins, cpu_cap, mem_cap, group_gpus, weight, floors)
     _add_patterns(lp, rows_at, patterns)
-    return _generate(lp, rows_at, xs, len(floors), n_bins, mig_of, deadline)
+    return _generate(lp, rows_at, xs, len(floors), n_bins, mig_of, presets, deadline)

@@ -22,7 +22,7 @@ from capplan.model.plan import (
 )
 from capplan.model.problem import Problem, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU, units_to_gpus
-from capplan.placement.core.domaincap import busy_gpus, replica_caps
+from capplan.placement.core.domaincap import full_value, joint_cap, replica_caps
 
 #: How the reason of a replica a planner did not reach before its time limit starts (greedy, heuristic).
 NOT_TRIED_PREFIX = "not tried: the time limit ran out"
@@ -87,15 +87,16 @@ def node_types(p: Problem) -> list[tuple[str | None, int]]:
 
 def trivial_bound(p: Problem) -> dict[int, int]:
     """Per-priority upper bound: hostable demand (a gang no domain holds: none,
-    :func:`~capplan.placement.core.domaincap.replica_caps`), capped by the GPUs the power budgets let be busy."""
-    cap = busy_gpus(p) * UNITS_PER_GPU
+    :func:`~capplan.placement.core.domaincap.replica_caps`), capped by the GPUs the power budgets let be busy
+    and by what GPUs preset to a MIG layout can hold of the priority
+    (:func:`~capplan.placement.core.domaincap.joint_cap`)."""
     out: dict[int, int] = defaultdict(int)
     types = node_types(p)
     caps = replica_caps(p)
     for w in p.workloads:
         units = eligible_units(p, w, types)
         out[w.priority] += units if w.name not in caps else units // w.replicas * caps[w.name]
-    return {q: min(v, cap) for q, v in out.items()}
+    return {q: min(v, joint_cap(p, (q,))) for q, v in out.items()}
 
 
 def chained_bound(p: Problem, got: dict[int, int], bound: dict[int, int], guaranteed_met: bool) -> dict[int, int]:
@@ -103,20 +104,25 @@ def chained_bound(p: Problem, got: dict[int, int], bound: dict[int, int], guaran
 
     A plan at least as good in the plan order places as much at every priority whose higher priorities are all
     at their bounds (no plan places more than a bound, so it must tie there), and at least as much at the first
-    priority below its bound; below that nothing is known. So each priority gets at most the busy GPUs the
-    fleet can hold (:func:`~capplan.placement.core.domaincap.busy_gpus`) less what those floored priorities
-    above it place (a priority that this cap brings down to ``got`` is at its bound and floors the next).
+    priority below its bound; below that nothing is known. So each priority gets at most what it and those
+    floored priorities above it can place together (:func:`~capplan.placement.core.domaincap.joint_cap`: the busy
+    GPUs the fleet can hold, preset MIG layouts, and the GPUs isolation wastes when the guaranteed work and the
+    floored priorities placed in full must all be placed) less what they place (a priority that this cap brings down to
+    ``got`` is at its bound and floors the next).
     Nothing changes unless the plan places every guaranteed replica (guaranteed work comes first in the order).
     """
     if not guaranteed_met:
         return bound
     out = dict(bound)
-    free = busy_gpus(p) * UNITS_PER_GPU
+    above: list[int] = []  # the floored priorities
+    full = full_value(p)
     floors = True  # whether q's placed units still floor the lexicographically better plans
     for q in p.priorities:
+        forced = [x for x in above if got.get(x, 0) >= full.get(x, 0)]  # every better plan places all of these
+        free = joint_cap(p, (*above, q), forced, guaranteed=True) - sum(got.get(x, 0) for x in above)
         out[q] = min(out.get(q, 0), max(got.get(q, 0), free))
         if floors:
-            free -= got.get(q, 0)
+            above.append(q)
             floors = got.get(q, 0) >= out[q]
     return out
 
