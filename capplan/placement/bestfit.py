@@ -95,6 +95,9 @@ class BestFitOrder:
             need = np.array([d.profile.memory_slices if d is not None and d.profile is not None else 1
                              for d in st.demands(w)[0]], dtype=np.int64)
             ok &= st.mig_free[idx] >= np.maximum(need[st.model_id[idx]], 1)
+            fit = st.migfit  # exactly: some GPU has a valid free start for the profile (tenants and power aside)
+            want = fit.want(st.demands(w)[0])[st.model_id[idx]]
+            ok &= (want == 0) | ((fit.node[idx] & want) != 0)
         if w.has_gpu_demand and w.gpus is None and st.tdp[idx].any():
             # a slice or share turns on an idle GPU (its draw) or joins a busy one (no budget overdrawn)
             head, tdp = st.power_headroom(idx), st.tdp[idx]
@@ -133,6 +136,9 @@ class BestFitOrder:
             slices = np.array([m.memory_slices if m is not None else 0 for m in st.models],
                               dtype=np.int64)[st.model_id[part]]
             ok &= (slices[:, None] - np.bitwise_count(st.mig_mask[part]).astype(np.int64)) >= need[:, None]
+            fit = st.migfit
+            want = fit.want(per)[st.model_id[part]][:, None]
+            ok &= (want == 0) | ((fit.gpu[part] & want) != 0)
         else:
             d = st.demand_at(w, int(part[0])) if part.size else None
             if d is None:

@@ -231,17 +231,22 @@ def mig_starts(st: ClusterState, model: GpuModel, i: int, gi: int, prof: MigProf
         mask = int(st.mig_mask[i, gi])
     if counts is None:
         counts = st.prof_count[i, gi].tolist()
-    k = st.prof_index[prof.name]
+    return free_starts(model, prof, mask, counts, st.prof_index, st.layout_slots.get((i, gi)))
+
+
+def free_starts(model: GpuModel, prof: MigProfile, mask: int, counts: list[int], index: dict[str, int],
+                layout: frozenset[tuple[str, int]] | None) -> list[int]:
+    """:func:`mig_starts` on a GPU of ``model`` given as its slice ``mask``, per-profile ``counts`` (by
+    ``index``, the state's profile index) and preset ``layout`` slots (None: none)."""
+    k = index[prof.name]
     if counts[k] >= prof.max_count:
         return []
     if model.homogeneous and any(counts) and not counts[k]:
         return []
     if any(counts):
-        index = st.prof_index
         compute = sum([x.compute_slices * counts[index[x.name]] for x in model.profiles])
         if compute + prof.compute_slices > model.compute_slices:
             return []
-    layout = st.layout_slots.get((i, gi))
     return [start for start in prof.starts
             if not mask & (((1 << prof.memory_slices) - 1) << start)
             and (layout is None or (prof.name, start) in layout)]
