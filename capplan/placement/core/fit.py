@@ -14,7 +14,7 @@ from capplan.model.catalog import GpuModel, MigProfile
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Workload
 from capplan.model.units import MILLI
-from capplan.placement.core.fleet import FREE, KIND_MODE, WHOLE, Placement
+from capplan.placement.core.fleet import FREE, KIND_MODE, MIG, WHOLE, Placement
 
 if TYPE_CHECKING:
     from capplan.placement.core.state import ClusterState
@@ -44,6 +44,9 @@ def fit_on_node(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement |
         return Placement(node=i)
     if d.kind == "whole":
         return _fit_whole(st, d, i)
+    if d.kind == "mig":
+        got, why = _mig_fill(st, w, d, i, 1)
+        return got[0] if got else why
     return _fit_slice(st, w, d, i)
 
 
@@ -186,6 +189,82 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
         assert d.profile is not None
         return Placement(node=i, gpus=(gi,), slot=MigSlot(profile=d.profile.name, start=start))
     return Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli)
+
+
+def fill_slices(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> list[Placement]:
+    """Up to ``most`` MIG slices of ``w`` (demand ``d``) on node ``i``, in one step: the replicas
+    :func:`fit_on_node` would give one by one if each were applied before the next (not applied here).
+
+    The node's checks (quota, CPU, memory, node tenants) are made once and its CPU and memory counted for all
+    of them (with ClusterQueue quotas, at most one). The GPUs are ranked once (see :func:`_mig_fill`)."""
+    if most <= 0 or node_reason(st, w, i):
+        return []
+    if st.quota is not None and w.queue is not None:
+        most = 1
+    if w.cpu_milli:
+        most = min(most, int(st.cpu[i]) // w.cpu_milli)
+    if w.memory_mib:
+        most = min(most, int(st.mem[i]) // w.memory_mib)
+    return _mig_fill(st, w, d, i, most)[0]
+
+
+def _mig_fill(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> tuple[list[Placement], str]:
+    """Up to ``most`` MIG slices of ``w`` on node ``i`` (node-level checks already made), as one-by-one fitting
+    gives them; with none, the reason (``isolation`` or ``gpu``).
+
+    One slice goes to the best GPU by (idle last, most slices used, most valid placements left after it,
+    index), at the start keeping the most placements free; a GPU that took one stays the best while it takes
+    more (it got busier, no other GPU changed), so the GPUs are ranked once and filled in that order, each
+    until it takes no more. A GPU turned on needs its draw in the node's power domains (their headroom is
+    followed as GPUs turn on); a busy one is joined only while no budget is overdrawn."""
+    prof = d.profile
+    model = st.models[int(st.model_id[i])]
+    assert prof is not None and model is not None
+    users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
+    masks, counts = st.mig_mask[i].tolist(), st.prof_count[i].tolist()
+    room_left = model.memory_slices - prof.memory_slices  # most slices in use that leave room
+    # GPUs in the same state give the same choice (on a fresh node, one answer for eight GPUs).
+    known: dict[tuple[object, ...], tuple[int, int] | None] = {}
+    ranked: list[tuple[tuple[int, ...], int]] = []
+    others: list[int] = []  # GPUs of another tenant: only whether they had room matters (the reason)
+    for gi in range(int(st.gpu_count[i])):
+        if not _mode_fits(fixed[gi], mode[gi], MIG) or masks[gi].bit_count() > room_left:
+            continue
+        if users[gi] and not st.gpu_tenant_ok_at(w, i, gi):
+            others.append(gi)
+            continue
+        state = (masks[gi], users[gi] == 0, mode[gi], fixed[gi], tuple(counts[gi]), st.layout_slots.get((i, gi)))
+        if state not in known:
+            known[state] = _mig_choice(st, model, i, gi, masks[gi], counts[gi], prof)
+        opt = known[state]
+        if opt is not None:
+            ranked.append(((users[gi] == 0, -masks[gi].bit_count(), -opt[1], gi), gi))
+    ranked.sort()
+    out: list[Placement] = []
+    tdp = int(st.tdp[i])
+    head = int(st.power_free[st.node_dom[i]].min()) if tdp else 0  # the tightest budget's watts left
+    k, width = st.prof_index[prof.name], (1 << prof.memory_slices) - 1
+    for key, gi in ranked:
+        if len(out) >= most:
+            break
+        if tdp and head < (tdp if key[0] else 0):
+            continue  # an idle GPU's draw does not fit; a busy one: see _fit_slice on joining it
+        mask, cnt = masks[gi], list(counts[gi])
+        took = 0
+        while len(out) < most:
+            opt = _mig_choice(st, model, i, gi, mask, cnt, prof)
+            if opt is None:
+                break
+            out.append(Placement(node=i, gpus=(gi,), slot=MigSlot(profile=prof.name, start=opt[0])))
+            mask |= width << opt[0]
+            cnt[k] += 1
+            took += 1
+        if took and key[0]:
+            head -= tdp
+    if out:
+        return out, ""
+    blocked = any(mig_starts(st, model, i, gi, prof, masks[gi], counts[gi]) for gi in others)
+    return out, "isolation" if blocked else "gpu"
 
 
 def _mode_fits(fixed: int, mode: int, want: int) -> bool:
