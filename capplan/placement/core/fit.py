@@ -110,26 +110,16 @@ def _fit_whole(st: ClusterState, d: Demand, i: int) -> Placement | str:
 
 
 def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | str:
-    """A MIG slice or a share: the busiest GPU that takes it (MIG: keeping the most placements free)."""
-    model = st.models[int(st.model_id[i])]
-    assert model is not None
+    """A share: the busiest GPU that takes it (MIG slices: :func:`_mig_fill`)."""
     count = int(st.gpu_count[i])
     users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
     want = KIND_MODE[d.kind]
-    mig = d.kind == "mig"
-    if mig:
-        assert d.profile is not None
-        masks, counts = st.mig_mask[i].tolist(), st.prof_count[i].tolist()
-    else:
-        frac, gmem, cap = st.frac[i].tolist(), st.gmem[i].tolist(), int(st.gmem_cap[i])
+    frac, gmem, cap = st.frac[i].tolist(), st.gmem[i].tolist(), int(st.gmem_cap[i])
     blocked = False
     power_one: bool | None = None
     power_held: bool | None = None
     tdp = int(st.tdp[i])
-    best: tuple[tuple[int, ...], int, int] | None = None  # (key, GPU, MIG start): built once chosen
-    if mig:
-        assert d.profile is not None
-        room_left = model.memory_slices - d.profile.memory_slices  # most slices in use that leave room
+    best: tuple[tuple[int, ...], int, int] | None = None  # (key, GPU, start): built once chosen
     # GPUs in the same state give the same choice, and the first of them wins the tie: each state is
     # looked at once (on a fresh node, one GPU instead of eight).
     seen: set[tuple[object, ...]] = set()
@@ -137,32 +127,14 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
         if not _mode_fits(fixed[gi], mode[gi], want):
             continue
         tenant_ok = not users[gi] or st.gpu_tenant_ok_at(w, i, gi)
-        if mig:
-            assert d.profile is not None
-            if masks[gi].bit_count() > room_left:
-                continue
-            state: tuple[object, ...] = (masks[gi], users[gi] == 0, tenant_ok, mode[gi], fixed[gi],
-                                         tuple(counts[gi]), st.layout_slots.get((i, gi)))
-            if state in seen:
-                continue
-            seen.add(state)
-            if not tenant_ok:  # another tenant's GPU: only whether it had room matters (the reason)
-                blocked = blocked or bool(mig_starts(st, model, i, gi, d.profile, masks[gi], counts[gi]))
-                continue
-            opt = _mig_choice(st, model, i, gi, masks[gi], counts[gi], d.profile)
-            if opt is None:
-                continue
-            start, after = opt
-            key = (users[gi] == 0, -masks[gi].bit_count(), -after, gi)
-        else:
-            if not _share_room(frac[gi], gmem[gi], cap, d):
-                continue
-            state = (frac[gi], gmem[gi], users[gi] == 0, tenant_ok, mode[gi], fixed[gi])
-            if state in seen:
-                continue
-            seen.add(state)
-            start = 0
-            key = (users[gi] == 0, MILLI - frac[gi] - d.fraction_milli, 0, gi)
+        if not _share_room(frac[gi], gmem[gi], cap, d):
+            continue
+        state: tuple[object, ...] = (frac[gi], gmem[gi], users[gi] == 0, tenant_ok, mode[gi], fixed[gi])
+        if state in seen:
+            continue
+        seen.add(state)
+        start = 0
+        key = (users[gi] == 0, MILLI - frac[gi] - d.fraction_milli, 0, gi)
         if not tenant_ok:
             blocked = True
             continue
@@ -185,9 +157,6 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
     if best is None:
         return "isolation" if blocked else "gpu"
     _, gi, start = best
-    if mig:
-        assert d.profile is not None
-        return Placement(node=i, gpus=(gi,), slot=MigSlot(profile=d.profile.name, start=start))
     return Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli)
 
 
