@@ -202,38 +202,52 @@ def _mig_fill(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> tu
         if users[gi] and not st.gpu_tenant_ok_at(w, i, gi):
             others.append(gi)
             continue
-        state = (masks[gi], users[gi] == 0, mode[gi], fixed[gi], tuple(counts[gi]), st.layout_slots.get((i, gi)))
+        state = (masks[gi], tuple(counts[gi]), st.layout_slots.get((i, gi)))
         if state not in known:
-            known[state] = _mig_choice(st, model, i, gi, masks[gi], counts[gi], prof)
-        opt = known[state]
-        if opt is not None:
-            ranked.append(((users[gi] == 0, -masks[gi].bit_count(), -opt[1], gi), gi))
+            known[state] = _gpu_fill(st, model, i, gi, masks[gi], counts[gi], prof)
+        starts, after = known[state]
+        if starts:
+            ranked.append(((users[gi] == 0, -masks[gi].bit_count(), -after, gi), starts))
     ranked.sort()
     out: list[Placement] = []
     tdp = int(st.tdp[i])
     head = int(st.power_free[st.node_dom[i]].min()) if tdp else 0  # the tightest budget's watts left
-    k, width = st.prof_index[prof.name], (1 << prof.memory_slices) - 1
-    for key, gi in ranked:
+    for key, starts in ranked:
         if len(out) >= most:
             break
         if tdp and head < (tdp if key[0] else 0):
             continue  # an idle GPU's draw does not fit; a busy one: see _fit_slice on joining it
-        mask, cnt = masks[gi], list(counts[gi])
-        took = 0
-        while len(out) < most:
-            opt = _mig_choice(st, model, i, gi, mask, cnt, prof)
-            if opt is None:
-                break
-            out.append(Placement(node=i, gpus=(gi,), slot=MigSlot(profile=prof.name, start=opt[0])))
-            mask |= width << opt[0]
-            cnt[k] += 1
-            took += 1
-        if took and key[0]:
+        gpus = (key[-1],)
+        out += [Placement(node=i, gpus=gpus, slot=MigSlot(profile=prof.name, start=s))
+                for s in starts[: most - len(out)]]
+        if key[0]:
             head -= tdp
     if out:
         return out, ""
     blocked = any(mig_starts(st, model, i, gi, prof, masks[gi], counts[gi]) for gi in others)
     return out, "isolation" if blocked else "gpu"
+
+
+def _gpu_fill(st: ClusterState, model: GpuModel, i: int, gi: int, mask: int, counts: list[int],
+              prof: MigProfile) -> tuple[tuple[int, ...], int]:
+    """The starts of ``prof``'s slices on GPU ``gi`` of node ``i`` (slice ``mask``, per-profile ``counts``) taken
+    one after another by :func:`_mig_choice` until it takes no more, and the placements left after the first
+    (0 when none fits); cached per (model, profile, mask, counts, preset layout) in ``st.mig_fills``."""
+    layout = st.layout_slots.get((i, gi))
+    key = (model.name, prof.name, mask, tuple(counts), layout)
+    hit = st.mig_fills.get(key)
+    if hit is None:
+        k, width = st.prof_index[prof.name], (1 << prof.memory_slices) - 1
+        starts: list[int] = []
+        after = 0
+        cnt = list(counts)
+        while (opt := _mig_choice(st, model, i, gi, mask, cnt, prof)) is not None:
+            after = opt[1] if not starts else after
+            starts.append(opt[0])
+            mask |= width << opt[0]
+            cnt[k] += 1
+        hit = st.mig_fills[key] = (tuple(starts), after)
+    return hit
 
 
 def _mode_fits(fixed: int, mode: int, want: int) -> bool:
