@@ -77,23 +77,26 @@ class MigFit:
             return
         st = self.st
         mid = st.model_id[rows]
-        fixed, mode = st.fixed[rows], st.mode[rows]
+        fixed, mode, masks = st.fixed[rows], st.mode[rows], st.mig_mask[rows]
         usable = (st.exists[rows] & ((fixed < 0) | (fixed == MIG)) & ((mode == FREE) | (mode == MIG))
                   & self._ok[mid][:, None])
-        at = np.flatnonzero(usable.ravel())
-        vals = np.zeros(usable.size, dtype=np.int64)
-        if at.size:
-            g = usable.shape[1]
-            keys = np.concatenate([np.repeat(mid, g)[at, None], st.mig_mask[rows].reshape(-1)[at, None],
-                                   self.layout_id[rows].reshape(-1)[at, None],
-                                   st.prof_count[rows].reshape(usable.size, -1)[at].astype(np.int64)],
-                                  axis=1)
-            uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-            got = np.array([self._value(int(u[0]), int(u[1]), int(u[2]), u[3:].astype(np.int16))
-                            for u in uniq], dtype=np.int64)
-            vals[at] = got[np.asarray(inv).reshape(-1)]
-        self.gpu[rows] = vals.reshape(usable.shape)
-        self.node[rows] = np.bitwise_or.reduce(self.gpu[rows], axis=1)
+        vals = np.zeros(usable.shape, dtype=np.int64)
+        # GPUs with no slice yet (most of them on a fresh fleet): one answer per (model, preset layout)
+        empty = usable & (masks == 0) & (st.users[rows] == 0)
+        if empty.any():
+            r, c = np.nonzero(empty)
+            lay = self.layout_id[rows[r], c]
+            pair = mid[r] * len(self.layouts) + lay
+            uniq, inv = np.unique(pair, return_inverse=True)
+            zero = np.zeros(st.prof_count.shape[2], dtype=np.int16)
+            got = np.array([self._value(int(u) // len(self.layouts), 0, int(u) % len(self.layouts), zero)
+                            for u in uniq.tolist()], dtype=np.int64)
+            vals[r, c] = got[np.asarray(inv).reshape(-1)]
+        counts = st.prof_count[rows]
+        for r, c in zip(*np.nonzero(usable & ~empty), strict=True):
+            vals[r, c] = self._value(int(mid[r]), int(masks[r, c]), int(self.layout_id[rows[r], c]), counts[r, c])
+        self.gpu[rows] = vals
+        self.node[rows] = np.bitwise_or.reduce(vals, axis=1)
 
     def _row(self, i: int) -> None:
         st = self.st
