@@ -193,8 +193,8 @@ def _mig_fill(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> tu
     masks, counts = st.mig_mask[i].tolist(), st.prof_count[i].tolist()
     room_left = model.memory_slices - prof.memory_slices  # most slices in use that leave room
     # GPUs in the same state give the same choice (on a fresh node, one answer for eight GPUs).
-    known: dict[tuple[object, ...], tuple[int, int] | None] = {}
-    ranked: list[tuple[tuple[int, ...], int]] = []
+    known: dict[tuple[object, ...], tuple[tuple[MigSlot, ...], int]] = {}
+    ranked: list[tuple[tuple[int, ...], tuple[MigSlot, ...]]] = []
     others: list[int] = []  # GPUs of another tenant: only whether they had room matters (the reason)
     for gi in range(int(st.gpu_count[i])):
         if not _mode_fits(fixed[gi], mode[gi], MIG) or masks[gi].bit_count() > room_left:
@@ -205,21 +205,20 @@ def _mig_fill(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> tu
         state = (masks[gi], tuple(counts[gi]), st.layout_slots.get((i, gi)))
         if state not in known:
             known[state] = _gpu_fill(st, model, i, gi, masks[gi], counts[gi], prof)
-        starts, after = known[state]
-        if starts:
-            ranked.append(((users[gi] == 0, -masks[gi].bit_count(), -after, gi), starts))
+        slots, after = known[state]
+        if slots:
+            ranked.append(((users[gi] == 0, -masks[gi].bit_count(), -after, gi), slots))
     ranked.sort()
     out: list[Placement] = []
     tdp = int(st.tdp[i])
     head = int(st.power_free[st.node_dom[i]].min()) if tdp else 0  # the tightest budget's watts left
-    for key, starts in ranked:
+    for key, slots in ranked:
         if len(out) >= most:
             break
         if tdp and head < (tdp if key[0] else 0):
             continue  # an idle GPU's draw does not fit; a busy one: see _fit_slice on joining it
         gpus = (key[-1],)
-        out += [Placement(node=i, gpus=gpus, slot=MigSlot(profile=prof.name, start=s))
-                for s in starts[: most - len(out)]]
+        out += [Placement(node=i, gpus=gpus, slot=slot) for slot in slots[: most - len(out)]]
         if key[0]:
             head -= tdp
     if out:
@@ -229,8 +228,8 @@ def _mig_fill(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> tu
 
 
 def _gpu_fill(st: ClusterState, model: GpuModel, i: int, gi: int, mask: int, counts: list[int],
-              prof: MigProfile) -> tuple[tuple[int, ...], int]:
-    """The starts of ``prof``'s slices on GPU ``gi`` of node ``i`` (slice ``mask``, per-profile ``counts``) taken
+              prof: MigProfile) -> tuple[tuple[MigSlot, ...], int]:
+    """The slots of ``prof``'s slices on GPU ``gi`` of node ``i`` (slice ``mask``, per-profile ``counts``) taken
     one after another by :func:`_mig_choice` until it takes no more, and the placements left after the first
     (0 when none fits); cached per (model, profile, mask, counts, preset layout) in ``st.mig_fills``."""
     layout = st.layout_slots.get((i, gi))
@@ -246,7 +245,7 @@ def _gpu_fill(st: ClusterState, model: GpuModel, i: int, gi: int, mask: int, cou
             starts.append(opt[0])
             mask |= width << opt[0]
             cnt[k] += 1
-        hit = st.mig_fills[key] = (tuple(starts), after)
+        hit = st.mig_fills[key] = (tuple(MigSlot(profile=prof.name, start=x) for x in starts), after)
     return hit
 
 

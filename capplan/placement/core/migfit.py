@@ -53,10 +53,16 @@ class MigFit:
             self.layout_id[i, gi] = k
         self._ok = np.array([m is not None and m.supports_mig and bool(m.profiles) for m in st.models])
         self._memo: dict[tuple[int, int, int, bytes], int] = {}
+        self._want: dict[int, tuple[list[Demand | None], np.ndarray]] = {}  # want() per demand list (the state's)
 
     def want(self, per: list[Demand | None]) -> np.ndarray:
-        """Per model id, the bit of the MIG profile of demand ``per[model id]`` (0: no MIG demand there)."""
+        """Per model id, the bit of the MIG profile of demand ``per[model id]`` (0: no MIG demand there); ``per`` is
+        a workload shape's demand list of the state (:meth:`ClusterState.demands`), cached by identity (read-only)."""
+        hit = self._want.get(id(per))
+        if hit is not None and hit[0] is per:
+            return hit[1]
         out = np.zeros(len(per), dtype=np.int64)
+        self._want[id(per)] = (per, out)
         for mid, d in enumerate(per):
             model = self.st.models[mid] if mid < len(self.st.models) else None
             if d is not None and d.kind == "mig" and d.profile is not None and model is not None:
