@@ -153,7 +153,7 @@ class BestFitOrder:
 
         def push(values: np.ndarray, bits: int) -> None:
             nonlocal key
-            key = (key << bits) | np.minimum(np.maximum(values.astype(np.int64), 0), (1 << bits) - 1)  # np.clip, cheaper
+            key = (key << bits) | np.minimum(np.maximum(values.astype(np.int64), 0), (1 << bits) - 1)  # np.clip
 
         if not w.has_gpu_demand:
             push(st.gpu_count[idx] > 0, 1)

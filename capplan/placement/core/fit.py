@@ -14,7 +14,7 @@ from capplan.model.catalog import GpuModel, MigProfile
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Workload
 from capplan.model.units import MILLI
-from capplan.placement.core.fleet import FREE, KIND_MODE, MIG, WHOLE, Placement
+from capplan.placement.core.fleet import FREE, KIND_MODE, WHOLE, Placement
 
 if TYPE_CHECKING:
     from capplan.placement.core.state import ClusterState
@@ -189,18 +189,19 @@ def _mig_fill(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> tu
     prof = d.profile
     model = st.models[int(st.model_id[i])]
     assert prof is not None and model is not None
-    users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
-    masks, counts = st.mig_mask[i].tolist(), st.prof_count[i].tolist()
-    room_left = model.memory_slices - prof.memory_slices  # most slices in use that leave room
+    fits = st.migfit  # per GPU, the profiles it may take now (mode and a valid free start; tenants and power aside)
+    bit = fits.bit(int(st.model_id[i]), prof.name)
+    takes = [gi for gi, x in enumerate(fits.gpu[i].tolist()) if x & bit]
+    if not takes:
+        return [], "gpu"
+    users, masks, counts = st.users[i].tolist(), st.mig_mask[i].tolist(), st.prof_count[i].tolist()
     # GPUs in the same state give the same choice (on a fresh node, one answer for eight GPUs).
     known: dict[tuple[object, ...], tuple[tuple[MigSlot, ...], int]] = {}
     ranked: list[tuple[tuple[int, ...], tuple[MigSlot, ...]]] = []
-    others: list[int] = []  # GPUs of another tenant: only whether they had room matters (the reason)
-    for gi in range(int(st.gpu_count[i])):
-        if not _mode_fits(fixed[gi], mode[gi], MIG) or masks[gi].bit_count() > room_left:
-            continue
+    blocked = False  # a GPU of another tenant had room (the reason when nothing fits)
+    for gi in takes:
         if users[gi] and not st.gpu_tenant_ok_at(w, i, gi):
-            others.append(gi)
+            blocked = True
             continue
         state = (masks[gi], tuple(counts[gi]), st.layout_slots.get((i, gi)))
         if state not in known:
@@ -223,7 +224,6 @@ def _mig_fill(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> tu
             head -= tdp
     if out:
         return out, ""
-    blocked = any(mig_starts(st, model, i, gi, prof, masks[gi], counts[gi]) for gi in others)
     return out, "isolation" if blocked else "gpu"
 
 

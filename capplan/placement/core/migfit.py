@@ -53,6 +53,7 @@ class MigFit:
             self.layout_id[i, gi] = k
         self._ok = np.array([m is not None and m.supports_mig and bool(m.profiles) for m in st.models])
         self._memo: dict[tuple[int, int, int, bytes], int] = {}
+        self._bits: dict[tuple[int, str], int] = {}
         self._want: dict[int, tuple[list[Demand | None], np.ndarray]] = {}  # want() per demand list (the state's)
 
     def want(self, per: list[Demand | None]) -> np.ndarray:
@@ -70,6 +71,15 @@ class MigFit:
                 if d.profile.name in names:
                     out[mid] = 1 << names.index(d.profile.name)
         return out
+
+    def bit(self, mid: int, profile: str) -> int:
+        """The bit of ``profile`` in the masks of a GPU of model id ``mid`` (0 if the model has no such profile)."""
+        hit = self._bits.get((mid, profile))
+        if hit is None:
+            model = self.st.models[mid]
+            names = [x.name for x in model.profiles] if model is not None else []
+            hit = self._bits[(mid, profile)] = 1 << names.index(profile) if profile in names else 0
+        return hit
 
     def refresh(self) -> None:
         """Recompute the rows of the nodes changed since the last call."""
