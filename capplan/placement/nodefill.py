@@ -2,7 +2,7 @@
 
 :class:`NodeFill` extends the best-fit order (:class:`~capplan.placement.bestfit.BestFitOrder`) with the
 placement of replicas on a node it yields: one replica (:meth:`NodeFill.place_one`), as many as a node takes
-(more slices or shares on the GPU the last one took at once, whole GPUs and CPU-only pods in one step), and
+(a node's MIG slices, more shares on the GPU the last one took, whole GPUs and CPU-only pods in one step), and
 their removal. :class:`~capplan.placement.greedy.GreedyPlacer` adds groups, gangs and topology domains.
 """
 
