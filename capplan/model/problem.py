@@ -425,7 +425,7 @@ class Problem(Frozen):
 
     @cached_property
     def value_cache(self) -> dict[str, int]:
-        """Memo of :meth:`replica_value` by workload name."""
+        """Memo of :meth:`replica_value` by workload name (and by request, under keys starting with a NUL)."""
         return {}
 
     def replica_value(self, w: Workload) -> int:
@@ -444,7 +444,12 @@ class Problem(Frozen):
         """
         v = self.value_cache.get(w.name)
         if v is None:
-            v = self.value_cache[w.name] = _value(self, w)
+            # workloads of one request share the value (a fleet has thousands of workloads, a few requests)
+            shape = f"\0{w.gpus}\0{w.gpu_fraction}\0{w.mig}\0{w.gpu_memory_gib}\0{w.gpu_models}"
+            v = self.value_cache.get(shape)
+            if v is None:
+                v = self.value_cache[shape] = _value(self, w)
+            self.value_cache[w.name] = v
         return v
 
     def demand_units(self, w: Workload) -> int:

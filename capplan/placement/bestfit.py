@@ -64,8 +64,8 @@ class BestFitOrder:
     def _screen(self, w: Workload, within: np.ndarray | None) -> np.ndarray:
         """Eligible nodes (inside ``within``) with room for CPU, memory and one replica's GPU demand.
 
-        A necessary condition only (exact for whole GPUs and power; preset MIG layouts, GPU tenants and
-        slice geometry are checked by :meth:`ClusterState.fit` when a node is tried). Power is screened here
+        A necessary condition only (exact for whole GPUs, power and MIG slices, preset layouts included; GPU
+        tenants are checked by :meth:`ClusterState.fit` when a node is tried). Power is screened here
         because a failure on power is not remembered (it depends on other nodes): without the screen every
         workload would try each node of a full power domain again."""
         st = self.st
@@ -82,20 +82,20 @@ class BestFitOrder:
         if idx.size == 0:
             return idx
         ok = (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
+        budgets = st.power_budget.size > 1  # without power budgets (only the sentinel) every draw fits
         if w.gpus is not None:
             ok &= st.free_whole[idx] >= w.gpus
-            if w.gpus and st.tdp[idx].any():  # power_ok exactly: each replica turns w.gpus idle GPUs on
+            if w.gpus and budgets and st.tdp[idx].any():  # power_ok exactly: each replica turns w.gpus idle GPUs on
                 ok &= (st.tdp[idx] == 0) | (st.power_headroom(idx) >= w.gpus * st.tdp[idx])
         elif w.gpu_fraction is not None:
             ok &= st.frac_room[idx] >= round(w.gpu_fraction * 1000)
             if w.gpu_memory_gib:  # a GPU with the share free and one with the memory free (maybe not the same)
                 ok &= st.gmem_room[idx] >= gib_to_mib(w.gpu_memory_gib)
         elif w.mig is not None:
-            # at least as many free memory slices on one GPU as the slice needs (its profile per model)
-            need = np.array([d.profile.memory_slices if d is not None and d.profile is not None else 1
-                             for d in st.demands(w)[0]], dtype=np.int64)
-            ok &= st.mig_free[idx] >= np.maximum(need[st.model_id[idx]], 1)
-        if w.has_gpu_demand and w.gpus is None and st.tdp[idx].any():
+            fit = st.migfit  # exactly: some GPU has a valid free start for the profile (tenants and power aside)
+            want = fit.want(st.demands(w)[0])[st.model_id[idx]]
+            ok &= (want == 0) | ((fit.node[idx] & want) != 0)
+        if w.has_gpu_demand and w.gpus is None and budgets and st.tdp[idx].any():
             # a slice or share turns on an idle GPU (its draw) or joins a busy one (no budget overdrawn)
             head, tdp = st.power_headroom(idx), st.tdp[idx]
             ok &= (tdp == 0) | (head >= tdp) | ((head >= 0) & (st.users[idx] > 0).any(axis=1))
@@ -133,6 +133,9 @@ class BestFitOrder:
             slices = np.array([m.memory_slices if m is not None else 0 for m in st.models],
                               dtype=np.int64)[st.model_id[part]]
             ok &= (slices[:, None] - np.bitwise_count(st.mig_mask[part]).astype(np.int64)) >= need[:, None]
+            fit = st.migfit
+            want = fit.want(per)[st.model_id[part]][:, None]
+            ok &= (want == 0) | ((fit.gpu[part] & want) != 0)
         else:
             d = st.demand_at(w, int(part[0])) if part.size else None
             if d is None:
@@ -150,7 +153,7 @@ class BestFitOrder:
 
         def push(values: np.ndarray, bits: int) -> None:
             nonlocal key
-            key = (key << bits) | np.clip(values.astype(np.int64), 0, (1 << bits) - 1)
+            key = (key << bits) | np.minimum(np.maximum(values.astype(np.int64), 0), (1 << bits) - 1)  # np.clip
 
         if not w.has_gpu_demand:
             push(st.gpu_count[idx] > 0, 1)

@@ -2,7 +2,7 @@
 
 :class:`NodeFill` extends the best-fit order (:class:`~capplan.placement.bestfit.BestFitOrder`) with the
 placement of replicas on a node it yields: one replica (:meth:`NodeFill.place_one`), as many as a node takes
-(more slices or shares on the GPU the last one took at once, whole GPUs and CPU-only pods in one step), and
+(a node's MIG slices, more shares on the GPU the last one took, whole GPUs and CPU-only pods in one step), and
 their removal. :class:`~capplan.placement.greedy.GreedyPlacer` adds groups, gangs and topology domains.
 """
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from capplan.model.problem import Demand, Workload
 from capplan.placement.bestfit import BestFitOrder
-from capplan.placement.core.fit import fit_more
+from capplan.placement.core.fit import fill_slices, fit_more
 from capplan.placement.core.state import FREE, WHOLE, Placement
 
 #: Reasons a replica does not fit on a node that depend on other nodes too (power domains, quotas).
@@ -49,6 +49,13 @@ class NodeFill(BestFitOrder):
         st = self.st
         d = st.demand_at(w, i)
         before = len(done)
+        if d.kind == "mig" and st.quota is None:  # the node's slices in one step (every failure is local)
+            got = fill_slices(st, w, d, i, n - len(done))
+            st.apply_many(w, d, got)
+            done.extend(got)
+            if len(done) < n:
+                self.remember(w, np.array([i], dtype=np.int64))
+            return len(got)
         while len(done) < n:
             more = fit_more(st, w, d, done[-1], n - len(done)) if len(done) > before else []
             if more:  # the same GPU as the last replica: as fit would choose them, applied at once

@@ -44,6 +44,9 @@ def fit_on_node(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement |
         return Placement(node=i)
     if d.kind == "whole":
         return _fit_whole(st, d, i)
+    if d.kind == "mig":
+        got, why = _mig_fill(st, w, d, i, 1)
+        return got[0] if got else why
     return _fit_slice(st, w, d, i)
 
 
@@ -107,26 +110,16 @@ def _fit_whole(st: ClusterState, d: Demand, i: int) -> Placement | str:
 
 
 def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | str:
-    """A MIG slice or a share: the busiest GPU that takes it (MIG: keeping the most placements free)."""
-    model = st.models[int(st.model_id[i])]
-    assert model is not None
+    """A share: the busiest GPU that takes it (MIG slices: :func:`_mig_fill`)."""
     count = int(st.gpu_count[i])
     users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
     want = KIND_MODE[d.kind]
-    mig = d.kind == "mig"
-    if mig:
-        assert d.profile is not None
-        masks, counts = st.mig_mask[i].tolist(), st.prof_count[i].tolist()
-    else:
-        frac, gmem, cap = st.frac[i].tolist(), st.gmem[i].tolist(), int(st.gmem_cap[i])
+    frac, gmem, cap = st.frac[i].tolist(), st.gmem[i].tolist(), int(st.gmem_cap[i])
     blocked = False
     power_one: bool | None = None
     power_held: bool | None = None
     tdp = int(st.tdp[i])
-    best: tuple[tuple[int, ...], int, int] | None = None  # (key, GPU, MIG start): built once chosen
-    if mig:
-        assert d.profile is not None
-        room_left = model.memory_slices - d.profile.memory_slices  # most slices in use that leave room
+    best: tuple[tuple[int, ...], int, int] | None = None  # (key, GPU, start): built once chosen
     # GPUs in the same state give the same choice, and the first of them wins the tie: each state is
     # looked at once (on a fresh node, one GPU instead of eight).
     seen: set[tuple[object, ...]] = set()
@@ -134,32 +127,14 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
         if not _mode_fits(fixed[gi], mode[gi], want):
             continue
         tenant_ok = not users[gi] or st.gpu_tenant_ok_at(w, i, gi)
-        if mig:
-            assert d.profile is not None
-            if masks[gi].bit_count() > room_left:
-                continue
-            state: tuple[object, ...] = (masks[gi], users[gi] == 0, tenant_ok, mode[gi], fixed[gi],
-                                         tuple(counts[gi]), st.layout_slots.get((i, gi)))
-            if state in seen:
-                continue
-            seen.add(state)
-            if not tenant_ok:  # another tenant's GPU: only whether it had room matters (the reason)
-                blocked = blocked or bool(mig_starts(st, model, i, gi, d.profile, masks[gi], counts[gi]))
-                continue
-            opt = _mig_choice(st, model, i, gi, masks[gi], counts[gi], d.profile)
-            if opt is None:
-                continue
-            start, after = opt
-            key = (users[gi] == 0, -masks[gi].bit_count(), -after, gi)
-        else:
-            if not _share_room(frac[gi], gmem[gi], cap, d):
-                continue
-            state = (frac[gi], gmem[gi], users[gi] == 0, tenant_ok, mode[gi], fixed[gi])
-            if state in seen:
-                continue
-            seen.add(state)
-            start = 0
-            key = (users[gi] == 0, MILLI - frac[gi] - d.fraction_milli, 0, gi)
+        if not _share_room(frac[gi], gmem[gi], cap, d):
+            continue
+        state: tuple[object, ...] = (frac[gi], gmem[gi], users[gi] == 0, tenant_ok, mode[gi], fixed[gi])
+        if state in seen:
+            continue
+        seen.add(state)
+        start = 0
+        key = (users[gi] == 0, MILLI - frac[gi] - d.fraction_milli, 0, gi)
         if not tenant_ok:
             blocked = True
             continue
@@ -182,10 +157,96 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
     if best is None:
         return "isolation" if blocked else "gpu"
     _, gi, start = best
-    if mig:
-        assert d.profile is not None
-        return Placement(node=i, gpus=(gi,), slot=MigSlot(profile=d.profile.name, start=start))
     return Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli)
+
+
+def fill_slices(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> list[Placement]:
+    """Up to ``most`` MIG slices of ``w`` (demand ``d``) on node ``i``, in one step: the replicas
+    :func:`fit_on_node` would give one by one if each were applied before the next (not applied here).
+
+    The node's checks (quota, CPU, memory, node tenants) are made once and its CPU and memory counted for all
+    of them (with ClusterQueue quotas, at most one). The GPUs are ranked once (see :func:`_mig_fill`)."""
+    if most <= 0 or node_reason(st, w, i):
+        return []
+    if st.quota is not None and w.queue is not None:
+        most = 1
+    if w.cpu_milli:
+        most = min(most, int(st.cpu[i]) // w.cpu_milli)
+    if w.memory_mib:
+        most = min(most, int(st.mem[i]) // w.memory_mib)
+    return _mig_fill(st, w, d, i, most)[0]
+
+
+def _mig_fill(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> tuple[list[Placement], str]:
+    """Up to ``most`` MIG slices of ``w`` on node ``i`` (node-level checks already made), as one-by-one fitting
+    gives them; with none, the reason (``isolation`` or ``gpu``).
+
+    One slice goes to the best GPU by (idle last, most slices used, most valid placements left after it,
+    index), at the start keeping the most placements free; a GPU that took one stays the best while it takes
+    more (it got busier, no other GPU changed), so the GPUs are ranked once and filled in that order, each
+    until it takes no more. A GPU turned on needs its draw in the node's power domains (their headroom is
+    followed as GPUs turn on); a busy one is joined only while no budget is overdrawn."""
+    prof = d.profile
+    model = st.models[int(st.model_id[i])]
+    assert prof is not None and model is not None
+    fits = st.migfit  # per GPU, the profiles it may take now (mode and a valid free start; tenants and power aside)
+    bit = fits.bit(int(st.model_id[i]), prof.name)
+    takes = [gi for gi, x in enumerate(fits.gpu[i].tolist()) if x & bit]
+    if not takes:
+        return [], "gpu"
+    users, masks, counts = st.users[i].tolist(), st.mig_mask[i].tolist(), st.prof_count[i].tolist()
+    # GPUs in the same state give the same choice (on a fresh node, one answer for eight GPUs).
+    known: dict[tuple[object, ...], tuple[tuple[MigSlot, ...], int]] = {}
+    ranked: list[tuple[tuple[int, ...], tuple[MigSlot, ...]]] = []
+    blocked = False  # a GPU of another tenant had room (the reason when nothing fits)
+    for gi in takes:
+        if users[gi] and not st.gpu_tenant_ok_at(w, i, gi):
+            blocked = True
+            continue
+        state = (masks[gi], tuple(counts[gi]), st.layout_slots.get((i, gi)))
+        if state not in known:
+            known[state] = _gpu_fill(st, model, i, gi, masks[gi], counts[gi], prof)
+        slots, after = known[state]
+        if slots:
+            ranked.append(((users[gi] == 0, -masks[gi].bit_count(), -after, gi), slots))
+    ranked.sort()
+    out: list[Placement] = []
+    tdp = int(st.tdp[i])
+    head = int(st.power_free[st.node_dom[i]].min()) if tdp else 0  # the tightest budget's watts left
+    for key, slots in ranked:
+        if len(out) >= most:
+            break
+        if tdp and head < (tdp if key[0] else 0):
+            continue  # an idle GPU's draw does not fit; a busy one: see _fit_slice on joining it
+        gpus = (key[-1],)
+        out += [Placement(node=i, gpus=gpus, slot=slot) for slot in slots[: most - len(out)]]
+        if key[0]:
+            head -= tdp
+    if out:
+        return out, ""
+    return out, "isolation" if blocked else "gpu"
+
+
+def _gpu_fill(st: ClusterState, model: GpuModel, i: int, gi: int, mask: int, counts: list[int],
+              prof: MigProfile) -> tuple[tuple[MigSlot, ...], int]:
+    """The slots of ``prof``'s slices on GPU ``gi`` of node ``i`` (slice ``mask``, per-profile ``counts``) taken
+    one after another by :func:`_mig_choice` until it takes no more, and the placements left after the first
+    (0 when none fits); cached per (model, profile, mask, counts, preset layout) in ``st.mig_fills``."""
+    layout = st.layout_slots.get((i, gi))
+    key = (model.name, prof.name, mask, tuple(counts), layout)
+    hit = st.mig_fills.get(key)
+    if hit is None:
+        k, width = st.prof_index[prof.name], (1 << prof.memory_slices) - 1
+        starts: list[int] = []
+        after = 0
+        cnt = list(counts)
+        while (opt := _mig_choice(st, model, i, gi, mask, cnt, prof)) is not None:
+            after = opt[1] if not starts else after
+            starts.append(opt[0])
+            mask |= width << opt[0]
+            cnt[k] += 1
+        hit = st.mig_fills[key] = (tuple(MigSlot(profile=prof.name, start=x) for x in starts), after)
+    return hit
 
 
 def _mode_fits(fixed: int, mode: int, want: int) -> bool:
@@ -231,17 +292,22 @@ def mig_starts(st: ClusterState, model: GpuModel, i: int, gi: int, prof: MigProf
         mask = int(st.mig_mask[i, gi])
     if counts is None:
         counts = st.prof_count[i, gi].tolist()
-    k = st.prof_index[prof.name]
+    return free_starts(model, prof, mask, counts, st.prof_index, st.layout_slots.get((i, gi)))
+
+
+def free_starts(model: GpuModel, prof: MigProfile, mask: int, counts: list[int], index: dict[str, int],
+                layout: frozenset[tuple[str, int]] | None) -> list[int]:
+    """:func:`mig_starts` on a GPU of ``model`` given as its slice ``mask``, per-profile ``counts`` (by
+    ``index``, the state's profile index) and preset ``layout`` slots (None: none)."""
+    k = index[prof.name]
     if counts[k] >= prof.max_count:
         return []
     if model.homogeneous and any(counts) and not counts[k]:
         return []
     if any(counts):
-        index = st.prof_index
         compute = sum([x.compute_slices * counts[index[x.name]] for x in model.profiles])
         if compute + prof.compute_slices > model.compute_slices:
             return []
-    layout = st.layout_slots.get((i, gi))
     return [start for start in prof.starts
             if not mask & (((1 << prof.memory_slices) - 1) << start)
             and (layout is None or (prof.name, start) in layout)]

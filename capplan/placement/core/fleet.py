@@ -88,6 +88,9 @@ class FleetArrays:
         self.quota: QuotaBook | None = QuotaBook(problem) if problem.queues else None
         #: MIG placements left on a GPU by (model name, slice mask, preset layout slots or None) (core/fit.py's cache).
         self.mig_left: dict[tuple[str, int, frozenset[tuple[str, int]] | None], int] = {}
+        #: The slots one MIG profile's slices take, one after another, on a GPU until it is full, with the placements
+        #: left after the first, by (model, profile, slice mask, per-profile counts, preset layout) (core/fit.py).
+        self.mig_fills: dict[tuple[object, ...], tuple[tuple[MigSlot, ...], int]] = {}
         self._eligible: dict[object, tuple[np.ndarray, dict[str | None, Demand], list[Demand | None]]] = {}
 
     def _init_models(self, p: Problem) -> None:

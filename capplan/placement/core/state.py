@@ -36,6 +36,7 @@ from capplan.placement.core.fleet import UNLIMITED_W, FleetArrays
 from capplan.placement.core.fleet import WHOLE as WHOLE
 from capplan.placement.core.fleet import Placement as Placement
 from capplan.placement.core.gpuview import GpuRows
+from capplan.placement.core.migfit import MigFit
 
 _UNITS_PER_MILLI = UNITS_PER_GPU // MILLI
 _NO_TENANT, _MIXED = -1, -2
@@ -91,12 +92,15 @@ class ClusterState(FleetArrays):
         self._mig_free = np.zeros(n, dtype=np.int64)
         self._gmem_room = np.zeros(n, dtype=np.int64)
         self.gpus = GpuRows(self)  # st.gpus[i][g]: one GPU's fields, read from the arrays
+        self._migfit: MigFit | None = None
 
     # ----------------------------------------------------------- per-node summaries (greedy's screens)
     def touch(self, i: int) -> None:
         """Mark node ``i`` changed (its summaries are recomputed when next read)."""
         self.stamp[i] += 1
         self._dirty.add(i)
+        if self._migfit is not None:
+            self._migfit.dirty.add(i)
 
     def _summaries(self) -> None:
         if not self._dirty:
@@ -141,6 +145,14 @@ class ClusterState(FleetArrays):
         """Per node, the most free GPU memory (MiB) of a GPU that may be time-sliced."""
         self._summaries()
         return self._gmem_room
+
+    @property
+    def migfit(self) -> MigFit:
+        """Per GPU and node, the MIG profiles with a valid free start now (built at first use, then kept up to date)."""
+        if self._migfit is None:
+            self._migfit = MigFit(self)
+        self._migfit.refresh()
+        return self._migfit
 
     @property
     def mig_free(self) -> np.ndarray:
