@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from itertools import groupby
 
 import numpy as np
 
@@ -25,8 +26,9 @@ from capplan.placement.core.power import domain_room
 from capplan.placement.core.reasons import Holdings, explain, explain_fast, room_estimate
 from capplan.placement.core.state import ClusterState, Placement
 from capplan.placement.core.subproblem import lex_key
-from capplan.placement.core.summary import NOT_TRIED_PREFIX, make_plan
+from capplan.placement.core.summary import NOT_TRIED_PREFIX, make_plan, placed_units
 from capplan.placement.evict import Evictor
+from capplan.placement.gangrepair import GangRepair, Held
 from capplan.placement.nodefill import NodeFill
 
 #: Most domains tried for a workload tied to one domain once one has held it.
@@ -275,33 +277,19 @@ def _greedy_pass(p: Problem, options: PlanOptions, moves_first: bool) -> tuple[P
         st.place_assignment(w, d, a)
         assignments.append(a)
         running_of.setdefault(w.name, []).append(a)
-    missing_of: list[tuple[Workload, list[int]]] = []
-    late: list[Unplaced] = []
     evictor = (Evictor(p, st, lambda w, n, anchors, within: place_workload(placer, w, n, anchors, within), clock,
                        allow_migration=options.allow_migration, moves_first=moves_first)
                if options.allow_preemption or options.allow_migration else None)
-    for w in workload_order(p):
-        running = running_of.get(w.name, [])
-        taken = {a.replica for a in running}
-        free_ids = [r for r in range(w.replicas) if r not in taken]
-        if not free_ids:
-            continue
-        if late or clock.expired():
-            late.append(Unplaced(workload=w.name, replicas=tuple(free_ids), reason=NOT_TRIED))
-            continue
-        placed = place_workload(placer, w, len(free_ids), running)
-        for r, pl in zip(free_ids, placed, strict=False):
-            assignments.append(st.assignment(w, r, pl))
-        missing = free_ids[len(placed):]
-        if missing and evictor:
-            anchors = running + assignments[len(assignments) - len(placed):]
-            more = evictor.make_room(w, len(missing), anchors)
-            for r, pl in zip(missing, more, strict=False):
-                assignments.append(st.assignment(w, r, pl))
-            missing = missing[len(more):]
-        if missing:
-            missing_of.append((w, missing))
+    run = _Run(p, placer, clock, assignments, running_of, evictor)
+    for _, ws in groupby(workload_order(p), key=lambda w: w.priority):
+        run.level(list(ws))
+    missing_of, late, repair = run.missing_of, run.late, run.repair
+    for h in repair.held.values():
+        assignments += [st.assignment(h.w, r, pl) for r, pl in zip(h.replicas, h.placements, strict=True)]
     extra: dict[str, object] = {}
+    if repair.repaired:
+        extra["gangs_repaired"] = repair.repaired
+        extra["gangs_moved"] = repair.moved
     evictions: list[Eviction] = []
     migrations: list[Migration] = []
     if evictor is not None and (evictor.evicted or evictor.moved):
@@ -333,6 +321,136 @@ def _greedy_pass(p: Problem, options: PlanOptions, moves_first: bool) -> tuple[P
     plan = make_plan(p, "greedy", assignments, unplaced + late, seconds=time.perf_counter() - t0,
                      seed=options.seed, extra_metrics=extra, evictions=evictions, migrations=migrations)
     return plan, evictor is not None and evictor.tried
+
+
+class _Run:
+    """The workloads of one greedy pass, a priority at a time (see :meth:`level`), and what they got."""
+
+    def __init__(self, p: Problem, placer: GreedyPlacer, clock: Deadline, assignments: list[Assignment],
+                 running_of: dict[str, list[Assignment]], evictor: Evictor | None) -> None:
+        self.p, self.placer, self.st, self.clock = p, placer, placer.st, clock
+        self.assignments, self.running_of, self.evictor = assignments, running_of, evictor
+        self.missing_of: list[tuple[Workload, list[int]]] = []
+        self.late: list[Unplaced] = []
+        # gangs this pass placed whole may be moved to open a domain for a later gang (their assignments are
+        # written at the end, from where they finally are)
+        self.repair = GangRepair(placer, lambda w, n: place_workload(placer, w, n, []),
+                                 lambda w, n, dom, within: placer.place_in_one_domain(
+                                     w, n, w.topology.required or "", dom, True, within),
+                                 placer._domains, clock)
+        self._guaranteed = sorted((w.priority for w in p.workloads if w.sla == "guaranteed"), reverse=True)
+
+    def level(self, ws: list[Workload]) -> None:
+        """Place one priority's workloads in greedy order; if gangs bound to a domain were left out, place the
+        priority again repairing each such gang when it does not fit (moving gangs already placed,
+        :class:`~capplan.placement.gangrepair.GangRepair`) and keep the second result only if it places more
+        at this priority (guaranteed replicas, value, replicas). Repairing as soon as a gang does not fit can
+        take room later gangs of the priority needed; the comparison keeps the pass never worse, in the plan
+        order, than the pass without repairs."""
+        q = ws[0].priority
+        t0 = time.perf_counter()
+        mark = (len(self.assignments), len(self.missing_of), len(self.late), dict(self.repair.held))
+        acted = self._evictor_count()
+        for w in ws:
+            self._place(w, repair=False)
+        if not self._worth_repairing(q, mark, acted, time.perf_counter() - t0):
+            return
+        first = self._undo_to(mark)
+        key_first = self._key(q, first[0], first[1])
+        evictor, self.evictor = self.evictor, None  # the evictor did nothing at this priority: none here either
+        counts = (self.repair.repaired, self.repair.moved)
+        try:
+            for w in ws:
+                self._place(w, repair=True)
+        finally:
+            self.evictor = evictor
+        second = (self.assignments[mark[0]:], self.repair.held)
+        if not self.late[mark[2]:] and self._key(q, second[0], second[1]) > key_first:
+            return
+        self._undo_to(mark)
+        self._redo(first)
+        self.repair.repaired, self.repair.moved = counts
+
+    def _worth_repairing(self, q: int, mark: tuple[int, int, int, dict[str, Held]], acted: int,
+                         spent: float) -> bool:
+        """A second pass over the priority may place more: gangs bound to a domain left out whole, no eviction or
+        move made at this priority, no guaranteed work below it, and time for two more passes."""
+        if self.late[mark[2]:] or acted != self._evictor_count() or not self.repair.held:
+            return False
+        if any(g < q for g in self._guaranteed):
+            return False
+        if not any(len(ids) == w.replicas and GangRepair.movable(w) and w.topology.required
+                   for w, ids in self.missing_of[mark[1]:]):
+            return False
+        return self.clock.remaining() > 3 * spent
+
+    def _evictor_count(self) -> int:
+        ev = self.evictor
+        return -1 if ev is None else len(ev.evicted) + len(ev.moved)
+
+    def _key(self, q: int, assignments: list[Assignment], held: dict[str, Held]) -> tuple[int, int, int]:
+        """Guaranteed replicas, value and replicas placed at priority ``q`` (its workloads only)."""
+        mine = [a for a in assignments if self.p.workload(a.workload).priority == q]
+        mine += [self.st.assignment(h.w, r, pl) for h in held.values() if h.w.priority == q
+                 for r, pl in zip(h.replicas, h.placements, strict=True)]
+        g = sum(1 for a in mine if self.p.workload(a.workload).sla == "guaranteed")
+        return g, placed_units(self.p, mine)[q], len(mine)
+
+    def _undo_to(self, mark: tuple[int, int, int, dict[str, Held]]
+                 ) -> tuple[list[Assignment], dict[str, Held], list[tuple[Workload, list[int]]]]:
+        """Take the priority's placements off (back to ``mark``); returns them (assignments not held by the
+        repair, the repair's gangs, the workloads missing) for :meth:`_redo`."""
+        k, m, late, held = mark
+        del self.late[late:]
+        gone = self.assignments[k:]
+        for a in reversed(gone):
+            self.placer.undo(self.p.workload(a.workload), [self.st.placement_of(a)])
+        del self.assignments[k:]
+        now = dict(self.repair.held)
+        self.repair.restore(held)
+        missing = self.missing_of[m:]
+        del self.missing_of[m:]
+        return gone, now, missing
+
+    def _redo(self, taken: tuple[list[Assignment], dict[str, Held], list[tuple[Workload, list[int]]]]) -> None:
+        """Put back what :meth:`_undo_to` took off."""
+        gone, held, missing = taken
+        self.repair.restore(held)
+        for a in gone:
+            w = self.p.workload(a.workload)
+            self.st.apply(w, self.st.demand_at(w, self.p.cluster.node_index[a.node]), self.st.placement_of(a))
+        self.assignments += gone
+        self.missing_of += missing
+
+    def _place(self, w: Workload, repair: bool) -> None:
+        """Place ``w``'s replicas not running (and, with ``repair``, repair a domain-bound gang that does not fit);
+        record what it got, evicting or moving running replicas for it when allowed."""
+        st, running = self.st, self.running_of.get(w.name, [])
+        taken = {a.replica for a in running}
+        free_ids = [r for r in range(w.replicas) if r not in taken]
+        if not free_ids:
+            return
+        if self.late or self.clock.expired():
+            self.late.append(Unplaced(workload=w.name, replicas=tuple(free_ids), reason=NOT_TRIED))
+            return
+        placed = place_workload(self.placer, w, len(free_ids), running)
+        movable = not running and GangRepair.movable(w)
+        if movable and repair and not placed:
+            placed = self.repair.fit(w, len(free_ids))
+        if movable and len(placed) == len(free_ids):
+            self.repair.add(w, free_ids, placed)
+            return
+        for r, pl in zip(free_ids, placed, strict=False):
+            self.assignments.append(st.assignment(w, r, pl))
+        missing = free_ids[len(placed):]
+        if missing and self.evictor:
+            anchors = running + self.assignments[len(self.assignments) - len(placed):]
+            more = self.evictor.make_room(w, len(missing), anchors)
+            for r, pl in zip(missing, more, strict=False):
+                self.assignments.append(st.assignment(w, r, pl))
+            missing = missing[len(more):]
+        if missing:
+            self.missing_of.append((w, missing))
 
 
 def unplaced_reasons(p: Problem, st: ClusterState, assignments: list[Assignment],
