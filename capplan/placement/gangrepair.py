@@ -26,10 +26,12 @@ from capplan.placement.core.reasons import room_estimate
 from capplan.placement.core.state import Placement
 from capplan.placement.nodefill import NodeFill
 
-#: Candidate (domain, model) pairs tried per gang that does not fit.
-CANDIDATES = 4
+#: Candidate (domain, model) pairs tried per gang that does not fit (and per gang moved that does not fit again).
+CANDIDATES = (3, 1)
 #: Nested repairs: a gang moved out of the way may itself move others (one level).
-DEPTH = 1
+DEPTH = 0
+#: Trials (of a domain, with its gangs moved), nested ones included, per gang that does not fit.
+TRIALS = 6
 #: Most gangs moved to open one domain.
 MOST_MOVED = 6
 
@@ -84,6 +86,7 @@ class GangRepair:
         self._on: dict[int, dict[str, int]] = {}  # node -> movable gang -> replicas there
         self._log: list[tuple[int, Held]] = []  # (+1 added / -1 dropped, gang): undone when a repair fails
         self.moved = 0  # gangs moved by successful repairs
+        self._trials = 0  # trials left for the current gang
         self.repaired = 0  # gangs placed by a repair
 
     @staticmethod
@@ -137,6 +140,7 @@ class GangRepair:
         found (the state is then as before)."""
         if not (self.movable(w) and w.topology.required) or not self.held:
             return []
+        self._trials = TRIALS
         got = self._fit(w, n, frozenset({w.name}), 0)
         self.repaired += bool(got)
         return got
@@ -160,17 +164,20 @@ class GangRepair:
         return self.deadline is not None and self.deadline.expired()
 
     def _fit(self, w: Workload, n: int, locked: frozenset[str], depth: int) -> list[Placement]:
-        for dom, model, victims in self._candidates(w, n, locked):
-            if self._expired():
+        for dom, model, victims in self._candidates(w, n, locked, CANDIDATES[min(depth, 1)]):
+            if self._trials <= 0 or self._expired():
                 return []
+            self._trials -= 1
+            if not self._may_fit_again(victims, w, dom, model):
+                continue
             got = self._attempt(w, n, dom, model, victims, locked | set(victims), depth)
             if got:
                 return got
         return []
 
-    def _candidates(self, w: Workload, n: int,
-                    locked: frozenset[str]) -> list[tuple[str, str | None, list[str]]]:
-        """(domain name, GPU model or None, gangs to move), fewest GPUs moved first, at most :data:`CANDIDATES`."""
+    def _candidates(self, w: Workload, n: int, locked: frozenset[str],
+                    most: int) -> list[tuple[str, str | None, list[str]]]:
+        """(domain name, GPU model or None, gangs to move), fewest GPUs moved first, at most ``most``."""
         st = self.st
         level = w.topology.required
         assert level is not None and w.gpus is not None
@@ -197,7 +204,7 @@ class GangRepair:
         if ok.size == 0:
             return []
         # the smallest shortfall first: a few are worked out exactly (which gangs to move)
-        ok = ok[np.lexsort((ok, n - now_sum[ok]))][:4 * CANDIDATES]
+        ok = ok[np.lexsort((ok, n - now_sum[ok]))][:4 * most]
         out: list[tuple[int, str, str | None, list[str]]] = []
         for k in ok.tolist():
             sel = idx[key == k]
@@ -208,7 +215,7 @@ class GangRepair:
             model = st.model_of[int(sel[0])] if w.one_model else None
             out.append((cost, names[k // nm], model, victims))
         out.sort(key=lambda c: (c[0], len(c[3]), c[1], c[2] or ""))
-        return [(d, m, v) for _, d, m, v in out[:CANDIDATES]]
+        return [(d, m, v) for _, d, m, v in out[:most]]
 
     def _victims(self, w: Workload, n: int, nodes: np.ndarray, now: np.ndarray,
                  locked: frozenset[str]) -> list[str] | None:
@@ -216,40 +223,85 @@ class GangRepair:
         whole GPUs, CPU and memory per node): the smallest gangs first, or the one smallest gang that frees enough
         alone if that moves fewer GPUs; None if no set of at most :data:`MOST_MOVED` does."""
         assert w.gpus is not None
+        st = self.st
         on = [self._on.get(int(i), {}) for i in nodes.tolist()]
-        names = sorted({g for o in on for g in o if g not in locked},
-                       key=lambda g: (self.held[g].gpus, g))
+        names = sorted({g for o in on for g in o if g not in locked}, key=lambda g: (self.held[g].gpus, g))
         if not names:
             return None
+        col = {g: k for k, g in enumerate(names)}
+        count = np.zeros((len(names), nodes.size), dtype=np.int64)  # replicas of each gang on each node
+        for j, o in enumerate(on):
+            for g, c in o.items():
+                if g in col:
+                    count[col[g], j] = c
+        hw = [self.held[g].w for g in names]
+        per = np.array([[x.gpus or 0, x.cpu_milli, x.memory_mib] for x in hw], dtype=np.int64)
+        base = np.stack([st.free_whole[nodes], st.cpu[nodes], st.mem[nodes]])
+        need = np.array([w.gpus, w.cpu_milli, w.memory_mib], dtype=np.int64)
+        use = need > 0
 
-        def room_without(gone: set[str]) -> int:
-            st = self.st
-            total = 0
-            for j, i in enumerate(nodes.tolist()):
-                freed = [(self.held[g].w, c) for g, c in on[j].items() if g in gone]
-                if not freed:
-                    total += int(now[j])
-                    continue
-                gpus = int(st.free_whole[i]) + sum(c * (x.gpus or 0) for x, c in freed)
-                cpu = int(st.cpu[i]) + sum(c * x.cpu_milli for x, c in freed)
-                mem = int(st.mem[i]) + sum(c * x.memory_mib for x, c in freed)
-                r = gpus // w.gpus if w.gpus else n
-                r = min(r, cpu // w.cpu_milli) if w.cpu_milli else r
-                r = min(r, mem // w.memory_mib) if w.memory_mib else r
-                total += r
-            return total
+        def room_without(take: np.ndarray) -> int:
+            """Replicas of ``w`` the nodes hold with the gangs of mask ``take`` gone."""
+            if not take.any():
+                return int(now.sum())
+            freed = base + per[take].T @ count[take]
+            touched = count[take].any(axis=0)
+            r = (freed[use] // need[use, None]).min(axis=0)
+            return int(np.where(touched, r, now).sum())
 
-        prefix: list[str] = []
-        for g in names[:MOST_MOVED]:
-            prefix.append(g)
-            if room_without(set(prefix)) >= n:
+        prefix = np.zeros(len(names), dtype=bool)
+        ok = False
+        for k in range(min(len(names), MOST_MOVED)):
+            prefix[k] = True
+            if room_without(prefix) >= n:
+                ok = True
                 break
-        else:
-            prefix = []
-        single = next((g for g in names if room_without({g}) >= n), None)
-        if single is not None and (not prefix or self.held[single].gpus <= sum(self.held[g].gpus for g in prefix)):
-            return [single]
-        return prefix or None
+        gpus = [self.held[g].gpus for g in names]
+        single = None
+        for k in range(len(names)):
+            one = np.zeros(len(names), dtype=bool)
+            one[k] = True
+            if room_without(one) >= n:
+                single = k
+                break
+        if single is not None and (not ok or gpus[single] <= sum(g for g, t in zip(gpus, prefix, strict=True) if t)):
+            return [names[single]]
+        return [g for g, t in zip(names, prefix, strict=True) if t] if ok else None
+
+    def _may_fit_again(self, victims: list[str], w: Workload, dom: str, model: str | None) -> bool:
+        """Whether each gang of ``victims`` may fit somewhere once they are all off and ``w`` took its nodes in
+        ``dom`` (on ``model``): an optimistic estimate per domain of the gang's level (whole GPUs, CPU, memory),
+        so that trials bound to fail are not made (each moves whole gangs in the state)."""
+        st = self.st
+        level = w.topology.required
+        assert level is not None
+        ids, _, pos = self.domains(level)
+        region = ids == pos[dom]
+        if model is not None:
+            region &= st.model_id == st.model_id[st.model_nodes[model][0]]
+        gpus, cpu, mem = st.free_whole.copy(), st.cpu.copy(), st.mem.copy()
+        for v in victims:
+            h = self.held[v]
+            for pl in h.placements:
+                gpus[pl.node] += len(pl.gpus)
+                cpu[pl.node] += h.w.cpu_milli
+                mem[pl.node] += h.w.memory_mib
+        big = 1 << 30
+        for v in victims:
+            x, k = self.held[v].w, len(self.held[v].replicas)
+            idx, _ = st.eligible(x)
+            idx = idx[~region[idx]]
+            if idx.size == 0:
+                return False
+            room = np.minimum.reduce([gpus[idx] // x.gpus if x.gpus else np.full(idx.size, big),
+                                      cpu[idx] // x.cpu_milli if x.cpu_milli else np.full(idx.size, big),
+                                      mem[idx] // x.memory_mib if x.memory_mib else np.full(idx.size, big)])
+            group = st.model_id[idx] if x.one_model else np.zeros(idx.size, dtype=np.int64)
+            if x.topology.required:
+                group = self.domains(x.topology.required)[0][idx] * (int(st.model_id.max()) + 1) + group
+            if np.bincount(group, weights=np.minimum(room, k)).max() < k:
+                return False
+        return True
 
     def _attempt(self, w: Workload, n: int, dom: str, model: str | None, victims: list[str],
                  locked: frozenset[str], depth: int) -> list[Placement]:

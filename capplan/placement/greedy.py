@@ -341,26 +341,31 @@ class _Run:
         self._guaranteed = sorted((w.priority for w in p.workloads if w.sla == "guaranteed"), reverse=True)
 
     def level(self, ws: list[Workload]) -> None:
-        """Place one priority's workloads in greedy order; if gangs bound to a domain were left out, place the
-        priority again repairing each such gang when it does not fit (moving gangs already placed,
-        :class:`~capplan.placement.gangrepair.GangRepair`) and keep the second result only if it places more
-        at this priority (guaranteed replicas, value, replicas). Repairing as soon as a gang does not fit can
+        """Place one priority's workloads in greedy order; if a gang bound to a domain was left out, place the
+        priority again from that gang on, repairing each such gang when it does not fit (moving gangs already
+        placed, :class:`~capplan.placement.gangrepair.GangRepair`), and keep the second result only if it places
+        more at this priority (guaranteed replicas, value, replicas). Repairing as soon as a gang does not fit can
         take room later gangs of the priority needed; the comparison keeps the pass never worse, in the plan
-        order, than the pass without repairs."""
+        order, than the pass without repairs. (Up to the first gang left out the two passes are the same, so
+        the second starts there.)"""
         q = ws[0].priority
         t0 = time.perf_counter()
-        mark = (len(self.assignments), len(self.missing_of), len(self.late), dict(self.repair.held))
-        acted = self._evictor_count()
-        for w in ws:
-            self._place(w, repair=False)
-        if not self._worth_repairing(q, mark, acted, time.perf_counter() - t0):
+        acted, late = self._evictor_count(), len(self.late)
+        mark: tuple[int, int, int, dict[str, Held]] | None = None
+        start = 0
+        for k, w in enumerate(ws):
+            if not self._place(w, repair=False) and mark is None:
+                # a failed gang leaves the state as it was: the second pass starts here
+                mark = (len(self.assignments), len(self.missing_of) - 1, len(self.late), dict(self.repair.held))
+                start = k
+        if mark is None or not self._worth_repairing(q, mark, acted, late, time.perf_counter() - t0):
             return
         first = self._undo_to(mark)
         key_first = self._key(q, first[0], first[1])
         evictor, self.evictor = self.evictor, None  # the evictor did nothing at this priority: none here either
         counts = (self.repair.repaired, self.repair.moved)
         try:
-            for w in ws:
+            for w in ws[start:]:
                 self._place(w, repair=True)
         finally:
             self.evictor = evictor
@@ -371,16 +376,13 @@ class _Run:
         self._redo(first)
         self.repair.repaired, self.repair.moved = counts
 
-    def _worth_repairing(self, q: int, mark: tuple[int, int, int, dict[str, Held]], acted: int,
+    def _worth_repairing(self, q: int, mark: tuple[int, int, int, dict[str, Held]], acted: int, late: int,
                          spent: float) -> bool:
-        """A second pass over the priority may place more: gangs bound to a domain left out whole, no eviction or
-        move made at this priority, no guaranteed work below it, and time for two more passes."""
-        if self.late[mark[2]:] or acted != self._evictor_count() or not self.repair.held:
+        """A second pass over the priority may place more: no eviction or move made at this priority, no work cut
+        by the clock, gangs placed that may move, no guaranteed work below it, and time for it."""
+        if self.late[late:] or acted != self._evictor_count() or not self.repair.held:
             return False
         if any(g < q for g in self._guaranteed):
-            return False
-        if not any(len(ids) == w.replicas and GangRepair.movable(w) and w.topology.required
-                   for w, ids in self.missing_of[mark[1]:]):
             return False
         return self.clock.remaining() > 3 * spent
 
@@ -422,24 +424,26 @@ class _Run:
         self.assignments += gone
         self.missing_of += missing
 
-    def _place(self, w: Workload, repair: bool) -> None:
+    def _place(self, w: Workload, repair: bool) -> bool:
         """Place ``w``'s replicas not running (and, with ``repair``, repair a domain-bound gang that does not fit);
-        record what it got, evicting or moving running replicas for it when allowed."""
+        record what it got, evicting or moving running replicas for it when allowed. False when ``w`` is a gang
+        a repair may place that was left out whole."""
         st, running = self.st, self.running_of.get(w.name, [])
         taken = {a.replica for a in running}
         free_ids = [r for r in range(w.replicas) if r not in taken]
         if not free_ids:
-            return
+            return True
         if self.late or self.clock.expired():
             self.late.append(Unplaced(workload=w.name, replicas=tuple(free_ids), reason=NOT_TRIED))
-            return
+            return True
         placed = place_workload(self.placer, w, len(free_ids), running)
         movable = not running and GangRepair.movable(w)
         if movable and repair and not placed:
             placed = self.repair.fit(w, len(free_ids))
         if movable and len(placed) == len(free_ids):
             self.repair.add(w, free_ids, placed)
-            return
+            return True
+        left_out = movable and bool(w.topology.required) and not placed
         for r, pl in zip(free_ids, placed, strict=False):
             self.assignments.append(st.assignment(w, r, pl))
         missing = free_ids[len(placed):]
@@ -451,6 +455,7 @@ class _Run:
             missing = missing[len(more):]
         if missing:
             self.missing_of.append((w, missing))
+        return not (left_out and len(missing) == len(free_ids))
 
 
 def unplaced_reasons(p: Problem, st: ClusterState, assignments: list[Assignment],
