@@ -145,6 +145,11 @@ class GangRepair:
         self.repaired += bool(got)
         return got
 
+    def may_fit(self, w: Workload, n: int) -> bool:
+        """Whether a repair has a domain to try for gang ``w`` (``n`` replicas) as things stand (an estimate)."""
+        return (self.movable(w) and bool(w.topology.required) and bool(self.held)
+                and bool(self._candidates(w, n, frozenset({w.name}), 1)))
+
     def restore(self, held: dict[str, Held]) -> None:
         """Make the movable gangs (bookkeeping and state) those of ``held`` (a copy of :attr:`held` taken before):
         the gangs placed or moved since come off, then the ones of ``held`` go back where they were."""

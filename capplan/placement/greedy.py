@@ -384,7 +384,10 @@ class _Run:
             return False
         if any(g < q for g in self._guaranteed):
             return False
-        return self.clock.remaining() > 3 * spent
+        if self.clock.remaining() <= 3 * spent:
+            return False
+        # only if a gang left out has a domain that moving gangs may open, as things stand after the first pass
+        return any(len(ids) == w.replicas and self.repair.may_fit(w, len(ids)) for w, ids in self.missing_of[mark[1]:])
 
     def _evictor_count(self) -> int:
         ev = self.evictor
