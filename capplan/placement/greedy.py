@@ -354,8 +354,8 @@ class _Run:
         mark: tuple[int, int, int, dict[str, Held]] | None = None
         start = 0
         for k, w in enumerate(ws):
-            if not self._place(w, repair=False) and mark is None:
-                # a failed gang leaves the state as it was: the second pass starts here
+            if not self._place(w, repair=False) and mark is None and self.repair.may_fit(w, w.replicas):
+                # a gang left out leaves the state as it was: the second pass starts here
                 mark = (len(self.assignments), len(self.missing_of) - 1, len(self.late), dict(self.repair.held))
                 start = k
         if mark is None or not self._worth_repairing(q, mark, acted, late, time.perf_counter() - t0):
@@ -378,16 +378,14 @@ class _Run:
 
     def _worth_repairing(self, q: int, mark: tuple[int, int, int, dict[str, Held]], acted: int, late: int,
                          spent: float) -> bool:
-        """A second pass over the priority may place more: no eviction or move made at this priority, no work cut
-        by the clock, gangs placed that may move, no guaranteed work below it, and time for it."""
+        """A second pass over the priority may place more (it is called once a gang left out had a domain that
+        moving gangs may open): no eviction or move made at this priority, no work cut by the clock, no
+        guaranteed work below it, and time for it."""
         if self.late[late:] or acted != self._evictor_count() or not self.repair.held:
             return False
         if any(g < q for g in self._guaranteed):
             return False
-        if self.clock.remaining() <= 3 * spent:
-            return False
-        # only if a gang left out has a domain that moving gangs may open, as things stand after the first pass
-        return any(len(ids) == w.replicas and self.repair.may_fit(w, len(ids)) for w, ids in self.missing_of[mark[1]:])
+        return self.clock.remaining() > 3 * spent
 
     def _evictor_count(self) -> int:
         ev = self.evictor
