@@ -12,7 +12,7 @@ Deterministic: no randomness is used.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import groupby
 
 import numpy as np
@@ -120,16 +120,9 @@ class GreedyPlacer(NodeFill):
             hit = self._levels[level] = (ids, names, {nm: k for k, nm in enumerate(names)})
         return hit
 
-    def place_in_one_domain(self, w: Workload, n: int, level: str, fixed_domain: str | None,
-                            all_or_nothing: bool, within: np.ndarray | None = None) -> list[Placement]:
-        """Place replicas of ``w`` inside the single domain of ``level`` that fits them most tightly.
-
-        Domains are ranked by an optimistic estimate (replicas that fit by CPU, memory, free whole GPUs and
-        the power budgets over them, :func:`~capplan.placement.core.power.domain_room`; then the free whole
-        GPUs left) and tried in that order, skipping those whose estimate cannot hold an all-or-nothing group (under
-        binding power budgets most racks cannot, and trying each cost a failed trial per gang); the search
-        stops at a domain whose trial meets its estimate (no later domain can do better), or after a few tries.
-        """
+    def _ranking(self, w: Workload, n: int, level: str, fixed_domain: str | None, all_or_nothing: bool,
+                 within: np.ndarray | None) -> _Ranking | None:
+        """The domains of ``level`` that may hold the replicas, best first (see :meth:`place_in_one_domain`)."""
         st = self.st
         ids, names, pos = self._domains(level)
         idx, _ = st.eligible(w)
@@ -138,7 +131,7 @@ class GreedyPlacer(NodeFill):
         if fixed_domain is not None:
             idx = idx[ids[idx] == pos[fixed_domain]]
         if idx.size == 0:
-            return []
+            return None
         ok = st.node_ok(w, idx)
         room = np.where(ok, np.minimum(room_estimate(st, w, idx), n), 0)
         cap = domain_room(st, w, idx, room, ids, len(names))
@@ -157,9 +150,25 @@ class GreedyPlacer(NodeFill):
         if fixed_domain is not None:
             cand = np.array([pos[fixed_domain]], dtype=np.int64)
         order = cand[np.lexsort((cand, est_left[cand], -est_n[cand]))].tolist()
+        return _Ranking(idx, ids, scope, est_n, est_left, order)
+
+    def place_in_one_domain(self, w: Workload, n: int, level: str, fixed_domain: str | None,
+                            all_or_nothing: bool, within: np.ndarray | None = None) -> list[Placement]:
+        """Place replicas of ``w`` inside the single domain of ``level`` that fits them most tightly.
+
+        Domains are ranked by an optimistic estimate (replicas that fit by CPU, memory, free whole GPUs and
+        the power budgets over them, :func:`~capplan.placement.core.power.domain_room`; then the free whole
+        GPUs left) and tried in that order, skipping those whose estimate cannot hold an all-or-nothing group (under
+        binding power budgets most racks cannot, and trying each cost a failed trial per gang); the search
+        stops at a domain whose trial meets its estimate (no later domain can do better), or after a few tries.
+        """
+        r = self._ranking(w, n, level, fixed_domain, all_or_nothing, within)
+        if r is None:
+            return []
+        idx, ids, scope, est_n, est_left = r.idx, r.ids, r.scope, r.est_n, r.est_left
         best: tuple[tuple[int, int], int] | None = None
         kept: list[Placement] = []  # the best trial stays applied while it may be the last one
-        for tries, dom in enumerate(order):
+        for tries, dom in enumerate(r.order):
             est = (-int(est_n[dom]), int(est_left[dom]))
             if best is not None and (best[0] <= est or tries >= _DOMAIN_TRIES
                                      or (self.deadline is not None and self.deadline.expired())):
@@ -181,14 +190,53 @@ class GreedyPlacer(NodeFill):
             return kept
         return self.place_group(w, n, idx[ids[idx] == best[1]], all_or_nothing)
 
+    def place_gang_best_fit(self, w: Workload, n: int, level: str,
+                            options: list[tuple[tuple[int, ...], np.ndarray]]) -> list[Placement]:
+        """Place gang ``w`` (all ``n`` replicas) in one domain of ``level`` on one GPU model: over every model's
+        domains at once (``options``: a tie-break key and the model's nodes, sorted), the domain that holds it
+        with the fewest free whole GPUs of the model left (best fit), tried in that order until one holds it."""
+        entries: list[tuple[tuple[int, ...], int, int, _Ranking]] = []
+        for k, (tie, within) in enumerate(options):
+            r = self._ranking(w, n, level, None, True, within)
+            if r is not None:
+                entries += [((_fit_key(r, dom, tie)), k, dom, r) for dom in r.order]
+        entries.sort(key=lambda e: (e[0], e[1], e[2]))
+        for tries, (_, _, dom, r) in enumerate(entries):
+            if tries >= _DOMAIN_TRIES or (tries and self.deadline is not None and self.deadline.expired()):
+                break
+            trial = self.place_group(w, n, r.idx[r.ids[r.idx] == dom], True)
+            if len(trial) == n:
+                return trial
+        return []
+
+
+@dataclass
+class _Ranking:
+    """Domains ranked for one workload: its candidate nodes, domain id per node, the nodes counted for the
+    leftover, the estimated replicas and free whole GPUs left per domain, and the domains in order."""
+
+    idx: np.ndarray
+    ids: np.ndarray
+    scope: np.ndarray
+    est_n: np.ndarray
+    est_left: np.ndarray
+    order: list[int]
+
+
+def _fit_key(r: _Ranking, dom: int, tie: tuple[int, ...]) -> tuple[int, ...]:
+    """Best fit first: the fewest free whole GPUs left in the domain (of the model), then ``tie``."""
+    return (int(r.est_left[dom]), *tie)
+
 
 def place_workload(placer: GreedyPlacer, w: Workload, n: int, running: list[Assignment],
-                   within: np.ndarray | None = None) -> list[Placement]:
+                   within: np.ndarray | None = None, best_fit: bool = False) -> list[Placement]:
     """Place ``n`` more replicas of ``w`` by its gang, GPU-model and topology rules (inside ``within`` nodes,
     sorted, when given).
 
     ``running`` are its replicas already placed (they fix the required domain and, for a gang
-    that must stay on one GPU model, the model).
+    that must stay on one GPU model, the model). ``best_fit``: a gang on one model bound to a domain goes to
+    the domain and model that hold it with the fewest free whole GPUs of the model left
+    (:meth:`GreedyPlacer.place_gang_best_fit`) rather than to the model with the fewest free GPUs overall.
     """
     p, st = placer.p, placer.st
     if not w.one_model:
@@ -197,12 +245,24 @@ def place_workload(placer: GreedyPlacer, w: Workload, n: int, running: list[Assi
     per = st.eligible(w)[1]
     options = sorted((m for m in per if m is not None and (not models or m in models)),
                      key=lambda m: (per[m].units, m))
-    best: tuple[tuple[int, int], str] | None = None
     scope = {m: st.model_nodes[m] if within is None else placer._inside(st.model_nodes[m], within)
              for m in options}
+    options = [m for m in options if scope[m].size]
+    if best_fit and w.topology.required and not running and w.gpus is not None:
+        return placer.place_gang_best_fit(w, n, w.topology.required, [((per[m].units,), scope[m]) for m in options])
+    if w.gpus is not None:
+        # each GPU model on its own; keep the one holding least, then leaving the fewest free whole GPUs of the
+        # model: a gang takes n x gpus whole GPUs wherever it goes, so the order is known before any trial and
+        # the first model whose trial holds the gang is the one the trials of all would choose
+        order = sorted(options, key=lambda m: (per[m].units, int(st.free_whole[scope[m]].sum())))
+        for m in order:
+            got = _place_within(placer, w, n, running, scope[m])
+            if len(got) == n:
+                return got
+            placer.undo(w, got)
+        return []
+    best: tuple[tuple[int, int], str] | None = None
     for m in options:  # each GPU model on its own; keep the one holding least, then fitting tightest
-        if scope[m].size == 0:
-            continue
         trial = _place_within(placer, w, n, running, scope[m])
         if len(trial) == n:
             key = (per[m].units, placer.domain_leftover(scope[m]))
