@@ -383,6 +383,10 @@ def _greedy_pass(p: Problem, options: PlanOptions, moves_first: bool) -> tuple[P
     return plan, evictor is not None and evictor.tried
 
 
+#: Where a priority's placement started: assignments, missing workloads, workloads not tried, movable gangs.
+_Mark = tuple[int, int, int, dict[str, Held]]
+
+
 class _Run:
     """The workloads of one greedy pass, a priority at a time (see :meth:`level`), and what they got."""
 
@@ -401,46 +405,58 @@ class _Run:
         self._guaranteed = sorted((w.priority for w in p.workloads if w.sla == "guaranteed"), reverse=True)
 
     def level(self, ws: list[Workload]) -> None:
-        """Place one priority's workloads in greedy order; if a gang bound to a domain was left out, place the
-        priority again from that gang on, repairing each such gang when it does not fit (moving gangs already
-        placed, :class:`~capplan.placement.gangrepair.GangRepair`), and keep the second result only if it places
-        more at this priority (guaranteed replicas, value, replicas). Repairing as soon as a gang does not fit can
-        take room later gangs of the priority needed; the comparison keeps the pass never worse, in the plan
-        order, than the pass without repairs. (Up to the first gang left out the two passes are the same, so
-        the second starts there.)"""
+        """Place one priority's workloads in greedy order, then, if a gang bound to a domain was left out that
+        moving gangs may place, try two more ways and keep the one that places most at this priority
+        (guaranteed replicas, value, replicas; the first of equals):
+
+        1. the greedy order as it is (the plain pass);
+        2. the same from the first gang left out on, repairing each such gang when it does not fit (moving gangs
+           already placed, :class:`~capplan.placement.gangrepair.GangRepair`): up to that gang the two are the
+           same; repairing as soon as a gang does not fit can take room later gangs needed, hence the choice;
+        3. the whole priority again with each gang on one GPU model in the domain and model that hold it with
+           the fewest free GPUs left (best fit, :meth:`GreedyPlacer.place_gang_best_fit`), and repairs.
+
+        The plain pass is one of the three, so the plan is never worse, in the plan order, than without them."""
         q = ws[0].priority
         t0 = time.perf_counter()
         acted, late = self._evictor_count(), len(self.late)
-        mark: tuple[int, int, int, dict[str, Held]] | None = None
+        mark0 = self._mark()
+        mark: _Mark | None = None
         start = 0
         for k, w in enumerate(ws):
             if not self._place(w, repair=False) and mark is None and self.repair.may_fit(w, w.replicas):
-                # a gang left out leaves the state as it was: the second pass starts here
-                mark = (len(self.assignments), len(self.missing_of) - 1, len(self.late), dict(self.repair.held))
-                start = k
-        if mark is None or not self._worth_repairing(q, mark, acted, late, time.perf_counter() - t0):
+                mark, start = self._mark(-1), k  # a gang left out leaves the state as it was: 2 starts here
+        if mark is None or not self._worth_repairing(q, acted, late, time.perf_counter() - t0):
             return
-        first = self._undo_to(mark)
-        key_first = self._key(q, first[0], first[1])
         evictor, self.evictor = self.evictor, None  # the evictor did nothing at this priority: none here either
-        counts = (self.repair.repaired, self.repair.moved)
         try:
-            for w in ws[start:]:
-                self._place(w, repair=True)
+            self._another(q, mark, ws[start:], best_fit=False)
+            if self.clock.remaining() > 3 * (time.perf_counter() - t0):
+                self._another(q, mark0, ws, best_fit=True)
         finally:
             self.evictor = evictor
-        second = (self.assignments[mark[0]:], self.repair.held)
-        if not self.late[mark[2]:] and self._key(q, second[0], second[1]) > key_first:
+
+    def _mark(self, missing: int = 0) -> _Mark:
+        return len(self.assignments), len(self.missing_of) + missing, len(self.late), dict(self.repair.held)
+
+    def _another(self, q: int, mark: _Mark, ws: list[Workload], best_fit: bool) -> None:
+        """Place ``ws`` again from ``mark`` on (with repairs; ``best_fit`` gangs) and keep that only if it places
+        more at priority ``q`` than what is there now."""
+        key_now = self._key(q, self.assignments[mark[0]:], self.repair.held)
+        now = self._undo_to(mark)
+        counts = (self.repair.repaired, self.repair.moved)
+        for w in ws:
+            self._place(w, repair=True, best_fit=best_fit)
+        if not self.late[mark[2]:] and self._key(q, self.assignments[mark[0]:], self.repair.held) > key_now:
             return
         self._undo_to(mark)
-        self._redo(first)
+        self._redo(now)
         self.repair.repaired, self.repair.moved = counts
 
-    def _worth_repairing(self, q: int, mark: tuple[int, int, int, dict[str, Held]], acted: int, late: int,
-                         spent: float) -> bool:
-        """A second pass over the priority may place more (it is called once a gang left out had a domain that
-        moving gangs may open): no eviction or move made at this priority, no work cut by the clock, no
-        guaranteed work below it, and time for it."""
+    def _worth_repairing(self, q: int, acted: int, late: int, spent: float) -> bool:
+        """Whether to place the priority another way (once a gang left out had a domain that moving gangs may
+        open): no eviction or move made at this priority, no work cut by the clock, no guaranteed work below
+        it, and time for it."""
         if self.late[late:] or acted != self._evictor_count() or not self.repair.held:
             return False
         if any(g < q for g in self._guaranteed):
@@ -459,7 +475,7 @@ class _Run:
         g = sum(1 for a in mine if self.p.workload(a.workload).sla == "guaranteed")
         return g, placed_units(self.p, mine)[q], len(mine)
 
-    def _undo_to(self, mark: tuple[int, int, int, dict[str, Held]]
+    def _undo_to(self, mark: _Mark
                  ) -> tuple[list[Assignment], dict[str, Held], list[tuple[Workload, list[int]]]]:
         """Take the priority's placements off (back to ``mark``); returns them (assignments not held by the
         repair, the repair's gangs, the workloads missing) for :meth:`_redo`."""
@@ -485,7 +501,7 @@ class _Run:
         self.assignments += gone
         self.missing_of += missing
 
-    def _place(self, w: Workload, repair: bool) -> bool:
+    def _place(self, w: Workload, repair: bool, best_fit: bool = False) -> bool:
         """Place ``w``'s replicas not running (and, with ``repair``, repair a domain-bound gang that does not fit);
         record what it got, evicting or moving running replicas for it when allowed. False when ``w`` is a gang
         a repair may place that was left out whole."""
@@ -497,7 +513,7 @@ class _Run:
         if self.late or self.clock.expired():
             self.late.append(Unplaced(workload=w.name, replicas=tuple(free_ids), reason=NOT_TRIED))
             return True
-        placed = place_workload(self.placer, w, len(free_ids), running)
+        placed = place_workload(self.placer, w, len(free_ids), running, best_fit=best_fit)
         movable = not running and GangRepair.movable(w)
         if movable and repair and not placed:
             placed = self.repair.fit(w, len(free_ids))
