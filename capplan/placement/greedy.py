@@ -53,7 +53,7 @@ def workload_order(p: Problem) -> list[Workload]:
                                               -w.cpu_milli, p.workload_index[w.name]))
 
 
-def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
+def plan_greedy(p: Problem, options: PlanOptions, other_ways: bool = True) -> Plan:
     """Plan ``p`` greedily; running replicas stay where they are unless evictions or moves are allowed.
 
     With ``allow_preemption`` (or ``allow_migration``), a workload that does not fit may take the place of
@@ -62,6 +62,9 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
     take room a priority between the two needs; with both kinds of replica running, the pass runs both ways
     (the second one only if twice the first's time is left) and keeps the lexicographically better plan.
 
+    ``other_ways=False`` places each priority in the greedy order only (no repairs of domain-bound gangs, no
+    best-fit pass: :class:`~capplan.placement.levels.PriorityPass`), the reference those are judged against.
+
     The clock (``options.clock()``, the run's one deadline) is checked between workloads: when it runs
     out, the workloads not reached are left unplaced with a reason saying they were not tried (and at which
     priority), the plan so far is returned, and ``metrics.cut_by_time_limit`` is set.
@@ -69,18 +72,18 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
     t0 = time.perf_counter()
     clock = options.clock()  # one deadline for both passes (a call without one starts it here, once)
     options = replace(options, deadline=clock)
-    plan, made_room = _greedy_pass(p, options, moves_first=False)
+    plan, made_room = _greedy_pass(p, options, moves_first=False, other_ways=other_ways)
     spent = time.perf_counter() - t0
     if not (made_room and options.allow_migration and any(p.workload(a.workload).migratable for a in p.running)):
         return plan
     if clock.remaining() < 2 * spent + reserve(p, clock.budget, SUMMARY_COST):
         return plan
-    other, _ = _greedy_pass(p, options, moves_first=True)
+    other, _ = _greedy_pass(p, options, moves_first=True, other_ways=other_ways)
     best = other if lex_key(p, other.assignments) > lex_key(p, plan.assignments) else plan
     return best.model_copy(update={"solve_seconds": round(time.perf_counter() - t0, 4)})
 
 
-def _greedy_pass(p: Problem, options: PlanOptions, moves_first: bool) -> tuple[Plan, bool]:
+def _greedy_pass(p: Problem, options: PlanOptions, moves_first: bool, other_ways: bool) -> tuple[Plan, bool]:
     """One greedy pass (see :func:`plan_greedy`); also whether it tried to make room by evicting or moving."""
     t0 = time.perf_counter()
     # the pass stops early enough for the reasons and the plan's assembly (their expected cost) to fit
@@ -102,7 +105,7 @@ def _greedy_pass(p: Problem, options: PlanOptions, moves_first: bool) -> tuple[P
     evictor = (Evictor(p, st, lambda w, n, anchors, within: place_workload(placer, w, n, anchors, within), clock,
                        allow_migration=options.allow_migration, moves_first=moves_first)
                if options.allow_preemption or options.allow_migration else None)
-    run = PriorityPass(p, placer, clock, assignments, running_of, evictor)
+    run = PriorityPass(p, placer, clock, assignments, running_of, evictor, other_ways)
     for _, ws in groupby(workload_order(p), key=lambda w: w.priority):
         run.level(list(ws))
     missing_of, late, repair = run.missing_of, run.late, run.repair

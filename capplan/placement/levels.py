@@ -27,11 +27,24 @@ _Mark = tuple[int, int, int, dict[str, Held]]
 
 
 class PriorityPass:
-    """The workloads of one greedy pass, a priority at a time (see :meth:`level`), and what they got."""
+    """The workloads of one greedy pass, a priority at a time (see :meth:`level`), and what they got.
+
+    Parameters
+    ----------
+    p, placer, clock
+        The problem, the placer on the pass's occupancy, and the pass's deadline.
+    assignments, running_of
+        The running replicas (applied to the occupancy), also by workload; placements are appended.
+    evictor
+        Evictions and moves of running replicas, when allowed.
+    other_ways
+        False: the greedy order only (the reference the other ways are judged against).
+    """
 
     def __init__(self, p: Problem, placer: GreedyPlacer, clock: Deadline, assignments: list[Assignment],
-                 running_of: dict[str, list[Assignment]], evictor: Evictor | None) -> None:
+                 running_of: dict[str, list[Assignment]], evictor: Evictor | None, other_ways: bool = True) -> None:
         self.p, self.placer, self.st, self.clock = p, placer, placer.st, clock
+        self.other_ways = other_ways
         self.assignments, self.running_of, self.evictor = assignments, running_of, evictor
         self.missing_of: list[tuple[Workload, list[int]]] = []
         self.late: list[Unplaced] = []
@@ -63,7 +76,8 @@ class PriorityPass:
         mark: _Mark | None = None
         start = 0
         for k, w in enumerate(ws):
-            if not self._place(w, repair=False) and mark is None and self.repair.may_fit(w, w.replicas):
+            if (not self._place(w, repair=False) and mark is None and self.other_ways
+                    and self.repair.may_fit(w, w.replicas)):
                 mark, start = self._mark(-1), k  # a gang left out leaves the state as it was: 2 starts here
         if mark is None or not self._worth_repairing(q, acted, late, time.perf_counter() - t0):
             return
