@@ -87,6 +87,8 @@ class Evictor:
             self.by_node.setdefault(i, []).append(Victim(a, w, d, st.placement_of(a)))
         self.allow_migration, self.moves_first = allow_migration, moves_first
         self._held_cache: dict[tuple[int, bool], np.ndarray] = {}
+        #: The priorities of the replicas that may stop or move, lowest first (the rounds of :meth:`make_room`).
+        self._tiers = sorted({v.w.priority for vs in self.by_node.values() for v in vs})
         #: Whether :meth:`make_room` was asked at all.
         self.tried = False
         #: (victim, the workload that took its node), in the order of the evictions.
@@ -114,15 +116,16 @@ class Evictor:
             self._held_cache[key] = hit
         return hit
 
-    def _places(self, w: Workload, n: int, anchors: list[Assignment], move: bool) -> list[np.ndarray]:
-        """Candidate node groups for ``w``, fewest GPUs to free first (at most :data:`PLACE_TRIES`).
+    def _places(self, w: Workload, n: int, anchors: list[Assignment], move: bool, cap: int) -> list[np.ndarray]:
+        """Candidate node groups for ``w`` among the victims below priority ``cap``, fewest GPUs to free first
+        (at most :data:`PLACE_TRIES`).
 
         With a domain level (required, or preferred for a gang), its domains that could hold ``n`` replicas
         once their victims are gone; otherwise one group: the nodes with victims, fewest victims' GPUs first,
         until the group could hold ``n`` replicas."""
         st, p = self.st, self.p
         idx, _ = st.eligible(w)
-        held_all = self._held(w.priority, move)
+        held_all = self._held(cap, move)
         held = idx[held_all[idx] > 0]
         if held.size == 0:
             return []
@@ -166,18 +169,23 @@ class Evictor:
         # stops first unless moves_first: a replica moved elsewhere takes room that work of a priority between
         # the two may need; a stop loses the replica (plan_greedy tries both orders)
         rounds = (False,) if not self.allow_migration else (True,) if self.moves_first else (False, True)
+        # the lowest priorities first: a place where only priority-1 replicas stop is tried before one where
+        # priority-5 replicas stop too (plans compare the higher priority first)
+        caps = [t + 1 for t in self._tiers if t + 1 < w.priority] + [w.priority]
         for move in rounds:
-            placed = self._make_room(w, n, anchors, move)
-            if placed:
-                return placed
+            for cap in caps:
+                placed = self._make_room(w, n, anchors, move, cap)
+                if placed:
+                    return placed
         return []
 
-    def _make_room(self, w: Workload, n: int, anchors: list[Assignment], move: bool) -> list[Placement]:
+    def _make_room(self, w: Workload, n: int, anchors: list[Assignment], move: bool, cap: int) -> list[Placement]:
+        """One round: victims below priority ``cap`` (at most ``w``'s) stop (or also move, ``move``)."""
         st = self.st
-        for nodes in self._places(w, n, anchors, move):
+        for nodes in self._places(w, n, anchors, move, cap):
             if self.deadline.expired():
                 break
-            victims = self._victims(nodes, w.priority, move)
+            victims = self._victims(nodes, cap, move)
             self._take_out(victims, -1)
             first = self.place(w, n, anchors, nodes)
             if not first:
