@@ -142,13 +142,29 @@ class GangRepair:
             return []
         self._trials = TRIALS
         got = self._fit(w, n, frozenset({w.name}), 0)
+        self._log.clear()
         self.repaired += bool(got)
         return got
 
+    def can_fit(self, w: Workload, n: int) -> bool:
+        """Whether :meth:`fit` would place gang ``w`` now; the state and the bookkeeping are left as they were."""
+        if not self.may_fit(w, n):
+            return False
+        self._trials = TRIALS
+        mark, moved = len(self._log), self.moved
+        got = self._fit(w, n, frozenset({w.name}), 0)
+        if got:
+            self.placer.undo(w, got)
+            self._undo_log(mark)
+        self.moved = moved
+        return bool(got)
+
     def may_fit(self, w: Workload, n: int) -> bool:
         """Whether a repair has a domain to try for gang ``w`` (``n`` replicas) as things stand (an estimate)."""
-        return (self.movable(w) and bool(w.topology.required) and bool(self.held)
-                and bool(self._candidates(w, n, frozenset({w.name}), 1)))
+        if not (self.movable(w) and w.topology.required and self.held):
+            return False
+        return any(self._may_fit_again(victims, w, dom, model)
+                   for dom, model, victims in self._candidates(w, n, frozenset({w.name}), CANDIDATES[0]))
 
     def restore(self, held: dict[str, Held]) -> None:
         """Make the movable gangs (bookkeeping and state) those of ``held`` (a copy of :attr:`held` taken before):
@@ -329,8 +345,6 @@ class GangRepair:
                     break
                 self.add(h.w, h.replicas, pl)  # logged: a failure later undoes it
         if ok:
-            if depth == 0:
-                self._log.clear()
             self.moved += len(gone)
             return got
         self.placer.undo(w, got)

@@ -62,11 +62,14 @@ class PriorityPass:
         (guaranteed replicas, value, replicas; the first of equals):
 
         1. the greedy order as it is (the plain pass);
-        2. the same from the first gang left out on, repairing each such gang when it does not fit (moving gangs
-           already placed, :class:`~capplan.placement.gangrepair.GangRepair`): up to that gang the two are the
-           same; repairing as soon as a gang does not fit can take room later gangs needed, hence the choice;
+        2. the same from the first gang left out that a repair places (tried, then undone, in pass 1) on,
+           repairing each such gang when it does not fit (moving gangs already placed,
+           :class:`~capplan.placement.gangrepair.GangRepair`): up to that gang the two are the same; repairing
+           as soon as a gang does not fit can take room later gangs needed, hence the choice;
         3. the whole priority again with each gang on one GPU model in the domain and model that hold it with
            the fewest free GPUs left (best fit, :meth:`GreedyPlacer.place_gang_best_fit`), and repairs.
+
+        2 and 3 are tried only when a repair placed a gang in pass 1.
 
         The plain pass is one of the three, so the plan is never worse, in the plan order, than without them."""
         q = ws[0].priority
@@ -77,8 +80,9 @@ class PriorityPass:
         start = 0
         for k, w in enumerate(ws):
             if (not self._place(w, repair=False) and mark is None and self.other_ways
-                    and self.repair.may_fit(w, w.replicas)):
-                mark, start = self._mark(-1), k  # a gang left out leaves the state as it was: 2 starts here
+                    and self.repair.can_fit(w, w.replicas)):
+                # the first gang left out that a repair places; the state is as before it: 2 starts here
+                mark, start = self._mark(-1), k
         if mark is None or not self._worth_repairing(q, acted, late, time.perf_counter() - t0):
             return
         evictor, self.evictor = self.evictor, None  # the evictor did nothing at this priority: none here either
