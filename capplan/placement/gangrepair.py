@@ -5,12 +5,13 @@ A100s) a later, larger gang needed while it would have fitted elsewhere. When a 
 finds no domain, :class:`GangRepair` looks for a domain (and, for a gang on one GPU model, a model) where removing
 a few gangs this plan placed (never running replicas) leaves room; it removes them, places the new gang there,
 then places the removed ones again wherever they fit (their own rules, by the greedy placer). If any of them
-does not fit again (after one nested repair of its own), every change is rolled back. So a repair never loses a
-placed replica: it only adds the new gang, and the plan is never worse at the priorities placed so far.
+does not fit again (after a nested repair of its own, up to :data:`DEPTH` levels), every change is rolled
+back. So a repair never loses a placed replica: it only adds the new gang, and the plan is never worse at the
+priorities placed so far.
 
 The search is small and bounded: the candidate domains are ranked by the GPUs of the gangs to move (fewest
-first, from per-node arrays of what movable gangs hold), a few are tried, nested repairs go one level deep,
-and the deadline is checked before each trial. Deterministic.
+first, from per-node arrays of what movable gangs hold), each moved gang's chance to fit again is estimated
+before anything is touched, a few trials are made, and the deadline is checked before each. Deterministic.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from capplan.placement.nodefill import NodeFill
 
 #: Candidate (domain, model) pairs tried per gang that does not fit (and per gang moved that does not fit again).
 CANDIDATES = (3, 1)
-#: Nested repairs: a gang moved out of the way may itself move others (one level).
+#: Nested repairs: how many levels a gang moved out of the way may itself move others (0: none; one level never
+#: succeeded on the shapes' gang fleets at 1k-10k GPUs, and its failed trials were most of the repair's time).
 DEPTH = 0
 #: Trials (of a domain, with its gangs moved), nested ones included, per gang that does not fit.
 TRIALS = 6
