@@ -69,7 +69,7 @@ class PriorityPass:
         3. the whole priority again with each gang on one GPU model in the domain and model that hold it with
            the fewest free GPUs left (best fit, :meth:`GreedyPlacer.place_gang_best_fit`), and repairs.
 
-        2 and 3 are tried only when a repair placed a gang in pass 1.
+        2 is tried only when a repair placed a gang in pass 1, 3 only when 2 placed more than 1.
 
         The plain pass is one of the three, so the plan is never worse, in the plan order, than without them."""
         q = ws[0].priority
@@ -87,8 +87,9 @@ class PriorityPass:
             return
         evictor, self.evictor = self.evictor, None  # the evictor did nothing at this priority: none here either
         try:
-            self._another(q, mark, ws[start:], best_fit=False)
-            if self.clock.remaining() > 3 * (time.perf_counter() - t0):
+            # the whole priority again only where repairs paid (at 100k GPUs it is a second of CPU per priority)
+            if (self._another(q, mark, ws[start:], best_fit=False)
+                    and self.clock.remaining() > 3 * (time.perf_counter() - t0)):
                 self._another(q, mark0, ws, best_fit=True)
         finally:
             self.evictor = evictor
@@ -96,19 +97,20 @@ class PriorityPass:
     def _mark(self, missing: int = 0) -> _Mark:
         return len(self.assignments), len(self.missing_of) + missing, len(self.late), dict(self.repair.held)
 
-    def _another(self, q: int, mark: _Mark, ws: list[Workload], best_fit: bool) -> None:
+    def _another(self, q: int, mark: _Mark, ws: list[Workload], best_fit: bool) -> bool:
         """Place ``ws`` again from ``mark`` on (with repairs; ``best_fit`` gangs) and keep that only if it places
-        more at priority ``q`` than what is there now."""
+        more at priority ``q`` than what is there now; whether it did."""
         key_now = self._key(q, self.assignments[mark[0]:], self.repair.held)
         now = self._undo_to(mark)
         counts = (self.repair.repaired, self.repair.moved)
         for w in ws:
             self._place(w, repair=True, best_fit=best_fit)
         if not self.late[mark[2]:] and self._key(q, self.assignments[mark[0]:], self.repair.held) > key_now:
-            return
+            return True
         self._undo_to(mark)
         self._redo(now)
         self.repair.repaired, self.repair.moved = counts
+        return False
 
     def _worth_repairing(self, q: int, acted: int, late: int, spent: float) -> bool:
         """Whether to place the priority another way (once a gang left out had a domain that moving gangs may
