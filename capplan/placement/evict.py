@@ -2,7 +2,9 @@
 
 When a workload's replicas do not fit as the cluster stands, greedy looks for one place where stopping
 lower-priority preemptible running replicas (or moving migratable ones, with ``allow_migration``) makes room
-for them. The places are the domains of the
+for them, in rounds by the priority of the replicas that may stop, lowest first (a place where only
+priority-1 replicas stop, or migratable ones move, is tried before one where priority-5 replicas stop: plans
+compare the higher priority first). The places are the domains of the
 workload's required topology level (for a gang without one, of its preferred level; otherwise the eligible
 nodes holding such replicas, as one group), tried in the order of the fewest GPUs to free, a few at most.
 A trial:
@@ -86,7 +88,10 @@ class Evictor:
             assert d is not None
             self.by_node.setdefault(i, []).append(Victim(a, w, d, st.placement_of(a)))
         self.allow_migration, self.moves_first = allow_migration, moves_first
-        self._held_cache: dict[tuple[int, bool], np.ndarray] = {}
+        self._held_cache: dict[tuple[int, bool, int], np.ndarray] = {}
+        self._cap = 0  # replicas below this priority may stop (the current round of make_room)
+        #: The priorities of the replicas that may stop or move, lowest first (the rounds of :meth:`make_room`).
+        self._tiers = sorted({v.w.priority for vs in self.by_node.values() for v in vs})
         #: Whether :meth:`make_room` was asked at all.
         self.tried = False
         #: (victim, the workload that took its node), in the order of the evictions.
@@ -97,25 +102,37 @@ class Evictor:
     def __bool__(self) -> bool:
         return bool(self.by_node)
 
+    def _may_go(self, v: Victim, priority: int, move: bool, cap: int) -> bool:
+        """Whether ``v`` may make room for a replica of ``priority``: it stops (preemptible, below ``cap``) or,
+        with ``move``, moves (migratable, below ``priority``)."""
+        if v.w.priority >= priority:
+            return False
+        return (_stoppable(v.w) and v.w.priority < cap) or (move and self._migratable(v.w))
+
+    def _migratable(self, w: Workload) -> bool:
+        return self.allow_migration and w.migratable and w.topology.required is None
+
     def _victims(self, nodes: np.ndarray, priority: int, move: bool) -> list[Victim]:
-        """The replicas on ``nodes`` below ``priority`` that may stop (or, with ``move``, also move)."""
+        """The replicas on ``nodes`` that may make room for a replica of ``priority`` in the current round
+        (:meth:`_may_go`)."""
         return [v for i in nodes.tolist() for v in self.by_node.get(i, ())
-                if v.w.priority < priority and (move or _stoppable(v.w))]
+                if self._may_go(v, priority, move, self._cap)]
 
     def _held(self, priority: int, move: bool) -> np.ndarray:
-        """Per node, the GPUs held by its victims below ``priority`` (an estimate: a GPU two victims share
-        counts twice); kept up to date by :meth:`_forget`."""
-        key = (priority, move)
+        """Per node, the GPUs held by its victims for a replica of ``priority`` in this round (an estimate: a GPU
+        two victims share counts twice); kept up to date by :meth:`_forget`."""
+        key = (priority, move, self._cap)
         hit = self._held_cache.get(key)
         if hit is None:
             hit = np.zeros(self.st.n, dtype=np.int64)
             for i, vs in self.by_node.items():
-                hit[i] = sum(len(v.pl.gpus) for v in vs if v.w.priority < priority and (move or _stoppable(v.w)))
+                hit[i] = sum(len(v.pl.gpus) for v in vs if self._may_go(v, priority, move, self._cap))
             self._held_cache[key] = hit
         return hit
 
     def _places(self, w: Workload, n: int, anchors: list[Assignment], move: bool) -> list[np.ndarray]:
-        """Candidate node groups for ``w``, fewest GPUs to free first (at most :data:`PLACE_TRIES`).
+        """Candidate node groups for ``w`` among the victims of the round, fewest GPUs to free first
+        (at most :data:`PLACE_TRIES`).
 
         With a domain level (required, or preferred for a gang), its domains that could hold ``n`` replicas
         once their victims are gone; otherwise one group: the nodes with victims, fewest victims' GPUs first,
@@ -166,14 +183,21 @@ class Evictor:
         # stops first unless moves_first: a replica moved elsewhere takes room that work of a priority between
         # the two may need; a stop loses the replica (plan_greedy tries both orders)
         rounds = (False,) if not self.allow_migration else (True,) if self.moves_first else (False, True)
-        for move in rounds:
-            placed = self._make_room(w, n, anchors, move)
-            if placed:
-                return placed
+        # the lowest priorities first: a place where only priority-1 replicas stop is tried before one where
+        # priority-5 replicas stop too (plans compare the higher priority first)
+        caps = [t + 1 for t in self._tiers if t + 1 < w.priority] + [w.priority]
+        for cap in caps:
+            for move in rounds:
+                placed = self._make_room(w, n, anchors, move, cap)
+                if placed:
+                    return placed
         return []
 
-    def _make_room(self, w: Workload, n: int, anchors: list[Assignment], move: bool) -> list[Placement]:
+    def _make_room(self, w: Workload, n: int, anchors: list[Assignment], move: bool, cap: int) -> list[Placement]:
+        """One round: replicas below priority ``cap`` (at most ``w``'s) may stop; with ``move``, migratable ones
+        below ``w``'s priority may move."""
         st = self.st
+        self._cap = cap
         for nodes in self._places(w, n, anchors, move):
             if self.deadline.expired():
                 break
@@ -234,7 +258,7 @@ class Evictor:
                 if dest:
                     moves.append((v, dest[0]))
                     continue
-            if not _stoppable(v.w):
+            if not (_stoppable(v.w) and v.w.priority < self._cap):
                 ok = False
                 break
             stops.append(v)
@@ -254,8 +278,8 @@ class Evictor:
     def _forget(self, v: Victim) -> None:
         """``v`` stopped or moved: no longer a victim (the cached per-node counts follow)."""
         self.by_node[v.pl.node].remove(v)
-        for (priority, move), held in self._held_cache.items():
-            if v.w.priority < priority and (move or _stoppable(v.w)):
+        for (priority, move, cap), held in self._held_cache.items():
+            if self._may_go(v, priority, move, cap):
                 held[v.pl.node] -= len(v.pl.gpus)
 
     def _free_again(self, v: Victim) -> bool:

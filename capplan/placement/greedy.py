@@ -4,9 +4,11 @@ Workloads are taken in order of priority (highest first), gangs before independe
 within a priority, larger demands first. Each replica goes to the feasible node that leaves
 the fewest free whole GPUs (best fit; the order in :mod:`capplan.placement.bestfit`); a gang or a
 workload with a required topology level is tried in the domains of that level (most promising first)
-and kept in the tightest one that holds it all. MIG slices start where the most valid placements stay
-free. The run's deadline is checked between workloads; those not reached are reported as not tried.
-Deterministic: no randomness is used.
+and kept in the tightest one that holds it all (:mod:`capplan.placement.placer`). MIG slices start where the
+most valid placements stay free. A priority whose domain-bound gangs were left out is placed two more ways, with
+planned gangs moved to open a domain (:mod:`capplan.placement.gangrepair`) and with best-fit gangs, and the one
+placing most at the priority is kept (:mod:`capplan.placement.levels`). The run's deadline is checked between
+workloads; those not reached are reported as not tried. Deterministic: no randomness is used.
 """
 
 from __future__ import annotations
@@ -14,24 +16,23 @@ from __future__ import annotations
 import time
 import weakref
 from dataclasses import replace
-
-import numpy as np
+from itertools import groupby
 
 from capplan.model.deadline import Deadline
 from capplan.model.plan import Assignment, Eviction, Migration, Plan, Unplaced
 from capplan.model.problem import Problem, Workload
 from capplan.placement.core.budget import SUMMARY_COST, reserve
 from capplan.placement.core.options import PlanOptions
-from capplan.placement.core.power import domain_room
-from capplan.placement.core.reasons import Holdings, explain, explain_fast, room_estimate
-from capplan.placement.core.state import ClusterState, Placement
+from capplan.placement.core.reasons import Holdings, explain, explain_fast
+from capplan.placement.core.state import ClusterState
 from capplan.placement.core.subproblem import lex_key
-from capplan.placement.core.summary import NOT_TRIED_PREFIX, make_plan
+from capplan.placement.core.summary import make_plan
 from capplan.placement.evict import Evictor
-from capplan.placement.nodefill import NodeFill
+from capplan.placement.levels import NOT_TRIED as NOT_TRIED
+from capplan.placement.levels import PriorityPass
+from capplan.placement.placer import GreedyPlacer as GreedyPlacer
+from capplan.placement.placer import place_workload as place_workload
 
-#: Most domains tried for a workload tied to one domain once one has held it.
-_DOMAIN_TRIES = 8
 #: The reason of running replicas greedy evicted (allow_preemption); the plan's ``evictions`` say for what.
 EVICTED = "evicted for higher-priority work that needs its node (allow_preemption; see the plan's evictions)"
 #: The reason of a workload tried but not placed when the time left no room to work out why.
@@ -39,13 +40,10 @@ NO_ROOM = ("no node had room for it when the greedy pass reached it, after the h
            "(the detailed reason was not worked out: the time limit ran out; a longer --time-limit gives it)")
 #: Fleets above this many nodes get the array form of the unplaced reasons (:func:`explain_fast`).
 FAST_REASONS_NODES = 1000
-#: The reason of a workload the pass did not reach (the priorities not reached are in ``metrics.not_tried``;
-#: the text has no numbers of its own, so the summary groups every such workload under one cause).
-NOT_TRIED = NOT_TRIED_PREFIX + " before the greedy planner reached this workload (a longer --time-limit places more)"
 #: The last complete greedy plan: (the problem, weakly; the options it depends on; the plan). ``solve`` makes the
 #: greedy plan before any other strategy, and strategies that start from it (CP-SAT's hint, LNS's start) ask for
 #: the same problem object again: a second pass over a 10k-GPU fleet cost seconds of the limit.
-_last: tuple[weakref.ref[Problem], tuple[bool, bool, int], Plan] | None = None
+_last: tuple[weakref.ref[Problem], tuple[bool, bool, int, bool], Plan] | None = None
 
 
 def shape_key(w: Workload) -> tuple[object, ...]:
@@ -60,181 +58,7 @@ def workload_order(p: Problem) -> list[Workload]:
                                               -w.cpu_milli, p.workload_index[w.name]))
 
 
-class GreedyPlacer(NodeFill):
-    """Constructive placement on a :class:`ClusterState`; reused by other planners for repair.
-
-    Replicas of one workload are identical, so the best-fit order of the candidate nodes is computed
-    once per group of replicas and walked: each node is filled until it takes no more (placing on the
-    best node keeps it the best, and no other node changes), which is what asking for the best node
-    replica by replica gives, at one array pass per workload. The order is
-    :class:`~capplan.placement.bestfit.BestFitOrder`'s, the filling of one node
-    :class:`~capplan.placement.nodefill.NodeFill`'s.
-
-    Parameters
-    ----------
-    p, st
-        The problem and the occupancy to fill.
-    deadline
-        Optional: when it expires, domain searches stop trying further domains (the caller checks it
-        between workloads and reports the workloads it did not try).
-    """
-
-    def __init__(self, p: Problem, st: ClusterState, deadline: Deadline | None = None) -> None:
-        super().__init__(p, st)
-        self.deadline = deadline
-        self._levels: dict[str, tuple[np.ndarray, list[str], dict[str, int]]] = {}
-
-    def place_group(self, w: Workload, n: int, within: np.ndarray | None, all_or_nothing: bool,
-                    prefer: set[str] | None = None) -> list[Placement]:
-        """Place up to ``n`` replicas; with ``all_or_nothing`` roll back unless all fit."""
-        lvl = w.topology.preferred
-        done: list[Placement] = []
-        pref = set(prefer or ())
-        while len(done) < n:
-            grown = False
-            for i in self.ordered(w, within, pref if lvl else None):
-                if self._fill(w, i, n, done) and lvl:
-                    dom = self.p.cluster.domain_of(self.st.nodes[i], lvl)
-                    if dom not in pref:  # the order changes: nodes of this domain come first now
-                        pref.add(dom)
-                        grown = True
-                if len(done) == n or grown:
-                    break
-            if not grown:
-                break
-        if all_or_nothing and len(done) < n:
-            self.undo(w, done)
-            return []
-        return done
-
-    def domain_leftover(self, nodes: np.ndarray) -> int:
-        """Free whole GPUs left in a set of nodes (smaller means a tighter fit)."""
-        return int(self.st.free_whole[nodes].sum())
-
-    def _domains(self, level: str) -> tuple[np.ndarray, list[str], dict[str, int]]:
-        """Domain id per node, domain names and the id of each name, for topology ``level`` (cached)."""
-        hit = self._levels.get(level)
-        if hit is None:
-            st = self.st
-            if level == self.p.cluster.levels[-1]:
-                ids, names = np.arange(st.n, dtype=np.int64), [x.name for x in st.nodes]
-            else:
-                ids, names = st.domain_ids(level)
-            hit = self._levels[level] = (ids, names, {nm: k for k, nm in enumerate(names)})
-        return hit
-
-    def place_in_one_domain(self, w: Workload, n: int, level: str, fixed_domain: str | None,
-                            all_or_nothing: bool, within: np.ndarray | None = None) -> list[Placement]:
-        """Place replicas of ``w`` inside the single domain of ``level`` that fits them most tightly.
-
-        Domains are ranked by an optimistic estimate (replicas that fit by CPU, memory, free whole GPUs and
-        the power budgets over them, :func:`~capplan.placement.core.power.domain_room`; then the free whole
-        GPUs left) and tried in that order, skipping those whose estimate cannot hold an all-or-nothing group (under
-        binding power budgets most racks cannot, and trying each cost a failed trial per gang); the search
-        stops at a domain whose trial meets its estimate (no later domain can do better), or after a few tries.
-        """
-        st = self.st
-        ids, names, pos = self._domains(level)
-        idx, _ = st.eligible(w)
-        if within is not None:
-            idx = self._inside(idx, within)
-        if fixed_domain is not None:
-            idx = idx[ids[idx] == pos[fixed_domain]]
-        if idx.size == 0:
-            return []
-        ok = st.node_ok(w, idx)
-        room = np.where(ok, np.minimum(room_estimate(st, w, idx), n), 0)
-        cap = domain_room(st, w, idx, room, ids, len(names))
-        scope = np.arange(st.n, dtype=np.int64) if within is None else within
-        free = np.bincount(ids[scope], weights=st.free_whole[scope], minlength=len(names)).astype(np.int64)
-        est_n = np.minimum(cap, n)
-        if w.gpus is not None:
-            est_left = free - est_n * w.gpus
-        elif w.has_gpu_demand:  # a slice or share turns at most one free GPU busy
-            est_left = np.maximum(free - est_n, 0)
-        else:
-            est_left = free
-        has = np.zeros(len(names), dtype=bool)
-        has[ids[idx]] = True
-        cand = np.flatnonzero(has & (est_n >= (n if all_or_nothing else 1)))
-        if fixed_domain is not None:
-            cand = np.array([pos[fixed_domain]], dtype=np.int64)
-        order = cand[np.lexsort((cand, est_left[cand], -est_n[cand]))].tolist()
-        best: tuple[tuple[int, int], int] | None = None
-        kept: list[Placement] = []  # the best trial stays applied while it may be the last one
-        for tries, dom in enumerate(order):
-            est = (-int(est_n[dom]), int(est_left[dom]))
-            if best is not None and (best[0] <= est or tries >= _DOMAIN_TRIES
-                                     or (self.deadline is not None and self.deadline.expired())):
-                break  # no domain left can beat the best (estimates are optimistic), or enough tries
-            self.undo(w, kept)
-            kept = []
-            trial = self.place_group(w, n, idx[ids[idx] == dom], all_or_nothing)
-            if trial:
-                key = (-len(trial), self.domain_leftover(scope[ids[scope] == dom]))
-                if best is None or key < best[0]:
-                    best, kept = (key, dom), trial
-                else:
-                    self.undo(w, trial)
-                if len(trial) == n and key[1] == 0:
-                    break
-        if best is None:
-            return []
-        if kept:
-            return kept
-        return self.place_group(w, n, idx[ids[idx] == best[1]], all_or_nothing)
-
-
-def place_workload(placer: GreedyPlacer, w: Workload, n: int, running: list[Assignment],
-                   within: np.ndarray | None = None) -> list[Placement]:
-    """Place ``n`` more replicas of ``w`` by its gang, GPU-model and topology rules (inside ``within`` nodes,
-    sorted, when given).
-
-    ``running`` are its replicas already placed (they fix the required domain and, for a gang
-    that must stay on one GPU model, the model).
-    """
-    p, st = placer.p, placer.st
-    if not w.one_model:
-        return _place_within(placer, w, n, running, within)
-    models = {p.cluster.nodes[p.cluster.node_index[a.node]].gpu_model for a in running}
-    per = st.eligible(w)[1]
-    options = sorted((m for m in per if m is not None and (not models or m in models)),
-                     key=lambda m: (per[m].units, m))
-    best: tuple[tuple[int, int], str] | None = None
-    scope = {m: st.model_nodes[m] if within is None else placer._inside(st.model_nodes[m], within)
-             for m in options}
-    for m in options:  # each GPU model on its own; keep the one holding least, then fitting tightest
-        if scope[m].size == 0:
-            continue
-        trial = _place_within(placer, w, n, running, scope[m])
-        if len(trial) == n:
-            key = (per[m].units, placer.domain_leftover(scope[m]))
-            if best is None or key < best[0]:
-                best = (key, m)
-        placer.undo(w, trial)
-    if best is None:
-        return []
-    return _place_within(placer, w, n, running, scope[best[1]])
-
-
-def _place_within(placer: GreedyPlacer, w: Workload, n: int, running: list[Assignment],
-                  within: np.ndarray | None) -> list[Placement]:
-    p = placer.p
-    lvl = w.topology.required
-    gang = w.is_gang
-    if lvl:
-        fixed = (p.cluster.domain_of(p.cluster.nodes[p.cluster.node_index[running[0].node]], lvl)
-                 if running else None)
-        return placer.place_in_one_domain(w, n, lvl, fixed, gang, within)
-    if gang and w.topology.preferred:
-        placed = placer.place_in_one_domain(w, n, w.topology.preferred, None, True, within)
-        return placed or placer.place_group(w, n, within, True)
-    prefer = ({p.cluster.domain_of(p.cluster.nodes[p.cluster.node_index[a.node]], w.topology.preferred)
-               for a in running} if w.topology.preferred else None)
-    return placer.place_group(w, n, within, gang, prefer)
-
-
-def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
+def plan_greedy(p: Problem, options: PlanOptions, other_ways: bool = True) -> Plan:
     """Plan ``p`` greedily; running replicas stay where they are unless evictions or moves are allowed.
 
     With ``allow_preemption`` (or ``allow_migration``), a workload that does not fit may take the place of
@@ -243,46 +67,49 @@ def plan_greedy(p: Problem, options: PlanOptions) -> Plan:
     take room a priority between the two needs; with both kinds of replica running, the pass runs both ways
     (the second one only if twice the first's time is left) and keeps the lexicographically better plan.
 
+    ``other_ways=False`` places each priority in the greedy order only (no repairs of domain-bound gangs, no
+    best-fit pass: :class:`~capplan.placement.levels.PriorityPass`), the reference those are judged against.
+
     The clock (``options.clock()``, the run's one deadline) is checked between workloads: when it runs
     out, the workloads not reached are left unplaced with a reason saying they were not tried (and at which
     priority), the plan so far is returned, and ``metrics.cut_by_time_limit`` is set.
     """
     global _last
-    known = last_greedy_plan(p, options)
+    known = last_greedy_plan(p, options, other_ways)
     if known is not None:
         return known
     t0 = time.perf_counter()
     clock = options.clock()  # one deadline for both passes (a call without one starts it here, once)
     options = replace(options, deadline=clock)
-    plan, made_room = _greedy_pass(p, options, moves_first=False)
+    plan, made_room = _greedy_pass(p, options, moves_first=False, other_ways=other_ways)
     spent = time.perf_counter() - t0
     if made_room and options.allow_migration and any(p.workload(a.workload).migratable for a in p.running) \
             and clock.remaining() >= 2 * spent + reserve(p, clock.budget, SUMMARY_COST):
-        other, _ = _greedy_pass(p, options, moves_first=True)
+        other, _ = _greedy_pass(p, options, moves_first=True, other_ways=other_ways)
         best = other if lex_key(p, other.assignments) > lex_key(p, plan.assignments) else plan
         plan = best.model_copy(update={"solve_seconds": round(time.perf_counter() - t0, 4)})
     if not plan.metrics.get("cut_by_time_limit"):  # a cut plan depends on the clock: never reused
-        _last = (weakref.ref(p), _memo_key(options), plan)
+        _last = (weakref.ref(p), _memo_key(options, other_ways), plan)
     return plan
 
 
-def _memo_key(options: PlanOptions) -> tuple[bool, bool, int]:
-    return (options.allow_preemption, options.allow_migration, options.seed)
+def _memo_key(options: PlanOptions, other_ways: bool = True) -> tuple[bool, bool, int, bool]:
+    return (options.allow_preemption, options.allow_migration, options.seed, other_ways)
 
 
-def last_greedy_plan(p: Problem, options: PlanOptions) -> Plan | None:
+def last_greedy_plan(p: Problem, options: PlanOptions, other_ways: bool = True) -> Plan | None:
     """The greedy plan already made for this very problem object with these options (None if not the last one).
 
     Greedy is deterministic and, when not cut by the clock, does not depend on the time limit: the plan is
     the same whoever asks.
     """
     hit = _last
-    if hit is None or hit[0]() is not p or hit[1] != _memo_key(options):
+    if hit is None or hit[0]() is not p or hit[1] != _memo_key(options, other_ways):
         return None
     return hit[2]
 
 
-def _greedy_pass(p: Problem, options: PlanOptions, moves_first: bool) -> tuple[Plan, bool]:
+def _greedy_pass(p: Problem, options: PlanOptions, moves_first: bool, other_ways: bool) -> tuple[Plan, bool]:
     """One greedy pass (see :func:`plan_greedy`); also whether it tried to make room by evicting or moving."""
     t0 = time.perf_counter()
     # the pass stops early enough for the reasons and the plan's assembly (their expected cost) to fit
@@ -301,33 +128,19 @@ def _greedy_pass(p: Problem, options: PlanOptions, moves_first: bool) -> tuple[P
         st.place_assignment(w, d, a)
         assignments.append(a)
         running_of.setdefault(w.name, []).append(a)
-    missing_of: list[tuple[Workload, list[int]]] = []
-    late: list[Unplaced] = []
     evictor = (Evictor(p, st, lambda w, n, anchors, within: place_workload(placer, w, n, anchors, within), clock,
                        allow_migration=options.allow_migration, moves_first=moves_first)
                if options.allow_preemption or options.allow_migration else None)
-    for w in workload_order(p):
-        running = running_of.get(w.name, [])
-        taken = {a.replica for a in running}
-        free_ids = [r for r in range(w.replicas) if r not in taken]
-        if not free_ids:
-            continue
-        if late or clock.expired():
-            late.append(Unplaced(workload=w.name, replicas=tuple(free_ids), reason=NOT_TRIED))
-            continue
-        placed = place_workload(placer, w, len(free_ids), running)
-        for r, pl in zip(free_ids, placed, strict=False):
-            assignments.append(st.assignment(w, r, pl))
-        missing = free_ids[len(placed):]
-        if missing and evictor:
-            anchors = running + assignments[len(assignments) - len(placed):]
-            more = evictor.make_room(w, len(missing), anchors)
-            for r, pl in zip(missing, more, strict=False):
-                assignments.append(st.assignment(w, r, pl))
-            missing = missing[len(more):]
-        if missing:
-            missing_of.append((w, missing))
+    run = PriorityPass(p, placer, clock, assignments, running_of, evictor, other_ways)
+    for _, ws in groupby(workload_order(p), key=lambda w: w.priority):
+        run.level(list(ws))
+    missing_of, late, repair = run.missing_of, run.late, run.repair
+    for h in repair.held.values():
+        assignments += [st.assignment(h.w, r, pl) for r, pl in zip(h.replicas, h.placements, strict=True)]
     extra: dict[str, object] = {}
+    if repair.repaired:
+        extra["gangs_repaired"] = repair.repaired
+        extra["gangs_moved"] = repair.moved
     evictions: list[Eviction] = []
     migrations: list[Migration] = []
     if evictor is not None and (evictor.evicted or evictor.moved):
@@ -359,7 +172,6 @@ def _greedy_pass(p: Problem, options: PlanOptions, moves_first: bool) -> tuple[P
     plan = make_plan(p, "greedy", assignments, unplaced + late, seconds=time.perf_counter() - t0,
                      seed=options.seed, extra_metrics=extra, evictions=evictions, migrations=migrations)
     return plan, evictor is not None and evictor.tried
-
 
 def unplaced_reasons(p: Problem, st: ClusterState, assignments: list[Assignment],
                      missing_of: list[tuple[Workload, list[int]]], fast: bool,

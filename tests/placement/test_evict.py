@@ -167,3 +167,48 @@ def test_a_guaranteed_replica_is_never_stopped() -> None:
     assert check_plan(p, plan) == []
     assert plan.evictions == () and plan.status != "infeasible"
     assert [u.workload for u in plan.unplaced] == ["hi"]
+
+
+def _two_racks_of_batch(share: bool) -> Problem:
+    """Racks r1 and r2 of 2 nodes, each node running two 4-GPU batch replicas: priority 5 on r1, priority 1 on
+    r2; a 2 x 8 gang at priority 100 needs one rack. With ``share``, r2's first node runs a migratable half-GPU
+    share (priority 20) instead of one priority-1 replica, and r1 runs one priority-5 replica less (12 GPUs to
+    free on either rack; GPUs 4..7 of r1n2 free)."""
+    racks = {"r1": 2, "r2": 2}
+    running = [{"workload": w, "replica": 2 * k + h, "node": f"{r}n{k + 1}", "gpus": [4 * h + g for g in range(4)]}
+               for w, r in (("b5", "r1"), ("b1", "r2")) for k in range(2) for h in range(2)
+               if not (share and (w, k, h) in (("b1", 0, 0), ("b5", 1, 1)))]
+    work: list[dict[str, object]] = [
+        {"name": "b5", "gpus": 4, "replicas": 4, "priority": 5, "preemptible": True},
+        {"name": "b1", "gpus": 4, "replicas": 4, "priority": 1, "preemptible": True},
+        {"name": "gang", "kind": "training", "replicas": 2, "gpus": 8, "priority": 100,
+         "topology": {"required": "rack"}}]
+    if share:
+        work.append({"name": "share", "kind": "shared", "gpu_fraction": 0.5, "replicas": 1, "priority": 20,
+                     "migratable": True})
+        running.append({"workload": "share", "replica": 0, "node": "r2n1", "gpus": [0], "fraction": 0.5})
+    return scenario([], work, racks=_racks(racks), running=running)
+
+
+def test_the_lowest_priority_stops_first() -> None:
+    """Both racks could be emptied for the gang (8 GPUs of batch to stop on each); the priority-1 rack is
+    emptied, the priority-5 batch keeps running (by GPUs to free alone, r1 came first)."""
+    p = _two_racks_of_batch(share=False)
+    plan = solve(p, "greedy", PlanOptions(allow_preemption=True))
+    assert check_plan(p, plan) == []
+    assert sorted(a.node for a in plan.assignments if a.workload == "gang") == ["r2n1", "r2n2"]
+    assert {e.workload for e in plan.evictions} == {"b1"}
+    assert plan.objective == (16.0, 16.0, 0.0)
+
+
+def test_a_move_is_tried_before_a_higher_priority_stops() -> None:
+    """Rack r2 holds priority-1 batch and a migratable share: the share moves to r1n2's free GPUs and the
+    priority-1 batch stops, rather than the priority-5 batch of r1 (as many GPUs to free and no move, but a
+    loss at a higher priority)."""
+    p = _two_racks_of_batch(share=True)
+    plan = solve(p, "greedy", PlanOptions(allow_preemption=True, allow_migration=True))
+    assert check_plan(p, plan) == []
+    assert sorted(a.node for a in plan.assignments if a.workload == "gang") == ["r2n1", "r2n2"]
+    assert {e.workload for e in plan.evictions} == {"b1"}
+    assert [(m.workload, m.to_node) for m in plan.migrations] == [("share", "r1n2")]
+    assert sum(1 for a in plan.assignments if a.workload == "b5") == 3
