@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capplan.bench.online.frag import TypicalPods
-from capplan.bench.online.packed import PackedFGD
+from capplan.bench.online.packed import PackedFGD, lower_quantile
 from capplan.bench.online.policies import BalancedFGD, PolicyContext
 from capplan.bench.online.shareplan import SharePlan, maximal_patterns, planned_holes, solve_patterns
 from capplan.bench.online.sim import Fleet, PodTable, SimState, pod_view, simulate
@@ -250,3 +251,10 @@ def test_room_is_the_lower_quartile_of_what_a_size_asked() -> None:
             policy.score(state, _pod(ctx, 4000, 2048, 650))  # type: ignore[arg-type]
         assert policy.plan.planned(320)[350]  # the 8th share re-planned: (650, 320) is used
         assert policy.room_cpu[350] == want and policy.room_mem[350] == 2048
+
+
+@settings(max_examples=50, deadline=None)
+@given(values=st.lists(st.integers(0, 20), min_size=1, max_size=40), q=st.floats(0.0, 1.0))
+def test_lower_quantile_matches_numpy(values: list[int], q: float) -> None:
+    """The counted quantile equals numpy's ``method="lower"`` on the same values."""
+    assert lower_quantile(Counter(values), q) == int(np.quantile(values, q, method="lower"))

@@ -45,6 +45,8 @@ unallocated; the feeding level recovers them, docs/benchmarks-online.md).
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import numpy.typing as npt
 
@@ -60,6 +62,17 @@ MODEL_SHORT = 1000.0  # a flexible pod on a model the tied pods will need: below
 ROOM_WEIGHT = 0.4  # other pods: taking a node's room for its planned shares costs this (below one FGD point)
 ROOM_QUANTILE = 0.25  # the room of a size: this quantile of what its shares asked (0: the least; 0.25 measured better)
 SHARE_FED = 50.0  # a share on a node that keeps its CPU and memory per free GPU milli (within a plan level)
+
+
+def lower_quantile(counts: Counter[int], q: float) -> int:
+    """The ``q`` quantile of the values counted in ``counts``, lower value (numpy's ``method="lower"``)."""
+    k = int(q * (counts.total() - 1))  # index into the sorted values
+    seen = 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen > k:
+            return value
+    raise ValueError("lower_quantile of no values")
 
 
 def typical_shares(ctx: PolicyContext, pods: int = PRIOR_PODS) -> dict[int, int]:
@@ -105,8 +118,8 @@ class PackedFGD(BalancedFGD):
         self.room_quantile = room_quantile
         self.plan = plan if plan is not None else SharePlan(prior=typical_shares(ctx))
         self.room_weight = room_weight
-        self.asked_cpu: dict[int, list[int]] = {}  # per share size seen: the CPU its shares asked (milli)
-        self.asked_mem: dict[int, list[int]] = {}  # and the memory (MiB)
+        self.asked_cpu: dict[int, Counter[int]] = {}  # per share size seen: how often each CPU (milli) was asked
+        self.asked_mem: dict[int, Counter[int]] = {}  # and each memory (MiB)
         self.bonus: dict[int, FloatArr] = {}
         self.room_cpu = np.zeros(MILLI + 1)  # per free milli of a GPU: CPU its planned share needs
         self.room_mem = np.zeros(MILLI + 1)
@@ -115,9 +128,10 @@ class PackedFGD(BalancedFGD):
     def score(self, state: SimState, pod: Pod) -> FloatArr:
         """Count an arriving pod (a share re-plans on schedule), score as :class:`BalancedFGD`, then the model level."""
         if pod.shares:
-            # int lists, one per size, no tuple per pod: few tracked objects, few garbage collector passes
-            self.asked_cpu.setdefault(pod.milli, []).append(pod.cpu)
-            self.asked_mem.setdefault(pod.milli, []).append(pod.mem)
+            # counters of ints, one per size, no tuple per pod: few tracked objects, few collector passes;
+            # a trace has a handful of distinct requests per size, so the quantile is cheap at a re-plan
+            self.asked_cpu.setdefault(pod.milli, Counter())[pod.cpu] += 1
+            self.asked_mem.setdefault(pod.milli, Counter())[pod.mem] += 1
             changed = self.plan.add(pod.milli)
             if changed is not None:  # re-planned
                 self._replanned(changed)
@@ -131,10 +145,11 @@ class PackedFGD(BalancedFGD):
     def _replanned(self, changed: set[int]) -> None:
         """New plan: rebuild the room tables; drop the cached scores that used what changed."""
         room_cpu, room_mem = np.full(MILLI + 1, np.inf), np.full(MILLI + 1, np.inf)
+        need_mem = self.needs(self.asked_mem)
         for milli, cpu in self.needs(self.asked_cpu).items():
             at = self.plan.planned(milli)
             room_cpu[at] = np.minimum(room_cpu[at], cpu)
-            room_mem[at] = np.minimum(room_mem[at], self.needs(self.asked_mem)[milli])
+            room_mem[at] = np.minimum(room_mem[at], need_mem[milli])
         room_cpu[np.isinf(room_cpu)], room_mem[np.isinf(room_mem)] = 0.0, 0.0  # holes no plan fills
         room_cpu[MILLI], room_mem[MILLI] = 0.0, 0.0  # a free GPU is no hole
         if not (np.array_equal(room_cpu, self.room_cpu) and np.array_equal(room_mem, self.room_mem)):
@@ -146,9 +161,9 @@ class PackedFGD(BalancedFGD):
         for milli in changed:
             self.bonus.pop(milli, None)
 
-    def needs(self, asked: dict[int, list[int]]) -> dict[int, float]:
-        """Per share size, the ``room_quantile`` quantile (lower value) of ``asked`` (CPU or memory per share)."""
-        return {milli: float(np.quantile(v, self.room_quantile, method="lower")) for milli, v in asked.items()}
+    def needs(self, asked: dict[int, Counter[int]]) -> dict[int, int]:
+        """Per share size, the ``room_quantile`` quantile of ``asked`` (CPU or memory per share), lower value."""
+        return {milli: lower_quantile(counts, self.room_quantile) for milli, counts in asked.items()}
 
     def _state_id(self, state: SimState, node: int) -> int:
         """As FGD's, with the free memory: the room check reads it."""
