@@ -17,8 +17,8 @@ lower quartile of the CPU and memory its shares asked so far), so the GPU can st
 Within a level a share first prefers a node that *keeps feeding shares like it*: after the share,
 the node's free CPU and memory per free GPU milli are at least the share's own (+``share_fed``,
 50); then FGD's score and the usable-GPU loss choose, as before. CPU-only and whole-GPU pods are
-scored as by :class:`BalancedFGD`, less
-``room_weight`` (0.4, below one FGD point: a tie-break) on nodes where they would take the room.
+scored as by :class:`BalancedFGD`, less ``room_weight`` (0.4, below one FGD point: a tie-break) on
+nodes where they would take the room.
 Before the first plan (the first 16 shares) every pod is placed as by :class:`BalancedFGD`.
 
 Above everything else, a GPU pod that accepts several GPU models loses ``model_short`` (1000) on
@@ -40,7 +40,7 @@ GPU milli (a 470 or 650 share usually asks 12 cores and 47 GB, an 810 share 3 co
 node offers 12 cores and 48 GB per GPU, a T4 node 52 cores and 256 GB): without the feeding level the
 CPU- and memory-heavy shares' planned holes sit on nodes that cannot host their partners, which then
 start new GPUs (measured: the same policy with the shares' CPU and memory set to zero left 6 GPUs fewer
-unallocated; the feeding level recovers them, docs/benchmarks-online.md).
+unallocated on the default trace; the feeding level recovers most of them, docs/benchmarks-online.md).
 """
 
 from __future__ import annotations
