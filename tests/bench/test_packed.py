@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capplan.bench.online.frag import TypicalPods
-from capplan.bench.online.packed import PackedFGD
+from capplan.bench.online.packed import PackedFGD, lower_quantile
 from capplan.bench.online.policies import BalancedFGD, PolicyContext
 from capplan.bench.online.shareplan import SharePlan, maximal_patterns, planned_holes, solve_patterns
 from capplan.bench.online.sim import Fleet, PodTable, SimState, pod_view, simulate
@@ -197,3 +198,63 @@ def test_room_reads_free_memory_of_nodes_alike_otherwise() -> None:
     whole = pod_view(PodTable.from_trace([TracePod("w", 8000, 30 * 1024, 1, 1000)]), ctx.fleet, 0, {})
     sc = policy.score(state, whole)  # A keeps 40 - 1 - 30 = 9 GiB < 14: the 320 could not come
     assert np.isclose(sc[1] - sc[0], 0.4)
+
+
+def _pod(ctx: PolicyContext, cpu: int, mem: int, milli: int, num: int = 1) -> object:
+    return pod_view(PodTable.from_trace([TracePod("p", cpu, mem, num, milli)]), ctx.fleet, 0, {})
+
+
+def test_feeds_by_hand_heavy_shares_only_on_nodes_with_cpu_and_memory_per_gpu() -> None:
+    """A 470 share of 12 cores and 47 GB keeps feeding shares like it on a T4 node, not on a G2 node.
+
+    G2 (96 cores, 384 GiB, 8 GPUs), empty: after the share 84 cores and 337 GiB for 7,530 free milli,
+    84,000 x 470 = 39.5M < 12,000 x 7,530 = 90.4M (CPU short). T4 (104 cores, 512 GiB, 2 GPUs):
+    92,000 x 470 = 43.2M >= 12,000 x 1,530 = 18.4M and 465 GiB x 470 >= 47 GiB x 1,530. An 810 share
+    of 3 cores and 5.6 GB qualifies on both (93,000 x 810 >= 3,000 x 7,190 on the G2). A node where
+    the share takes the last free milli keeps feeding (nothing left to feed).
+    """
+    nodes = [TraceNode("g2", 96000, 384 * 1024, 8, "G2"), TraceNode("t4", 104000, 512 * 1024, 2, "T4"),
+             TraceNode("v", 16000, 64 * 1024, 1, "V100M16")]
+    ctx = _ctx(nodes, _typical())
+    state = SimState.empty(ctx.fleet)
+    rows = np.arange(3)
+    heavy, light = _pod(ctx, 11908, 47104, 470), _pod(ctx, 3152, 5600, 810)
+    assert PackedFGD.feeds(state, heavy, rows).tolist() == [False, True, False]  # type: ignore[arg-type]
+    assert PackedFGD.feeds(state, light, rows).tolist() == [True, True, True]  # type: ignore[arg-type]
+    state.gpu_left[2, 0] = 470  # the V100 node's GPU has exactly the share's milli left
+    assert PackedFGD.feeds(state, heavy, rows)[2]  # type: ignore[arg-type]
+
+
+def test_feeding_level_adds_its_weight_within_the_plan_level() -> None:
+    """Same fleet and plan, ``share_fed`` 50 against 0: the heavy share's score moves by 50 on T4 only."""
+    nodes = [TraceNode("g2", 96000, 384 * 1024, 8, "G2"), TraceNode("t4", 104000, 512 * 1024, 2, "T4")]
+    ctx = _ctx(nodes, _typical())
+    state = SimState.empty(ctx.fleet)
+    heavy = _pod(ctx, 11908, 47104, 470)
+    on = PackedFGD(ctx, _planned_mix()).score(state, heavy)  # type: ignore[arg-type]
+    off = PackedFGD(ctx, _planned_mix(), share_fed=0.0).score(state, heavy)  # type: ignore[arg-type]
+    assert np.allclose(on - off, [0.0, 50.0])
+    assert on[1] > on[0]
+    assert 200.0 <= off[0] < 301.0 and 200.0 <= on[1] < 400.0  # still level 2 (planned new), below level 1
+
+
+def test_room_is_the_lower_quartile_of_what_a_size_asked() -> None:
+    """320s asked 4, 1, 4, 4 and 8 cores: the room beside a 650 is 4 cores (the least would be 1)."""
+    nodes = [TraceNode("A", 64000, 262144, 2, "G2")]
+    ctx = _ctx(nodes, _typical())
+    state = SimState.empty(ctx.fleet)
+    for quantile, want in ((0.25, 4000), (0.0, 1000)):
+        policy = PackedFGD(ctx, SharePlan(first=8), room_quantile=quantile)
+        for cpu in (4000, 1000, 4000, 4000, 8000):
+            policy.score(state, _pod(ctx, cpu, 2048, 320))  # type: ignore[arg-type]
+        for _ in range(3):
+            policy.score(state, _pod(ctx, 4000, 2048, 650))  # type: ignore[arg-type]
+        assert policy.plan.planned(320)[350]  # the 8th share re-planned: (650, 320) is used
+        assert policy.room_cpu[350] == want and policy.room_mem[350] == 2048
+
+
+@settings(max_examples=50, deadline=None)
+@given(values=st.lists(st.integers(0, 20), min_size=1, max_size=40), q=st.floats(0.0, 1.0))
+def test_lower_quantile_matches_numpy(values: list[int], q: float) -> None:
+    """The counted quantile equals numpy's ``method="lower"`` on the same values."""
+    assert lower_quantile(Counter(values), q) == int(np.quantile(values, q, method="lower"))

@@ -39,7 +39,7 @@ def _fresh(name: str, ctx: PolicyContext, inner: PackedFGD | FGDPolicy) -> Packe
     if isinstance(inner, PackedFGD) and isinstance(fresh, PackedFGD):
         fresh.plan = copy.deepcopy(inner.plan)
         fresh.plan.next = 10**9
-        fresh.need_cpu, fresh.need_mem = dict(inner.need_cpu), dict(inner.need_mem)
+        fresh.asked_cpu, fresh.asked_mem = copy.deepcopy(inner.asked_cpu), copy.deepcopy(inner.asked_mem)
         fresh.room_cpu, fresh.room_mem = inner.room_cpu.copy(), inner.room_mem.copy()
     return fresh
 

@@ -12,10 +12,13 @@ candidate of a share falls in one of three levels, ranked above FGD's score:
 3. anything else (a GPU where the share makes an unplanned mix, or a size too rare to plan).
 
 A planned placement keeps its level only if the node keeps the CPU and memory its planned holes
-need afterwards (the *room*: per hole, the least CPU and memory a share of a size planned into it
-asked so far), so the GPU can still be completed. Within a level FGD's score and the usable-GPU
-loss choose, as before. CPU-only and whole-GPU pods are scored as by :class:`BalancedFGD`, less
-``room_weight`` (0.4, below one FGD point: a tie-break) on nodes where they would take the room.
+need afterwards (the *room*: per hole, over the sizes planned into it, the least of each size's
+lower quartile of the CPU and memory its shares asked so far), so the GPU can still be completed.
+Within a level a share first prefers a node that *keeps feeding shares like it*: after the share,
+the node's free CPU and memory per free GPU milli are at least the share's own (+``share_fed``,
+50); then FGD's score and the usable-GPU loss choose, as before. CPU-only and whole-GPU pods are
+scored as by :class:`BalancedFGD`, less ``room_weight`` (0.4, below one FGD point: a tie-break) on
+nodes where they would take the room.
 Before the first plan (the first 16 shares) every pod is placed as by :class:`BalancedFGD`.
 
 Above everything else, a GPU pod that accepts several GPU models loses ``model_short`` (1000) on
@@ -32,12 +35,20 @@ Why: at 100% arrived on the Alibaba traces every unallocated GPU is leftover spa
 shares (docs/benchmarks-online.md). FGD's fragmentation score judges a share's GPU against the
 typical pods one placement at a time; it readily puts a 320 beside a 470 (210 milli left that
 only rare small shares fill) or a 230 beside a 650 (120 left) when the plan would put the 320
-beside a 650 (30 left) and start a new GPU for the 230.
+beside a 650 (30 left) and start a new GPU for the 230. The shares also differ in CPU and memory per
+GPU milli (a 470 or 650 share usually asks 12 cores and 47 GB, an 810 share 3 cores and 6 GB; a G2
+node offers 12 cores and 48 GB per GPU, a T4 node 52 cores and 256 GB): without the feeding level the
+CPU- and memory-heavy shares' planned holes sit on nodes that cannot host their partners, which then
+start new GPUs (measured: the same policy with the shares' CPU and memory set to zero left 6 GPUs fewer
+unallocated on the default trace; the feeding level recovers most of them, docs/benchmarks-online.md).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
+import numpy.typing as npt
 
 from capplan.bench.online.policies import CLIP, BalancedFGD, PolicyContext, as_float, sigmoid_score
 from capplan.bench.online.pressure import ModelDemand
@@ -49,6 +60,19 @@ PLANNED_NEW = 200.0  # level 2
 PRIOR_PODS = 1000  # the typical pods' shares count as this many pods seen before the first arrival
 MODEL_SHORT = 1000.0  # a flexible pod on a model the tied pods will need: below every other level
 ROOM_WEIGHT = 0.4  # other pods: taking a node's room for its planned shares costs this (below one FGD point)
+ROOM_QUANTILE = 0.25  # the room of a size: this quantile of what its shares asked (0: the least; 0.25 measured better)
+SHARE_FED = 50.0  # a share on a node that keeps its CPU and memory per free GPU milli (within a plan level)
+
+
+def lower_quantile(counts: Counter[int], q: float) -> int:
+    """The ``q`` quantile of the values counted in ``counts``, lower value (numpy's ``method="lower"``)."""
+    k = int(q * (counts.total() - 1))  # index into the sorted values
+    seen = 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen > k:
+            return value
+    raise ValueError("lower_quantile of no values")
 
 
 def typical_shares(ctx: PolicyContext, pods: int = PRIOR_PODS) -> dict[int, int]:
@@ -77,16 +101,25 @@ class PackedFGD(BalancedFGD):
     model_short
         Score taken off a flexible GPU pod's node whose GPU model is short for the pods tied to it
         (see the module); 0 turns this off.
+    share_fed
+        Score added, for a share, to the nodes that keep feeding shares like it (see :meth:`feeds`);
+        below the gap between two plan levels; 0 turns this off.
+    room_quantile
+        The room a planned share size needs: this quantile (lower value) of the CPU and of the memory
+        the shares of that size asked so far (0: the least).
     """
 
     def __init__(self, ctx: PolicyContext, plan: SharePlan | None = None, room_weight: float = ROOM_WEIGHT,
-                 model_short: float = MODEL_SHORT) -> None:
+                 model_short: float = MODEL_SHORT, share_fed: float = SHARE_FED,
+                 room_quantile: float = ROOM_QUANTILE) -> None:
         super().__init__(ctx)
         self.model_short = model_short
+        self.share_fed = share_fed
+        self.room_quantile = room_quantile
         self.plan = plan if plan is not None else SharePlan(prior=typical_shares(ctx))
         self.room_weight = room_weight
-        self.need_cpu: dict[int, int] = {}  # per share size seen: the least CPU asked (milli)
-        self.need_mem: dict[int, int] = {}  # and the least memory (MiB)
+        self.asked_cpu: dict[int, Counter[int]] = {}  # per share size seen: how often each CPU (milli) was asked
+        self.asked_mem: dict[int, Counter[int]] = {}  # and each memory (MiB)
         self.bonus: dict[int, FloatArr] = {}
         self.room_cpu = np.zeros(MILLI + 1)  # per free milli of a GPU: CPU its planned share needs
         self.room_mem = np.zeros(MILLI + 1)
@@ -95,9 +128,10 @@ class PackedFGD(BalancedFGD):
     def score(self, state: SimState, pod: Pod) -> FloatArr:
         """Count an arriving pod (a share re-plans on schedule), score as :class:`BalancedFGD`, then the model level."""
         if pod.shares:
-            # two int dicts, no tuple per pod: fewer tracked objects, fewer garbage collector passes
-            self.need_cpu[pod.milli] = min(self.need_cpu.get(pod.milli, pod.cpu), pod.cpu)
-            self.need_mem[pod.milli] = min(self.need_mem.get(pod.milli, pod.mem), pod.mem)
+            # counters of ints, one per size, no tuple per pod: few tracked objects, few collector passes;
+            # a trace has a handful of distinct requests per size, so the quantile is cheap at a re-plan
+            self.asked_cpu.setdefault(pod.milli, Counter())[pod.cpu] += 1
+            self.asked_mem.setdefault(pod.milli, Counter())[pod.mem] += 1
             changed = self.plan.add(pod.milli)
             if changed is not None:  # re-planned
                 self._replanned(changed)
@@ -111,10 +145,11 @@ class PackedFGD(BalancedFGD):
     def _replanned(self, changed: set[int]) -> None:
         """New plan: rebuild the room tables; drop the cached scores that used what changed."""
         room_cpu, room_mem = np.full(MILLI + 1, np.inf), np.full(MILLI + 1, np.inf)
-        for milli, cpu in self.need_cpu.items():
+        need_mem = self.needs(self.asked_mem)
+        for milli, cpu in self.needs(self.asked_cpu).items():
             at = self.plan.planned(milli)
             room_cpu[at] = np.minimum(room_cpu[at], cpu)
-            room_mem[at] = np.minimum(room_mem[at], self.need_mem[milli])
+            room_mem[at] = np.minimum(room_mem[at], need_mem[milli])
         room_cpu[np.isinf(room_cpu)], room_mem[np.isinf(room_mem)] = 0.0, 0.0  # holes no plan fills
         room_cpu[MILLI], room_mem[MILLI] = 0.0, 0.0  # a free GPU is no hole
         if not (np.array_equal(room_cpu, self.room_cpu) and np.array_equal(room_mem, self.room_mem)):
@@ -126,6 +161,10 @@ class PackedFGD(BalancedFGD):
         for milli in changed:
             self.bonus.pop(milli, None)
 
+    def needs(self, asked: dict[int, Counter[int]]) -> dict[int, int]:
+        """Per share size, the ``room_quantile`` quantile of ``asked`` (CPU or memory per share), lower value."""
+        return {milli: lower_quantile(counts, self.room_quantile) for milli, counts in asked.items()}
+
     def _state_id(self, state: SimState, node: int) -> int:
         """As FGD's, with the free memory: the room check reads it."""
         key = b"%s|%d|%d|" % (state.fleet.model[node].encode(), state.cpu_left[node], state.mem_left[node]) + \
@@ -136,8 +175,8 @@ class PackedFGD(BalancedFGD):
         """CPU and memory the planned holes of nodes ``rows`` need, one GPU slot per column.
 
         A GPU with ``h`` milli free (0 < h < 1000) on which the plan puts some share size needs the
-        least CPU and memory any share of those sizes has asked so far (the share that would
-        complete the GPU); other holes need nothing.
+        least, over those sizes, of the lower quartile (``room_quantile``) of the CPU and memory their
+        shares asked so far (the share that would complete the GPU); other holes need nothing.
         """
         left = state.gpu_left[rows]
         return self.room_cpu[left], self.room_mem[left]
@@ -175,4 +214,18 @@ class PackedFGD(BalancedFGD):
         kept = (cpu_after[:, None] >= need_cpu) & (mem_after[:, None] >= need_mem)
         sc = np.where(sc >= 0, sc + np.where(kept, self.levels(pod.milli)[left], 0.0), sc)
         lost = np.clip(np.round(self.loss(state, pod, rows) * self.steps) / self.steps, -CLIP, CLIP)
-        return as_float(sc.max(axis=1) + self.weight * (1.0 - (lost + CLIP) / (2 * CLIP))), sc.argmax(axis=1)
+        fed = self.share_fed * self.feeds(state, pod, rows)
+        return as_float(sc.max(axis=1) + fed + self.weight * (1.0 - (lost + CLIP) / (2 * CLIP))), sc.argmax(axis=1)
+
+    @staticmethod
+    def feeds(state: SimState, pod: Pod, rows: IntArr) -> npt.NDArray[np.bool_]:
+        """Nodes ``rows`` that keep feeding shares like ``pod``: free CPU and memory per free GPU milli after it
+        at least the share's own (``cpu_after / free_after >= pod.cpu / pod.milli``, memory alike).
+
+        Heavy shares (CPU or memory per GPU milli above the node's) go to the nodes that can still host
+        their planned partners; light ones qualify almost anywhere, so for them FGD's score decides.
+        """
+        free = state.gpu_left[rows].sum(axis=1) - pod.milli
+        cpu, mem = state.cpu_left[rows] - pod.cpu, state.mem_left[rows] - pod.mem
+        out: npt.NDArray[np.bool_] = (cpu * pod.milli >= pod.cpu * free) & (mem * pod.milli >= pod.mem * free)
+        return out
