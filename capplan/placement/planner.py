@@ -117,7 +117,7 @@ def solve(p: Problem, strategy: str = "auto", options: PlanOptions | None = None
                               or given < max(STRATEGY_MIN_SECONDS, greedy_took)):
         log.info("%.2f s left after the greedy plan (which took %.2f s); strategy %s is not run", given,
                  greedy_took, name)
-        plan = first.model_copy(update={"metrics": {**first.metrics, "auto": {"kept": "greedy", "over": name}}})
+        plan = first.model_copy(update={"metrics": {**first.metrics, "auto": {"kept": first.strategy, "over": name}}})
     else:
         ran, problems = _run(p, q, fn, name, opts, mine)
         log.info("strategy %s returned with %.2f s left", name, deadline.remaining())
@@ -219,7 +219,7 @@ def _not_worse(p: Problem, plan: Plan, greedy: Plan) -> Plan:
     log.info("strategy %s (objective %s) did not catch up with the greedy plan (%s); returning the greedy plan",
              plan.strategy, list(plan.objective), list(greedy.objective))
     cut = bool(plan.metrics.get("cut_by_time_limit")) or bool(greedy.metrics.get("cut_by_time_limit"))
-    metrics = {**greedy.metrics, "auto": {"kept": "greedy", "over": plan.strategy,
+    metrics = {**greedy.metrics, "auto": {"kept": greedy.strategy, "over": plan.strategy,
                                           "over_objective": list(plan.objective)},
                "cut_by_time_limit": cut and greedy.status != "optimal"}
     # A bound holds for the problem, not for one plan: the strategy's (an LP's) is usually the tighter one.

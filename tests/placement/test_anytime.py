@@ -65,7 +65,9 @@ def test_every_named_strategy_is_never_worse_than_greedy(strategy: str,
     assert check_plan(p, plan) == []
     assert lex_key(p, plan.assignments) >= lex_key(p, greedy.assignments)
     if "auto" in plan.metrics:
-        assert plan.metrics["auto"]["kept"] in (strategy, "greedy") and plan.strategy == plan.metrics["auto"]["kept"]
+        # the greedy plan, or the plan the check of a greedy plan that left a guaranteed replica out found
+        assert plan.metrics["auto"]["kept"] in (strategy, "greedy", "cpsat")
+        assert plan.strategy == plan.metrics["auto"]["kept"]
         assert len(plan.metrics["auto"]["over_objective"]) == len(plan.priorities)
 
 
