@@ -43,6 +43,8 @@ class BestFitOrder:
         # replica removed, a GPU reset) the next screen need only look at those nodes: at fleet scale the full
         # nodes drop out once instead of being screened by every workload of the shape.
         self._alive: dict[tuple[object, ...], tuple[int, np.ndarray]] = {}
+        # Per share shape, its candidates kept in best-fit order between workloads (see _share_order).
+        self._shares: dict[tuple[object, ...], _ShareOrder] = {}
 
     def _inside(self, idx: np.ndarray, within: np.ndarray) -> np.ndarray:
         """The nodes of sorted ``idx`` (an eligibility array of the state's cache) that are in ``within``:
@@ -172,6 +174,9 @@ class BestFitOrder:
     def ordered(self, w: Workload, within: np.ndarray | None,
                 prefer: set[str] | None = None) -> Iterator[int]:
         """Candidate nodes of ``w`` (inside ``within``), best fit first, computed lazily in chunks."""
+        if w.gpu_fraction is not None and within is None and not prefer and self.st.n < 1 << 18:
+            yield from self._share_order(w)
+            return
         idx = self._screen(w, within)
         if idx.size == 0:
             return
@@ -194,6 +199,130 @@ class BestFitOrder:
             idx, key = idx[~sel], key[~sel]
             m *= 4
 
+    def _share_order(self, w: Workload) -> Iterator[int]:
+        """:meth:`ordered` for a share on the whole fleet, from an order kept per demand shape.
+
+        Identical replicas of thousands of workloads ask the same few shapes, and a workload changes a few
+        nodes: the shape's candidates (nodes where some GPU takes the share as far as its mode, share and GPU
+        memory go, with CPU, memory and power as :meth:`_screen` has them) stay sorted by :meth:`_keys` between
+        workloads, and only nodes changed since (their stamp, or the power headroom over them) are screened
+        and placed again. The nodes dropped would fail :meth:`_gpu_screen`; the GPUs' tenants are checked as
+        the walk comes to a node (the first few one by one, then in growing chunks), so the nodes yielded and
+        their order are :meth:`ordered`'s."""
+        st = self.st
+        idx, _ = st.eligible(w)
+        if idx.size == 0:
+            return
+        key = (w.gpu_fraction, w.gpu_memory_gib, w.cpu_milli, w.memory_mib,
+               None if w.gpu_models is None else tuple(w.gpu_models), w.queue, w.tolerations)
+        order = self._shares.get(key)
+        if order is None or order.eligible is not idx:
+            order = self._shares[key] = _ShareOrder(self, w, idx)
+        else:
+            order.update(self, w)
+        shape = self._fit_shape(w)
+        nodes, stamp = order.nodes, st.stamp
+        for i in nodes[:_ONE_BY_ONE].tolist():  # most workloads take the first node or two
+            failed = self._failed.get(shape)  # what the walk remembered so far counts too
+            if failed is not None and failed[i] == stamp[i]:
+                continue
+            if order.takes(w, i):
+                yield i
+            else:
+                self.remember(w, np.array([i], dtype=np.int64))
+        lo, m = _ONE_BY_ONE, _CHUNK
+        while lo < nodes.size:
+            part = nodes[lo:lo + m]
+            lo, m = lo + m, 4 * m
+            failed = self._failed.get(shape)
+            if failed is not None:
+                part = part[failed[part] != stamp[part]]
+            fits = order.take(w, part)
+            self.remember(w, part[~fits])
+            yield from part[fits].tolist()
+
     def candidates(self, w: Workload, within: np.ndarray | None, prefer: set[str] | None = None) -> list[int]:
         """Eligible nodes with room for CPU, memory and GPUs, best fit first."""
         return list(self.ordered(w, within, prefer))
+
+
+#: Nodes of a share's kept order checked one at a time before the walk turns to chunks.
+_ONE_BY_ONE = 4
+
+
+class _ShareOrder:
+    """The candidates of one share shape in best-fit order (:meth:`BestFitOrder._share_order`): nodes sorted by
+    (key, node), with the stamps and power headroom they were screened at, and the per-GPU screens."""
+
+    def __init__(self, bf: BestFitOrder, w: Workload, eligible: np.ndarray) -> None:
+        st = self.st = bf.st
+        self.eligible = eligible
+        self.bits = max(1, int(st.n - 1).bit_length())  # the node index below the key
+        self.member = np.zeros(st.n, dtype=bool)
+        self.member[eligible] = True
+        per = st.demands(w)[0]  # the share and GPU memory per model id (beyond a GPU where never eligible)
+        self.fm = np.array([d.fraction_milli if d is not None else MILLI + 1 for d in per], dtype=np.int64)
+        self.mm = np.array([d.memory_mib if d is not None else 0 for d in per], dtype=np.int64)
+        self.budgets = st.power_budget.size > 1 and bool(st.tdp[eligible].any())  # else power never binds
+        self.stamp = st.stamp.copy()
+        self.head = st.headroom().copy() if self.budgets else None
+        self.nodes, self.comp = self._screened(bf, w, eligible)
+
+    def _room(self, st: ClusterState, idx: np.ndarray) -> np.ndarray:
+        """(len(idx), G) mask: the GPU's mode, share and GPU memory take one more share (tenants aside)."""
+        mid = st.model_id[idx]
+        fixed, mode = st.fixed[idx], st.mode[idx]
+        return np.asarray(st.exists[idx] & ((fixed < 0) | (fixed == SHARED)) & ((mode == FREE) | (mode == SHARED))
+                          & (st.frac[idx] + self.fm[mid][:, None] <= MILLI)
+                          & (st.gmem[idx] + self.mm[mid][:, None] <= st.gmem_cap[idx][:, None]))
+
+    def take(self, w: Workload, idx: np.ndarray) -> np.ndarray:
+        """Mask over nodes ``idx``: some GPU takes a share of ``w``, its tenants too (:meth:`_gpu_screen`)."""
+        st = self.st
+        ok = self._room(st, idx) & ((st.users[idx] == 0) | st.gpu_tenant_ok(w, idx))
+        return np.asarray(ok.any(axis=1))
+
+    def takes(self, w: Workload, i: int) -> bool:
+        """:meth:`take` for one node, in Python."""
+        st = self.st
+        mid = int(st.model_id[i])
+        f, m, cap = int(self.fm[mid]), int(self.mm[mid]), int(st.gmem_cap[i])
+        users, frac, gmem = st.users[i].tolist(), st.frac[i].tolist(), st.gmem[i].tolist()
+        fixed, mode = st.fixed[i].tolist(), st.mode[i].tolist()
+        for g in range(int(st.gpu_count[i])):
+            if (fixed[g] in (-1, SHARED) and mode[g] in (FREE, SHARED) and frac[g] + f <= MILLI
+                    and gmem[g] + m <= cap and (not users[g] or st.gpu_tenant_ok_at(w, i, g))):
+                return True
+        return False
+
+    def _screened(self, bf: BestFitOrder, w: Workload, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The nodes of ``idx`` that pass the shape's screen, sorted, and their (key, node) numbers."""
+        st = self.st
+        if idx.size == 0:
+            return idx, idx
+        ok = self._room(st, idx).any(axis=1) & (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
+        if self.budgets:  # as _screen: a share turns on an idle GPU (its draw) or joins a busy one
+            head, tdp = st.power_headroom(idx), st.tdp[idx]
+            ok &= (tdp == 0) | (head >= tdp) | ((head >= 0) & (st.users[idx] > 0).any(axis=1))
+        idx = idx[ok]
+        comp = (bf._keys(w, idx, None) << self.bits) | idx  # a share's key has 44 bits, the node below 18
+        order = np.argsort(comp, kind="stable")
+        return idx[order], comp[order]
+
+    def update(self, bf: BestFitOrder, w: Workload) -> None:
+        """Screen and place again the nodes changed since the order was made or last updated."""
+        st = self.st
+        changed = st.stamp != self.stamp
+        if self.head is not None:
+            head = st.headroom()
+            changed |= head != self.head
+            self.head = head.copy()
+        changed &= self.member
+        if not changed.any():
+            return
+        self.stamp = st.stamp.copy()
+        keep = ~changed[self.nodes]
+        nodes, comp = self.nodes[keep], self.comp[keep]
+        new, new_comp = self._screened(bf, w, np.flatnonzero(changed))
+        at = np.searchsorted(comp, new_comp)
+        self.nodes, self.comp = np.insert(nodes, at, new), np.insert(comp, at, new_comp)

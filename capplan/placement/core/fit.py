@@ -93,6 +93,62 @@ def fit_more(st: ClusterState, w: Workload, d: Demand, last: Placement, most: in
     return out
 
 
+def fill_shares(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> tuple[list[Placement], str]:
+    """Up to ``most`` shares of ``w`` (demand ``d``, kind ``fraction``) on node ``i`` as :func:`fit_on_node`
+    would give them one by one (each applied before the next is fitted), not applied; and the reason the next
+    one would not fit there (``""`` once ``most`` are placed).
+
+    One pass per GPU taken instead of one per replica: the node's checks are made once (more replicas of the
+    same workload do not change its tenant rules, on the node or on a GPU it joins) and CPU and memory
+    counted; the best GPU by :func:`_fit_slice`'s key stays the best while it takes one more (it only gets
+    busier), so it is filled, then the next one is chosen. Not for ClusterQueue quotas (one at a time).
+    """
+    assert d.kind == "fraction" and (st.quota is None or w.queue is None)
+    why = node_reason(st, w, i)
+    if why or most <= 0:
+        return [], why
+    most_node = most
+    if w.cpu_milli:
+        most_node = min(most_node, int(st.cpu[i]) // w.cpu_milli)
+    if w.memory_mib:
+        most_node = min(most_node, int(st.mem[i]) // w.memory_mib)
+    count = int(st.gpu_count[i])
+    users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
+    frac, gmem, cap = st.frac[i].tolist(), st.gmem[i].tolist(), int(st.gmem_cap[i])
+    want, f, m = KIND_MODE["fraction"], d.fraction_milli, d.memory_mib
+    usable = [g for g in range(count) if _mode_fits(fixed[g], mode[g], want)]
+    tenant_ok = {g: not users[g] or st.gpu_tenant_ok_at(w, i, g) for g in usable}
+    tdp = int(st.tdp[i])
+    head = int(st.power_free[st.node_dom[i]].min()) if tdp else 0  # every budget over the node drops alike
+    out: list[Placement] = []
+    while len(out) < most_node:
+        best: tuple[bool, int, int] | None = None
+        blocked = False
+        for g in usable:
+            if frac[g] + f > MILLI or gmem[g] + m > cap:
+                continue
+            if not tenant_ok[g]:
+                blocked = True
+                continue
+            idle = users[g] == 0
+            if tdp and head < (tdp if idle else 0):  # an idle GPU turns on; a busy one needs no overdrawn budget
+                continue
+            key = (idle, MILLI - frac[g] - f, g)
+            if best is None or key < best:
+                best = key
+        if best is None:
+            return out, "isolation" if blocked else "gpu"
+        g = best[2]
+        if users[g] == 0:
+            head -= tdp
+        while len(out) < most_node and frac[g] + f <= MILLI and gmem[g] + m <= cap:
+            out.append(Placement(node=i, gpus=(g,), fraction_milli=f))
+            frac[g], gmem[g], users[g] = frac[g] + f, gmem[g] + m, users[g] + 1
+    if len(out) == most:
+        return out, ""
+    return out, "cpu" if w.cpu_milli and int(st.cpu[i]) - len(out) * w.cpu_milli < w.cpu_milli else "memory"
+
+
 def _fit_whole(st: ClusterState, d: Demand, i: int) -> Placement | str:
     """Whole GPUs: the free ones preset to whole use first, then by index."""
     count = int(st.gpu_count[i])
