@@ -440,9 +440,10 @@ def _families(st: ClusterState, w: Workload, idx: np.ndarray) -> dict[str, int]:
 
 
 def _share_families(st: ClusterState, w: Workload, idx: np.ndarray, memo: dict[object, Any]) -> dict[str, int]:
-    """:func:`_families` for a share, its tenant-free part kept in ``memo``: the checks on CPU, memory and the
-    GPUs' mode and share are the same for every workload of the shape; node and GPU tenants are then checked
-    on the nodes still counted."""
+    """:func:`_families` for a share, what does not depend on its tenant kept in ``memo``: the checks on CPU,
+    memory and the GPUs' mode and share are the same for every workload of the shape, and so are the nodes
+    with a GPU any tenant may join (no user, or no user asking isolation); node tenants (and quotas) and the
+    GPUs of the workload's own tenant are then checked on the nodes still counted."""
     key = ("shares", id(idx), w.cpu_milli, w.memory_mib, round(w.gpu_fraction * MILLI) if w.gpu_fraction else 0)
     hit = memo.get(key)
     if hit is None or hit[0] is not idx:
@@ -450,16 +451,32 @@ def _share_families(st: ClusterState, w: Workload, idx: np.ndarray, memo: dict[o
         mem_ok = cpu_ok & (st.mem[idx] >= w.memory_mib)
         room = st.exists[idx] & ((st.mode[idx] == FREE) | (st.mode[idx] == SHARED))
         room &= st.frac[idx] + key[4] <= MILLI
-        hit = memo[key] = (idx, int((~cpu_ok).sum()), int((cpu_ok & ~mem_ok).sum()), np.flatnonzero(mem_ok),
-                           room.any(axis=1))
-    _, cpu_out, mem_out, alive, room_any = hit
-    node_ok = st.node_ok(w, idx[alive])  # CPU and memory hold on these: node tenants and quotas
-    alive = alive[node_ok]
-    gpu_ok = room_any[alive]
-    alive = alive[gpu_ok]
-    at = idx[alive]
-    room = st.exists[at] & ((st.mode[at] == FREE) | (st.mode[at] == SHARED))
-    room &= st.frac[at] + key[4] <= MILLI
-    tenant_ok = (room & st.gpu_tenant_ok(w, at)).any(axis=1)
-    return {"cpu": cpu_out, "memory": mem_out, "isolation": int((~node_ok).sum()) + int((~tenant_ok).sum()),
-            "gpu": int((~gpu_ok).sum())}
+        alive = np.flatnonzero(mem_ok)
+        room_any = room.any(axis=1)
+        roomy = alive[room_any[alive]]
+        at, room = idx[roomy], room[roomy]
+        idle = st.users[at] == 0
+        tenant, iso = st.gpu_tenant[at], st.gpu_iso[at]
+        # per kind of tenant rule: the rows no GPU of which every tenant may join, and those rows' GPUs
+        rest = {kind: np.flatnonzero(~(room & anyone).any(axis=1))
+                for kind, anyone in ((True, idle), (False, idle | (iso == 0)))}
+        rest_gpus = {kind: (room[r], tenant[r]) for kind, r in rest.items()}
+        hit = memo[key] = (idx, int((~cpu_ok).sum()), int((cpu_ok & ~mem_ok).sum()), alive, room_any, roomy,
+                           bool(st.node_iso[idx].any()), rest_gpus)
+    _, cpu_out, mem_out, alive, room_any, roomy, node_iso, rest_gpus = hit
+    t = st.tenant_id(w.tenant)
+    if w.isolation == "node" or node_iso or (st.quota is not None and w.queue is not None):
+        node_ok = st.node_ok(w, idx[alive])  # CPU and memory hold on these: node tenants and quotas
+        node_out = int((~node_ok).sum())
+        alive = alive[node_ok]
+        gpu_ok = room_any[alive]
+        gpu_out = int((~gpu_ok).sum())
+        at = idx[alive[gpu_ok]]
+        room = st.exists[at] & ((st.mode[at] == FREE) | (st.mode[at] == SHARED))
+        room &= st.frac[at] + key[4] <= MILLI
+        tenant_out = int((~(room & st.gpu_tenant_ok(w, at)).any(axis=1)).sum())
+    else:  # no node isolation anywhere: every node passes it; a row fails on tenants if no GPU there is open
+        node_out, gpu_out = 0, alive.size - roomy.size
+        room, tenant = rest_gpus[w.isolation == "tenant"]
+        tenant_out = int((~(room & (tenant == t)).any(axis=1)).sum())
+    return {"cpu": cpu_out, "memory": mem_out, "isolation": node_out + tenant_out, "gpu": gpu_out}
