@@ -152,7 +152,7 @@ class BestFitOrder:
 
         def push(values: np.ndarray, bits: int) -> None:
             nonlocal key
-            key = (key << bits) | np.clip(values.astype(np.int64), 0, (1 << bits) - 1)
+            key = (key << bits) | np.minimum(np.maximum(values.astype(np.int64), 0), (1 << bits) - 1)  # np.clip, faster
 
         if not w.has_gpu_demand:
             push(st.gpu_count[idx] > 0, 1)
@@ -208,7 +208,9 @@ class BestFitOrder:
         workloads, and only nodes changed since (their stamp, or the power headroom over them) are screened
         and placed again. The nodes dropped would fail :meth:`_gpu_screen`; the GPUs' tenants are checked as
         the walk comes to a node (the first few one by one, then in growing chunks), so the nodes yielded and
-        their order are :meth:`ordered`'s."""
+        their order are :meth:`ordered`'s. Nothing is remembered per tenant (:meth:`remember`): a node that
+        fails on its GPUs' tenants is checked again by the next walk that reaches it (an array per shape and
+        tenant, thousands of them, cost more), and a node that fills is screened again as it changed."""
         st = self.st
         idx, _ = st.eligible(w)
         if idx.size == 0:
@@ -220,26 +222,15 @@ class BestFitOrder:
             order = self._shares[key] = _ShareOrder(self, w, idx)
         else:
             order.update(self, w)
-        shape = self._fit_shape(w)
-        nodes, stamp = order.nodes, st.stamp
-        for i in nodes[:_ONE_BY_ONE].tolist():  # most workloads take the first node or two
-            failed = self._failed.get(shape)  # what the walk remembered so far counts too
-            if failed is not None and failed[i] == stamp[i]:
-                continue
+        comp, low = order.comp, order.low
+        for i in (comp[:_ONE_BY_ONE] & low).tolist():  # most workloads take the first node or two
             if order.takes(w, i):
                 yield i
-            else:
-                self.remember(w, np.array([i], dtype=np.int64))
         lo, m = _ONE_BY_ONE, _CHUNK
-        while lo < nodes.size:
-            part = nodes[lo:lo + m]
+        while lo < comp.size:
+            part = comp[lo:lo + m] & low
             lo, m = lo + m, 4 * m
-            failed = self._failed.get(shape)
-            if failed is not None:
-                part = part[failed[part] != stamp[part]]
-            fits = order.take(w, part)
-            self.remember(w, part[~fits])
-            yield from part[fits].tolist()
+            yield from part[order.take(w, part)].tolist()
 
     def candidates(self, w: Workload, within: np.ndarray | None, prefer: set[str] | None = None) -> list[int]:
         """Eligible nodes with room for CPU, memory and GPUs, best fit first."""
@@ -251,28 +242,36 @@ _ONE_BY_ONE = 4
 
 
 class _ShareOrder:
-    """The candidates of one share shape in best-fit order (:meth:`BestFitOrder._share_order`): nodes sorted by
-    (key, node), with the stamps and power headroom they were screened at, and the per-GPU screens."""
+    """The candidates of one share shape in best-fit order (:meth:`BestFitOrder._share_order`): one sorted array
+    of (key, node) numbers, the node in the low bits, followed along the state's log of touched nodes (and
+    the power headroom, when budgets may bind), with the per-GPU screens of the shape."""
 
     def __init__(self, bf: BestFitOrder, w: Workload, eligible: np.ndarray) -> None:
         st = self.st = bf.st
         self.eligible = eligible
         self.bits = max(1, int(st.n - 1).bit_length())  # the node index below the key
+        self.low = (1 << self.bits) - 1
         self.member = np.zeros(st.n, dtype=bool)
         self.member[eligible] = True
+        self.mark = np.zeros(st.n, dtype=bool)  # scratch: the nodes being placed again
         per = st.demands(w)[0]  # the share and GPU memory per model id (beyond a GPU where never eligible)
         self.fm = np.array([d.fraction_milli if d is not None else MILLI + 1 for d in per], dtype=np.int64)
         self.mm = np.array([d.memory_mib if d is not None else 0 for d in per], dtype=np.int64)
         self.budgets = st.power_budget.size > 1 and bool(st.tdp[eligible].any())  # else power never binds
-        self.stamp = st.stamp.copy()
+        self.shareable = st.exists & ((st.fixed < 0) | (st.fixed == SHARED))  # GPUs whose preset allows shares
+        self._rebuild(bf, w)
+
+    def _rebuild(self, bf: BestFitOrder, w: Workload) -> None:
+        st = self.st
+        self.seen = st.touched_base + len(st.touched)  # touches already reflected
         self.head = st.headroom().copy() if self.budgets else None
-        self.nodes, self.comp = self._screened(bf, w, eligible)
+        self.comp = self._screened(bf, w, self.eligible)
 
     def _room(self, st: ClusterState, idx: np.ndarray) -> np.ndarray:
         """(len(idx), G) mask: the GPU's mode, share and GPU memory take one more share (tenants aside)."""
         mid = st.model_id[idx]
-        fixed, mode = st.fixed[idx], st.mode[idx]
-        return np.asarray(st.exists[idx] & ((fixed < 0) | (fixed == SHARED)) & ((mode == FREE) | (mode == SHARED))
+        mode = st.mode[idx]
+        return np.asarray(self.shareable[idx] & ((mode == FREE) | (mode == SHARED))
                           & (st.frac[idx] + self.fm[mid][:, None] <= MILLI)
                           & (st.gmem[idx] + self.mm[mid][:, None] <= st.gmem_cap[idx][:, None]))
 
@@ -295,34 +294,41 @@ class _ShareOrder:
                 return True
         return False
 
-    def _screened(self, bf: BestFitOrder, w: Workload, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The nodes of ``idx`` that pass the shape's screen, sorted, and their (key, node) numbers."""
+    def _screened(self, bf: BestFitOrder, w: Workload, idx: np.ndarray) -> np.ndarray:
+        """The (key, node) numbers of the nodes of ``idx`` that pass the shape's screen, sorted."""
         st = self.st
         if idx.size == 0:
-            return idx, idx
+            return idx
         ok = self._room(st, idx).any(axis=1) & (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
         if self.budgets:  # as _screen: a share turns on an idle GPU (its draw) or joins a busy one
             head, tdp = st.power_headroom(idx), st.tdp[idx]
             ok &= (tdp == 0) | (head >= tdp) | ((head >= 0) & (st.users[idx] > 0).any(axis=1))
         idx = idx[ok]
         comp = (bf._keys(w, idx, None) << self.bits) | idx  # a share's key has 44 bits, the node below 18
-        order = np.argsort(comp, kind="stable")
-        return idx[order], comp[order]
+        comp.sort()
+        return np.asarray(comp)
 
     def update(self, bf: BestFitOrder, w: Workload) -> None:
-        """Screen and place again the nodes changed since the order was made or last updated."""
+        """Screen and place again the nodes touched since the order was made or last updated (all of them
+        when the state's log was cleared since)."""
         st = self.st
-        changed = st.stamp != self.stamp
-        if self.head is not None:
-            head = st.headroom()
-            changed |= head != self.head
-            self.head = head.copy()
-        changed &= self.member
-        if not changed.any():
+        start = self.seen - st.touched_base
+        if start < 0:
+            self._rebuild(bf, w)
             return
-        self.stamp = st.stamp.copy()
-        keep = ~changed[self.nodes]
-        nodes, comp = self.nodes[keep], self.comp[keep]
-        new, new_comp = self._screened(bf, w, np.flatnonzero(changed))
-        at = np.searchsorted(comp, new_comp)
-        self.nodes, self.comp = np.insert(nodes, at, new), np.insert(comp, at, new_comp)
+        log = st.touched[start:]
+        self.seen = st.touched_base + len(st.touched)
+        changed = np.fromiter(set(log), dtype=np.int64)
+        if self.head is not None:  # the headroom over a node changes with its power domains' other nodes
+            head = st.headroom()
+            changed = np.union1d(changed, np.flatnonzero(head != self.head))
+            self.head = head.copy()
+        changed = changed[self.member[changed]]
+        if changed.size == 0:
+            return
+        mark = self.mark
+        mark[changed] = True
+        comp = self.comp[~mark[self.comp & self.low]]
+        mark[changed] = False
+        new = self._screened(bf, w, changed)
+        self.comp = np.insert(comp, np.searchsorted(comp, new), new)

@@ -70,12 +70,11 @@ class NodeFill(BestFitOrder):
 
     def _fill_shares(self, w: Workload, d: Demand, i: int, n: int, done: list[Placement]) -> int:
         """Shares of ``w`` on node ``i`` until ``done`` holds ``n`` or the node takes no more, in one step
-        (:func:`~capplan.placement.core.fit.fill_shares`: what fitting them one by one gives)."""
-        got, why = fill_shares(self.st, w, d, i, n - len(done))
+        (:func:`~capplan.placement.core.fit.fill_shares`: what fitting them one by one gives). A node that
+        takes no more is not remembered: the kept order of the shape screens it again (it changed)."""
+        got, _ = fill_shares(self.st, w, d, i, n - len(done))
         self.st.apply_many(w, d, got)
         done.extend(got)
-        if why and why not in _NOT_LOCAL:
-            self.remember(w, np.array([i], dtype=np.int64))
         return len(got)
 
     def _fill_whole(self, w: Workload, d: Demand, i: int, n: int, done: list[Placement]) -> None:
