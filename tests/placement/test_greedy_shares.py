@@ -168,3 +168,23 @@ def test_fill_shares_hand_worked() -> None:
     assert [pl.gpus for pl in got] == [(0,), (1,), (1,)] and why == "gpu"
     got, why = fill_shares(state, s, state.demand_at(s, 0), 0, 2)
     assert len(got) == 2 and why == ""
+
+
+def test_share_goes_to_the_gpu_left_tightest_in_both() -> None:
+    """An L40S (48 GiB) node: GPU 0 at 0.3 and 40 GiB (memory nearly gone), GPU 1 at 0.6 and 8 GiB. A share of
+    0.1 and 4 GiB leaves GPU 0 at 0.6 time and 4 GiB (the larger part: 0.6), GPU 1 at 0.3 and 36 GiB (0.75):
+    it takes GPU 0's time, which memory-hungry shares could not use, rather than GPU 1's (the busiest by time)."""
+    data = {"cluster": {"name": "h", "levels": ["node"], "nodes": [
+        {"name": "n1", "gpu": "L40S-48GB", "gpus": 2, "cpu": 64, "memory_gib": 256}]},
+        "workloads": [{"name": "a", "kind": "shared", "gpu_fraction": 0.3, "gpu_memory_gib": 40, "cpu": 1},
+                      {"name": "b", "kind": "shared", "gpu_fraction": 0.6, "gpu_memory_gib": 8, "cpu": 1},
+                      {"name": "s", "kind": "shared", "gpu_fraction": 0.1, "gpu_memory_gib": 4, "cpu": 1}]}
+    p = problem_from_data(data)
+    state = ClusterState(p)
+    for name, g, f in (("a", 0, 300), ("b", 1, 600)):
+        w = p.workload(name)
+        state.apply(w, state.demand_at(w, 0), Placement(node=0, gpus=(g,), fraction_milli=f))
+    s = p.workload("s")
+    r = fit_on_node(state, s, state.demand_at(s, 0), 0)
+    assert isinstance(r, Placement) and r.gpus == (0,)
+    assert [pl.gpus for pl in fill_shares(state, s, state.demand_at(s, 0), 0, 1)[0]] == [(0,)]

@@ -3,7 +3,8 @@
 The per-node question of :class:`~capplan.placement.core.state.ClusterState` (its vectorised
 screens answer for many nodes at once). Used by the greedy planner, the schedulers, the reason
 engine and the reports. Whole GPUs preset to whole use are taken first; MIG slices start where
-the most valid placements stay free; shares go to the GPU they fill most.
+the most valid placements stay free; shares go to a busy GPU left
+tightest in both its time and its memory (:func:`_share_left`).
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def fill_shares(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> 
     head = int(st.power_free[st.node_dom[i]].min()) if tdp else 0  # every budget over the node drops alike
     out: list[Placement] = []
     while len(out) < most_node:
-        best: tuple[bool, int, int] | None = None
+        best: tuple[bool, int, int, int] | None = None
         blocked = False
         for g in usable:
             if frac[g] + f > MILLI or gmem[g] + m > cap:
@@ -133,12 +134,12 @@ def fill_shares(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> 
             idle = users[g] == 0
             if tdp and head < (tdp if idle else 0):  # an idle GPU turns on; a busy one needs no overdrawn budget
                 continue
-            key = (idle, MILLI - frac[g] - f, g)
+            key = (idle, _share_left(frac[g], gmem[g], cap, f, m), MILLI - frac[g] - f, g)
             if best is None or key < best:
                 best = key
         if best is None:
             return out, "isolation" if blocked else "gpu"
-        g = best[2]
+        g = best[3]
         if users[g] == 0:
             head -= tdp
         while len(out) < most_node and frac[g] + f <= MILLI and gmem[g] + m <= cap:
@@ -163,7 +164,8 @@ def _fit_whole(st: ClusterState, d: Demand, i: int) -> Placement | str:
 
 
 def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | str:
-    """A MIG slice or a share: the busiest GPU that takes it (MIG: keeping the most placements free)."""
+    """A MIG slice or a share: a busy GPU that takes it first (MIG: the busiest, keeping the most placements free;
+    a share: the one left tightest in both time and memory, :func:`_share_left`)."""
     model = st.models[int(st.model_id[i])]
     assert model is not None
     count = int(st.gpu_count[i])
@@ -215,7 +217,8 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
                 continue
             seen.add(state)
             start = 0
-            key = (users[gi] == 0, MILLI - frac[gi] - d.fraction_milli, 0, gi)
+            key = (users[gi] == 0, _share_left(frac[gi], gmem[gi], cap, d.fraction_milli, d.memory_mib),
+                   MILLI - frac[gi] - d.fraction_milli, gi)
         if not tenant_ok:
             blocked = True
             continue
@@ -247,6 +250,13 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
 def _mode_fits(fixed: int, mode: int, want: int) -> bool:
     """A GPU preset to ``fixed`` (-1: none) and in use as ``mode`` can take work of mode ``want``."""
     return fixed in (-1, want) and mode in (FREE, want)
+
+
+def _share_left(frac: int, gmem: int, cap: int, f: int, m: int) -> int:
+    """How much a GPU would have left after one more share of ``f`` milli and ``m`` MiB, in the dimension with
+    more left (shares and GPU memory each as a part of the GPU, scaled by ``MILLI * cap``): the GPU left
+    tightest in both goes first, so that neither its time nor its memory is left over alone."""
+    return max((MILLI - frac - f) * cap, (cap - gmem - m) * MILLI)
 
 
 def _share_room(frac: int, gmem: int, cap: int, d: Demand) -> bool:
