@@ -118,8 +118,8 @@ def fill_shares(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> 
     frac, gmem, cap = st.frac[i].tolist(), st.gmem[i].tolist(), int(st.gmem_cap[i])
     want, f, m = KIND_MODE["fraction"], d.fraction_milli, d.memory_mib
     usable = [g for g in range(count) if _mode_fits(fixed[g], mode[g], want)]
-    tenant_ok = {g: not users[g] or st.gpu_tenant_ok_at(w, i, g) for g in usable}
-    tdp = int(st.tdp[i])
+    tenant_ok: dict[int, bool] = {}  # per GPU, asked once (more of the same workload do not change it)
+    tdp = int(st.tdp[i]) if st.power_budget.size > 1 else 0  # no budget: power never binds
     head = int(st.power_free[st.node_dom[i]].min()) if tdp else 0  # every budget over the node drops alike
     out: list[Placement] = []
     while len(out) < most_node:
@@ -128,7 +128,10 @@ def fill_shares(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> 
         for g in usable:
             if frac[g] + f > MILLI or gmem[g] + m > cap:
                 continue
-            if not tenant_ok[g]:
+            ok = tenant_ok.get(g)
+            if ok is None:
+                ok = tenant_ok[g] = not users[g] or st.gpu_tenant_ok_at(w, i, g)
+            if not ok:
                 blocked = True
                 continue
             idle = users[g] == 0
