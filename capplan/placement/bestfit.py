@@ -43,6 +43,8 @@ class BestFitOrder:
         # replica removed, a GPU reset) the next screen need only look at those nodes: at fleet scale the full
         # nodes drop out once instead of being screened by every workload of the shape.
         self._alive: dict[tuple[object, ...], tuple[int, np.ndarray]] = {}
+        # Per share shape, its candidates kept in best-fit order between workloads (see _share_order).
+        self._shares: dict[tuple[object, ...], _ShareOrder] = {}
 
     def _inside(self, idx: np.ndarray, within: np.ndarray) -> np.ndarray:
         """The nodes of sorted ``idx`` (an eligibility array of the state's cache) that are in ``within``:
@@ -175,6 +177,9 @@ class BestFitOrder:
     def ordered(self, w: Workload, within: np.ndarray | None,
                 prefer: set[str] | None = None) -> Iterator[int]:
         """Candidate nodes of ``w`` (inside ``within``), best fit first, computed lazily in chunks."""
+        if w.gpu_fraction is not None and within is None and not prefer and self.st.n < 1 << 18:
+            yield from self._share_order(w)
+            return
         idx = self._screen(w, within)
         if idx.size == 0:
             return
@@ -197,6 +202,136 @@ class BestFitOrder:
             idx, key = idx[~sel], key[~sel]
             m *= 4
 
+    def _share_order(self, w: Workload) -> Iterator[int]:
+        """:meth:`ordered` for a share on the whole fleet, from an order kept per demand shape.
+
+        Identical replicas of thousands of workloads ask the same few shapes, and a workload changes a few
+        nodes: the shape's candidates (nodes where some GPU takes the share as far as its mode, share and GPU
+        memory go, with CPU, memory and power as :meth:`_screen` has them) stay sorted by :meth:`_keys` between
+        workloads, and only nodes changed since (their stamp, or the power headroom over them) are screened
+        and placed again. The nodes dropped would fail :meth:`_gpu_screen`; the GPUs' tenants are checked as
+        the walk comes to a node (the first few one by one, then in growing chunks), so the nodes yielded and
+        their order are :meth:`ordered`'s. Nothing is remembered per tenant (:meth:`remember`): a node that
+        fails on its GPUs' tenants is checked again by the next walk that reaches it (an array per shape and
+        tenant, thousands of them, cost more), and a node that fills is screened again as it changed."""
+        st = self.st
+        idx, _ = st.eligible(w)
+        if idx.size == 0:
+            return
+        key = (w.gpu_fraction, w.gpu_memory_gib, w.cpu_milli, w.memory_mib,
+               None if w.gpu_models is None else tuple(w.gpu_models), w.queue, w.tolerations)
+        order = self._shares.get(key)
+        if order is None or order.eligible is not idx:
+            order = self._shares[key] = _ShareOrder(self, w, idx)
+        else:
+            order.update(self, w)
+        comp, low = order.comp, order.low
+        for i in (comp[:_ONE_BY_ONE] & low).tolist():  # most workloads take the first node or two
+            if order.takes(w, i):
+                yield i
+        lo, m = _ONE_BY_ONE, _CHUNK
+        while lo < comp.size:
+            part = comp[lo:lo + m] & low
+            lo, m = lo + m, 4 * m
+            yield from part[order.take(w, part)].tolist()
+
     def candidates(self, w: Workload, within: np.ndarray | None, prefer: set[str] | None = None) -> list[int]:
         """Eligible nodes with room for CPU, memory and GPUs, best fit first."""
         return list(self.ordered(w, within, prefer))
+
+
+#: Nodes of a share's kept order checked one at a time before the walk turns to chunks.
+_ONE_BY_ONE = 4
+
+
+class _ShareOrder:
+    """The candidates of one share shape in best-fit order (:meth:`BestFitOrder._share_order`): one sorted array
+    of (key, node) numbers, the node in the low bits, followed along the state's log of touched nodes (and
+    the power headroom, when budgets may bind), with the per-GPU screens of the shape."""
+
+    def __init__(self, bf: BestFitOrder, w: Workload, eligible: np.ndarray) -> None:
+        st = self.st = bf.st
+        self.eligible = eligible
+        self.bits = max(1, int(st.n - 1).bit_length())  # the node index below the key
+        self.low = (1 << self.bits) - 1
+        self.member = np.zeros(st.n, dtype=bool)
+        self.member[eligible] = True
+        self.mark = np.zeros(st.n, dtype=bool)  # scratch: the nodes being placed again
+        per = st.demands(w)[0]  # the share and GPU memory per model id (beyond a GPU where never eligible)
+        self.fm = np.array([d.fraction_milli if d is not None else MILLI + 1 for d in per], dtype=np.int64)
+        self.mm = np.array([d.memory_mib if d is not None else 0 for d in per], dtype=np.int64)
+        self.budgets = st.power_budget.size > 1 and bool(st.tdp[eligible].any())  # else power never binds
+        self.shareable = st.exists & ((st.fixed < 0) | (st.fixed == SHARED))  # GPUs whose preset allows shares
+        self._rebuild(bf, w)
+
+    def _rebuild(self, bf: BestFitOrder, w: Workload) -> None:
+        st = self.st
+        self.seen = st.touched_base + len(st.touched)  # touches already reflected
+        self.head = st.headroom().copy() if self.budgets else None
+        self.comp = self._screened(bf, w, self.eligible)
+
+    def _room(self, st: ClusterState, idx: np.ndarray) -> np.ndarray:
+        """(len(idx), G) mask: the GPU's mode, share and GPU memory take one more share (tenants aside)."""
+        mid = st.model_id[idx]
+        mode = st.mode[idx]
+        return np.asarray(self.shareable[idx] & ((mode == FREE) | (mode == SHARED))
+                          & (st.frac[idx] + self.fm[mid][:, None] <= MILLI)
+                          & (st.gmem[idx] + self.mm[mid][:, None] <= st.gmem_cap[idx][:, None]))
+
+    def take(self, w: Workload, idx: np.ndarray) -> np.ndarray:
+        """Mask over nodes ``idx``: some GPU takes a share of ``w``, its tenants too (:meth:`_gpu_screen`)."""
+        st = self.st
+        ok = self._room(st, idx) & ((st.users[idx] == 0) | st.gpu_tenant_ok(w, idx))
+        return np.asarray(ok.any(axis=1))
+
+    def takes(self, w: Workload, i: int) -> bool:
+        """:meth:`take` for one node, in Python."""
+        st = self.st
+        mid = int(st.model_id[i])
+        f, m, cap = int(self.fm[mid]), int(self.mm[mid]), int(st.gmem_cap[i])
+        users, frac, gmem = st.users[i].tolist(), st.frac[i].tolist(), st.gmem[i].tolist()
+        fixed, mode = st.fixed[i].tolist(), st.mode[i].tolist()
+        for g in range(int(st.gpu_count[i])):
+            if (fixed[g] in (-1, SHARED) and mode[g] in (FREE, SHARED) and frac[g] + f <= MILLI
+                    and gmem[g] + m <= cap and (not users[g] or st.gpu_tenant_ok_at(w, i, g))):
+                return True
+        return False
+
+    def _screened(self, bf: BestFitOrder, w: Workload, idx: np.ndarray) -> np.ndarray:
+        """The (key, node) numbers of the nodes of ``idx`` that pass the shape's screen, sorted."""
+        st = self.st
+        if idx.size == 0:
+            return idx
+        ok = self._room(st, idx).any(axis=1) & (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
+        if self.budgets:  # as _screen: a share turns on an idle GPU (its draw) or joins a busy one
+            head, tdp = st.power_headroom(idx), st.tdp[idx]
+            ok &= (tdp == 0) | (head >= tdp) | ((head >= 0) & (st.users[idx] > 0).any(axis=1))
+        idx = idx[ok]
+        comp = (bf._keys(w, idx, None) << self.bits) | idx  # a share's key has 44 bits, the node below 18
+        comp.sort()
+        return np.asarray(comp)
+
+    def update(self, bf: BestFitOrder, w: Workload) -> None:
+        """Screen and place again the nodes touched since the order was made or last updated (all of them
+        when the state's log was cleared since)."""
+        st = self.st
+        start = self.seen - st.touched_base
+        if start < 0:
+            self._rebuild(bf, w)
+            return
+        log = st.touched[start:]
+        self.seen = st.touched_base + len(st.touched)
+        changed = np.fromiter(set(log), dtype=np.int64)
+        if self.head is not None:  # the headroom over a node changes with its power domains' other nodes
+            head = st.headroom()
+            changed = np.union1d(changed, np.flatnonzero(head != self.head))
+            self.head = head.copy()
+        changed = changed[self.member[changed]]
+        if changed.size == 0:
+            return
+        mark = self.mark
+        mark[changed] = True
+        comp = self.comp[~mark[self.comp & self.low]]
+        mark[changed] = False
+        new = self._screened(bf, w, changed)
+        self.comp = np.insert(comp, np.searchsorted(comp, new), new)

@@ -183,13 +183,14 @@ def unplaced_reasons(p: Problem, st: ClusterState, assignments: list[Assignment]
     reasons: dict[tuple[object, ...], str] = {}
     unplaced: list[Unplaced] = []
     holdings = Holdings(p, assignments) if missing_of else None
+    memo: dict[object, object] = {}  # what workloads of one shape share in explain_fast (the state is final)
     for w, missing in missing_of:
         key = (shape_key(w), w.mixed_models, w.replicas, len(missing))
         if key not in reasons:
             if deadline is not None and deadline.expired():
                 reasons[key] = NO_ROOM
             else:
-                reasons[key] = (explain_fast(st, w, len(missing), st.eligible(w)[0], holdings) if fast
+                reasons[key] = (explain_fast(st, w, len(missing), st.eligible(w)[0], holdings, memo) if fast
                                 else explain(st, w, len(missing), holdings))
         unplaced.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=reasons[key]))
     return unplaced

@@ -12,7 +12,7 @@ import numpy as np
 
 from capplan.model.problem import Demand, Workload
 from capplan.placement.bestfit import BestFitOrder
-from capplan.placement.core.fit import fill_slices, fit_more
+from capplan.placement.core.fit import fill_shares, fill_slices, fit_more
 from capplan.placement.core.state import FREE, WHOLE, Placement
 
 #: Reasons a replica does not fit on a node that depend on other nodes too (power domains, quotas).
@@ -56,6 +56,8 @@ class NodeFill(BestFitOrder):
             if len(done) < n:
                 self.remember(w, np.array([i], dtype=np.int64))
             return len(got)
+        if d.kind == "fraction" and (st.quota is None or w.queue is None):
+            return self._fill_shares(w, d, i, n, done)
         while len(done) < n:
             more = fit_more(st, w, d, done[-1], n - len(done)) if len(done) > before else []
             if more:  # the same GPU as the last replica: as fit would choose them, applied at once
@@ -72,6 +74,15 @@ class NodeFill(BestFitOrder):
             if d.kind in ("whole", "none") and st.quota is None and len(done) < n:
                 self._fill_whole(w, d, i, n, done)
         return len(done) - before
+
+    def _fill_shares(self, w: Workload, d: Demand, i: int, n: int, done: list[Placement]) -> int:
+        """Shares of ``w`` on node ``i`` until ``done`` holds ``n`` or the node takes no more, in one step
+        (:func:`~capplan.placement.core.fit.fill_shares`: what fitting them one by one gives). A node that
+        takes no more is not remembered: the kept order of the shape screens it again (it changed)."""
+        got, _ = fill_shares(self.st, w, d, i, n - len(done))
+        self.st.apply_many(w, d, got)
+        done.extend(got)
+        return len(got)
 
     def _fill_whole(self, w: Workload, d: Demand, i: int, n: int, done: list[Placement]) -> None:
         """After one replica of whole GPUs (or none) fit on node ``i``: as many more as fit there, in one step.

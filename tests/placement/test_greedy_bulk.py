@@ -8,6 +8,7 @@ replica at a time. The power-aware domain estimate is an upper bound on what a d
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,8 @@ SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[Healt
 
 
 class OneByOne(GreedyPlacer):
-    """The reference: every eligible node is a candidate (fit decides) and replicas are fitted one at a time."""
+    """The reference: every eligible node is a candidate (fit decides) and replicas are fitted one at a time
+    (shares too: the plain order and one fit per share)."""
 
     def _screen(self, w: Workload, within: np.ndarray | None) -> np.ndarray:
         idx, _ = self.st.eligible(w)
@@ -39,6 +41,21 @@ class OneByOne(GreedyPlacer):
 
     def _fill_whole(self, w: Workload, d: Demand, i: int, n: int, done: list[Placement]) -> None:
         return None
+
+    def ordered(self, w: Workload, within: np.ndarray | None, prefer: set[str] | None = None) -> Iterator[int]:
+        """The plain order (not the kept order of shares, which serves ``within=None``)."""
+        return super().ordered(w, np.arange(self.st.n) if within is None else within, prefer)
+
+    def _fill_shares(self, w: Workload, d: Demand, i: int, n: int, done: list[Placement]) -> int:
+        """One :meth:`ClusterState.fit` per share."""
+        before = len(done)
+        while len(done) < n:
+            r = self.st.fit(w, d, i)
+            if not isinstance(r, Placement):
+                break
+            self.st.apply(w, d, r)
+            done.append(r)
+        return len(done) - before
 
 
 @st.composite

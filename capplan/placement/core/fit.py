@@ -3,7 +3,8 @@
 The per-node question of :class:`~capplan.placement.core.state.ClusterState` (its vectorised
 screens answer for many nodes at once). Used by the greedy planner, the schedulers, the reason
 engine and the reports. Whole GPUs preset to whole use are taken first; MIG slices start where
-the most valid placements stay free; shares go to the GPU they fill most.
+the most valid placements stay free; shares go to a busy GPU left
+tightest in both its time and its memory (:func:`_share_left`).
 """
 
 from __future__ import annotations
@@ -96,6 +97,65 @@ def fit_more(st: ClusterState, w: Workload, d: Demand, last: Placement, most: in
     return out
 
 
+def fill_shares(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> tuple[list[Placement], str]:
+    """Up to ``most`` shares of ``w`` (demand ``d``, kind ``fraction``) on node ``i`` as :func:`fit_on_node`
+    would give them one by one (each applied before the next is fitted), not applied; and the reason the next
+    one would not fit there (``""`` once ``most`` are placed).
+
+    One pass per GPU taken instead of one per replica: the node's checks are made once (more replicas of the
+    same workload do not change its tenant rules, on the node or on a GPU it joins) and CPU and memory
+    counted; the best GPU by :func:`_fit_slice`'s key stays the best while it takes one more (it only gets
+    busier), so it is filled, then the next one is chosen. Not for ClusterQueue quotas (one at a time).
+    """
+    assert d.kind == "fraction" and (st.quota is None or w.queue is None)
+    why = node_reason(st, w, i)
+    if why or most <= 0:
+        return [], why
+    most_node = most
+    if w.cpu_milli:
+        most_node = min(most_node, int(st.cpu[i]) // w.cpu_milli)
+    if w.memory_mib:
+        most_node = min(most_node, int(st.mem[i]) // w.memory_mib)
+    count = int(st.gpu_count[i])
+    users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
+    frac, gmem, cap = st.frac[i].tolist(), st.gmem[i].tolist(), int(st.gmem_cap[i])
+    want, f, m = KIND_MODE["fraction"], d.fraction_milli, d.memory_mib
+    usable = [g for g in range(count) if _mode_fits(fixed[g], mode[g], want)]
+    tenant_ok: dict[int, bool] = {}  # per GPU, asked once (more of the same workload do not change it)
+    tdp = int(st.tdp[i]) if st.power_budget.size > 1 else 0  # no budget: power never binds
+    head = int(st.power_free[st.node_dom[i]].min()) if tdp else 0  # every budget over the node drops alike
+    out: list[Placement] = []
+    while len(out) < most_node:
+        best: tuple[bool, int, int, int] | None = None
+        blocked = False
+        for g in usable:
+            if frac[g] + f > MILLI or gmem[g] + m > cap:
+                continue
+            ok = tenant_ok.get(g)
+            if ok is None:
+                ok = tenant_ok[g] = not users[g] or st.gpu_tenant_ok_at(w, i, g)
+            if not ok:
+                blocked = True
+                continue
+            idle = users[g] == 0
+            if tdp and head < (tdp if idle else 0):  # an idle GPU turns on; a busy one needs no overdrawn budget
+                continue
+            key = (idle, _share_left(frac[g], gmem[g], cap, f, m), MILLI - frac[g] - f, g)
+            if best is None or key < best:
+                best = key
+        if best is None:
+            return out, "isolation" if blocked else "gpu"
+        g = best[3]
+        if users[g] == 0:
+            head -= tdp
+        while len(out) < most_node and frac[g] + f <= MILLI and gmem[g] + m <= cap:
+            out.append(Placement(node=i, gpus=(g,), fraction_milli=f))
+            frac[g], gmem[g], users[g] = frac[g] + f, gmem[g] + m, users[g] + 1
+    if len(out) == most:
+        return out, ""
+    return out, "cpu" if w.cpu_milli and int(st.cpu[i]) - len(out) * w.cpu_milli < w.cpu_milli else "memory"
+
+
 def _fit_whole(st: ClusterState, d: Demand, i: int) -> Placement | str:
     """Whole GPUs: the free ones preset to whole use first, then by index."""
     count = int(st.gpu_count[i])
@@ -110,7 +170,8 @@ def _fit_whole(st: ClusterState, d: Demand, i: int) -> Placement | str:
 
 
 def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | str:
-    """A share: the busiest GPU that takes it (MIG slices: :func:`_mig_fill`)."""
+    """A share: a busy GPU that takes it first, the one left tightest in both time and memory
+    (:func:`_share_left`); MIG slices: :func:`_mig_fill`."""
     count = int(st.gpu_count[i])
     users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
     want = KIND_MODE[d.kind]
@@ -134,7 +195,8 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
             continue
         seen.add(state)
         start = 0
-        key = (users[gi] == 0, MILLI - frac[gi] - d.fraction_milli, 0, gi)
+        key = (users[gi] == 0, _share_left(frac[gi], gmem[gi], cap, d.fraction_milli, d.memory_mib),
+               MILLI - frac[gi] - d.fraction_milli, gi)
         if not tenant_ok:
             blocked = True
             continue
@@ -252,6 +314,13 @@ def _gpu_fill(st: ClusterState, model: GpuModel, i: int, gi: int, mask: int, cou
 def _mode_fits(fixed: int, mode: int, want: int) -> bool:
     """A GPU preset to ``fixed`` (-1: none) and in use as ``mode`` can take work of mode ``want``."""
     return fixed in (-1, want) and mode in (FREE, want)
+
+
+def _share_left(frac: int, gmem: int, cap: int, f: int, m: int) -> int:
+    """How much a GPU would have left after one more share of ``f`` milli and ``m`` MiB, in the dimension with
+    more left (shares and GPU memory each as a part of the GPU, scaled by ``MILLI * cap``): the GPU left
+    tightest in both goes first, so that neither its time nor its memory is left over alone."""
+    return max((MILLI - frac - f) * cap, (cap - gmem - m) * MILLI)
 
 
 def _share_room(frac: int, gmem: int, cap: int, d: Demand) -> bool:

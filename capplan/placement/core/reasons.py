@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -314,11 +315,13 @@ def explain(st: ClusterState, w: Workload, missing: int, holdings: Holdings | No
 
 # ------------------------------------------------------------------ by array operations (fleets)
 def explain_fast(st: ClusterState, w: Workload, missing: int, idx: np.ndarray,
-                 holdings: Holdings | None = None) -> str:
+                 holdings: Holdings | None = None, memo: dict[object, Any] | None = None) -> str:
     """:func:`explain` counted with array operations over the eligible nodes ``idx`` (fleet scale).
 
     The families are counted once per node in check order; domain and gang rooms are upper estimates
-    from CPU, memory and free whole GPUs (``about N``).
+    from CPU, memory and free whole GPUs (``about N``). ``memo``: a dict the caller keeps while the state does
+    not change, for what many workloads of one eligibility share (thousands of tenants' workloads of a few
+    shapes on a fleet).
     """
     p = st.p
     what = describe_demand(p, w)
@@ -336,12 +339,17 @@ def explain_fast(st: ClusterState, w: Workload, missing: int, idx: np.ndarray,
     if big_mem < w.memory_mib:
         return (f"host memory: needs {w.memory_gib:g} GiB host memory per replica; the largest eligible node has "
                 f"{big_mem / MIB_PER_GIB:g} GiB")
-    models = _models_of(st, idx)
+    if memo is None:
+        models, gpus = _models_of(st, idx), _gpus_of(st, idx)
+    else:
+        hit = memo.get(("nodes", id(idx)))
+        if hit is None or hit[0] is not idx:  # the array is kept with its figures: its id is not reused
+            hit = memo[("nodes", id(idx))] = (idx, _models_of(st, idx), _gpus_of(st, idx))
+        models, gpus = hit[1], hit[2]
 
     def held(family: str) -> str:
         return holdings.competing(w, models, family) if holdings is not None else ""
 
-    gpus = _gpus_of(st, idx)
     if w.one_model:  # structural: no single GPU model could take the gang even on the empty fleet
         empty = _empty_room(st, w, idx)
         per = {st.model_names[int(m)]: int(empty[st.model_id[idx] == m].sum()) for m in np.unique(st.model_id[idx])}
@@ -351,7 +359,7 @@ def explain_fast(st: ClusterState, w: Workload, missing: int, idx: np.ndarray,
                     f"fleet the room per model is {text} (set mixed_models: true to allow mixing)")
     if w.is_gang or w.topology.required:
         return _gang_or_topology_fast(st, w, idx, what, gpus, held)
-    fam = _families(st, w, idx)
+    fam = _families(st, w, idx) if memo is None or w.gpu_fraction is None else _share_families(st, w, idx, memo)
     worst = max(fam, key=lambda f: fam[f])
     need = f"{missing} x {what}" + (f" ({value_text(p, w, missing)})" if w.has_gpu_demand else "")
     if fam[worst] == 0:
@@ -429,3 +437,46 @@ def _families(st: ClusterState, w: Workload, idx: np.ndarray) -> dict[str, int]:
         out[fam] = out.get(fam, 0) + int((alive & ~ok).sum())
         alive &= ok
     return out
+
+
+def _share_families(st: ClusterState, w: Workload, idx: np.ndarray, memo: dict[object, Any]) -> dict[str, int]:
+    """:func:`_families` for a share, what does not depend on its tenant kept in ``memo``: the checks on CPU,
+    memory and the GPUs' mode and share are the same for every workload of the shape, and so are the nodes
+    with a GPU any tenant may join (no user, or no user asking isolation); node tenants (and quotas) and the
+    GPUs of the workload's own tenant are then checked on the nodes still counted."""
+    key = ("shares", id(idx), w.cpu_milli, w.memory_mib, round(w.gpu_fraction * MILLI) if w.gpu_fraction else 0)
+    hit = memo.get(key)
+    if hit is None or hit[0] is not idx:
+        cpu_ok = st.cpu[idx] >= w.cpu_milli
+        mem_ok = cpu_ok & (st.mem[idx] >= w.memory_mib)
+        room = st.exists[idx] & ((st.mode[idx] == FREE) | (st.mode[idx] == SHARED))
+        room &= st.frac[idx] + key[4] <= MILLI
+        alive = np.flatnonzero(mem_ok)
+        room_any = room.any(axis=1)
+        roomy = alive[room_any[alive]]
+        at, room = idx[roomy], room[roomy]
+        idle = st.users[at] == 0
+        tenant, iso = st.gpu_tenant[at], st.gpu_iso[at]
+        # per kind of tenant rule: the rows no GPU of which every tenant may join, and those rows' GPUs
+        rest = {kind: np.flatnonzero(~(room & anyone).any(axis=1))
+                for kind, anyone in ((True, idle), (False, idle | (iso == 0)))}
+        rest_gpus = {kind: (room[r], tenant[r]) for kind, r in rest.items()}
+        hit = memo[key] = (idx, int((~cpu_ok).sum()), int((cpu_ok & ~mem_ok).sum()), alive, room_any, roomy,
+                           bool(st.node_iso[idx].any()), rest_gpus)
+    _, cpu_out, mem_out, alive, room_any, roomy, node_iso, rest_gpus = hit
+    t = st.tenant_id(w.tenant)
+    if w.isolation == "node" or node_iso or (st.quota is not None and w.queue is not None):
+        node_ok = st.node_ok(w, idx[alive])  # CPU and memory hold on these: node tenants and quotas
+        node_out = int((~node_ok).sum())
+        alive = alive[node_ok]
+        gpu_ok = room_any[alive]
+        gpu_out = int((~gpu_ok).sum())
+        at = idx[alive[gpu_ok]]
+        room = st.exists[at] & ((st.mode[at] == FREE) | (st.mode[at] == SHARED))
+        room &= st.frac[at] + key[4] <= MILLI
+        tenant_out = int((~(room & st.gpu_tenant_ok(w, at)).any(axis=1)).sum())
+    else:  # no node isolation anywhere: every node passes it; a row fails on tenants if no GPU there is open
+        node_out, gpu_out = 0, alive.size - roomy.size
+        room, tenant = rest_gpus[w.isolation == "tenant"]
+        tenant_out = int((~(room & (tenant == t)).any(axis=1)).sum())
+    return {"cpu": cpu_out, "memory": mem_out, "isolation": node_out + tenant_out, "gpu": gpu_out}

@@ -85,6 +85,10 @@ class ClusterState(FleetArrays):
         #: Bumped whenever capacity may have come back (a replica removed, a GPU's mode or MIG mask set
         #: directly): screens that only drop nodes as replicas are added stay valid while it is unchanged.
         self.released = 0
+        #: Nodes touched, in order, since ``touched_base`` touches (kept short: cleared past a few per node), for
+        #: caches that follow a few changes between uses (the greedy placer's kept orders of shares).
+        self.touched: list[int] = []
+        self.touched_base = 0
         self.journal: list[tuple[Workload, Demand, Placement]] | None = None
         self._depth = 0
         self._dirty: set[int] = set(range(n))
@@ -101,6 +105,10 @@ class ClusterState(FleetArrays):
         self._dirty.add(i)
         if self._migfit is not None:
             self._migfit.dirty.add(i)
+        self.touched.append(i)
+        if len(self.touched) > 4 * self.n + 4096:
+            self.touched_base += len(self.touched)
+            self.touched.clear()
 
     def _summaries(self) -> None:
         if not self._dirty:
