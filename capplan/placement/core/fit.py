@@ -69,12 +69,7 @@ def fit_more(st: ClusterState, w: Workload, d: Demand, last: Placement, most: in
         return []
     if st.tdp[i] and int(st.power_free[st.node_dom[i]].min()) < 0:
         return []  # the power rule for a busy GPU (see _fit_slice)
-    if st.quota is not None and w.queue is not None:
-        most = 1
-    if w.cpu_milli:
-        most = min(most, int(st.cpu[i]) // w.cpu_milli)
-    if w.memory_mib:
-        most = min(most, int(st.mem[i]) // w.memory_mib)
+    most = node_most(st, w, i, most)
     out: list[Placement] = []
     if d.kind == "fraction":
         frac, gmem, cap = int(st.frac[i, gi]), int(st.gmem[i, gi]), int(st.gmem_cap[i])
@@ -222,6 +217,18 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
     return Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli)
 
 
+def node_most(st: ClusterState, w: Workload, i: int, most: int) -> int:
+    """At most ``most`` replicas of ``w`` on node ``i`` by its free CPU and memory (one with ClusterQueue quotas,
+    which are checked replica by replica)."""
+    if st.quota is not None and w.queue is not None:
+        most = 1
+    if w.cpu_milli:
+        most = min(most, int(st.cpu[i]) // w.cpu_milli)
+    if w.memory_mib:
+        most = min(most, int(st.mem[i]) // w.memory_mib)
+    return most
+
+
 def fill_slices(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> list[Placement]:
     """Up to ``most`` MIG slices of ``w`` (demand ``d``) on node ``i``, in one step: the replicas
     :func:`fit_on_node` would give one by one if each were applied before the next (not applied here).
@@ -230,12 +237,7 @@ def fill_slices(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> 
     of them (with ClusterQueue quotas, at most one). The GPUs are ranked once (see :func:`_mig_fill`)."""
     if most <= 0 or node_reason(st, w, i):
         return []
-    if st.quota is not None and w.queue is not None:
-        most = 1
-    if w.cpu_milli:
-        most = min(most, int(st.cpu[i]) // w.cpu_milli)
-    if w.memory_mib:
-        most = min(most, int(st.mem[i]) // w.memory_mib)
+    most = node_most(st, w, i, most)
     return _mig_fill(st, w, d, i, most)[0]
 
 
