@@ -4,8 +4,9 @@ A plan is ``infeasible`` when a guaranteed replica is left out. A strategy that 
 heuristic that places by priority, a decomposition that split the fleet) may leave one out that fits:
 :func:`confirm_infeasible` then plans the guaranteed work alone (every running replica kept where it is),
 greedily; if that places every guaranteed replica, those placements are kept and the rest of the work is
-placed around them greedily. Otherwise, when the problem is small enough to model, the exact strategy
-(CP-SAT, with the run's preemption and migration settings) plans the whole problem. A plan found so replaces
+placed around them greedily (neither step evicts or moves a running replica). Otherwise, when the problem is
+small enough to model, the exact strategy (CP-SAT, with the run's preemption and migration settings) plans the
+whole problem. A plan found so replaces
 the strategy's when it places every guaranteed replica and is lexicographically better (guaranteed replicas
 come first in the plan order). ``metrics.guaranteed_check`` records what was checked.
 
@@ -83,8 +84,9 @@ def confirm_infeasible(p: Problem, plan: Plan, options: PlanOptions, deadline: D
     if _placed_all(sub, found):
         running = {a.key for a in sub.running}
         fixed = [a.model_copy(update={"replica": back[a.key][1]}) for a in found.assignments if a.key not in running]
-        around = greedy(p.replace(running=(*p.running, *fixed)),
-                        replace(options, progress=None).within(deadline.at_least(MIN_CHECK_SECONDS)))
+        # the rest around them moves nothing either: the guaranteed replicas placed here are not running (a move
+        # of one could not be told as a migration), and a plan that places every guaranteed replica comes first
+        around = greedy(p.replace(running=(*p.running, *fixed)), opts.within(deadline.at_least(MIN_CHECK_SECONDS)))
         bound = {q: round(b * UNITS_PER_GPU) for q, b in zip(p.priorities, plan.bound, strict=True)}
         note = f"{plan.strategy} left a guaranteed replica out; greedy placed the guaranteed work first"
         better = make_plan(p, "greedy", list(around.assignments), list(around.unplaced), bound=bound,

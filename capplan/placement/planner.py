@@ -183,7 +183,14 @@ def _confirmed(p: Problem, q: Problem, plan: Plan, opts: PlanOptions, end: Deadl
     except Exception:
         log.exception("the check of the guaranteed work failed")
         return plan
-    return checked if checked is plan or not check_plan(p, checked) else plan
+    if checked is plan:
+        return plan
+    problems = check_plan(p, checked)
+    if problems:  # a bug in the check: keep the strategy's plan, and say so
+        log.warning("the check of the guaranteed work produced a plan the validator rejects (%s); please report "
+                    "this as a bug", "; ".join(problems[:3]))
+        return plan
+    return checked
 
 
 def _greedy(q: Problem, opts: PlanOptions) -> Plan:

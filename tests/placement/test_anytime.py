@@ -5,6 +5,7 @@ no strategy says ``infeasible`` where the guaranteed work fits."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -283,3 +284,17 @@ def test_the_greedy_plan_is_made_once_per_problem() -> None:
     cut = plan_greedy(same, PlanOptions(deadline=Deadline(time.perf_counter() - 1.0, 1.0)))
     assert cut.metrics["cut_by_time_limit"] is True
     assert last_greedy_plan(same, PlanOptions()) is None
+
+
+def test_the_guarantee_check_moves_nothing_it_cannot_record() -> None:
+    """Found by the fuzz campaign (seed 70442, with ``--allow-migration``): greedy left the guaranteed replica out,
+    and the check's plan (guaranteed work first, the rest around it) moved a running replica without recording
+    the move, so the validator rejected it and the plan said ``infeasible`` while CP-SAT and LNS placed it.
+    The rest around the guaranteed work now moves nothing."""
+    from capplan.io.scenario import load_scenario
+
+    p = load_scenario(Path(__file__).parents[1] / "data" / "fuzz" / "seed-70442-guarantee-migration.yaml")
+    plan = solve(p, "greedy", time_limit=5, allow_migration=True)
+    assert check_plan(p, plan) == []
+    assert plan.status != "infeasible"
+    assert plan.metrics["guaranteed_check"].endswith("greedy placed the guaranteed work first")
