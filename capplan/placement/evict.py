@@ -71,17 +71,20 @@ class Evictor:
     allow_migration, moves_first
         Whether migratable replicas may move; whether a place where they move is tried along with the
         places where replicas only stop (True) or only after none of those works (False).
+    allow_preemption
+        Whether preemptible replicas may stop (with only ``allow_migration``, replicas only move).
     """
 
     def __init__(self, p: Problem, st: ClusterState, place: Place, deadline: Deadline,
-                 allow_migration: bool = False, moves_first: bool = False) -> None:
+                 allow_migration: bool = False, moves_first: bool = False, allow_preemption: bool = True) -> None:
         self.p, self.st, self.place, self.deadline = p, st, place, deadline
+        self.allow_preemption = allow_preemption
         self.by_node: dict[int, list[Victim]] = {}
         for a in p.running:
             w = p.workload(a.workload)
             # a gang's member stops or moves only with the whole gang: left to the exact strategies
             movable = allow_migration and w.migratable and w.topology.required is None
-            if w.is_gang or not (_stoppable(w) or movable):
+            if w.is_gang or not ((allow_preemption and _stoppable(w)) or movable):
                 continue
             i = p.cluster.node_index[a.node]
             d = p.demand_on(w, p.cluster.nodes[i])
@@ -107,7 +110,10 @@ class Evictor:
         with ``move``, moves (migratable, below ``priority``)."""
         if v.w.priority >= priority:
             return False
-        return (_stoppable(v.w) and v.w.priority < cap) or (move and self._migratable(v.w))
+        return (self._stops(v.w) and v.w.priority < cap) or (move and self._migratable(v.w))
+
+    def _stops(self, w: Workload) -> bool:
+        return self.allow_preemption and _stoppable(w)
 
     def _migratable(self, w: Workload) -> bool:
         return self.allow_migration and w.migratable and w.topology.required is None
@@ -258,7 +264,7 @@ class Evictor:
                 if dest:
                     moves.append((v, dest[0]))
                     continue
-            if not (_stoppable(v.w) and v.w.priority < self._cap):
+            if not (self._stops(v.w) and v.w.priority < self._cap):
                 ok = False
                 break
             stops.append(v)

@@ -129,7 +129,8 @@ def _greedy_pass(p: Problem, options: PlanOptions, moves_first: bool, other_ways
         assignments.append(a)
         running_of.setdefault(w.name, []).append(a)
     evictor = (Evictor(p, st, lambda w, n, anchors, within: place_workload(placer, w, n, anchors, within), clock,
-                       allow_migration=options.allow_migration, moves_first=moves_first)
+                       allow_migration=options.allow_migration, moves_first=moves_first,
+                       allow_preemption=options.allow_preemption)
                if options.allow_preemption or options.allow_migration else None)
     run = PriorityPass(p, placer, clock, assignments, running_of, evictor, other_ways)
     for _, ws in groupby(workload_order(p), key=lambda w: w.priority):

@@ -7,10 +7,11 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from capplan.io.scenario import problem_from_data
 from capplan.model.problem import Problem
 from capplan.model.validate import check_plan
 from capplan.placement import PlanOptions, solve
-from capplan.placement.greedy import EVICTED
+from capplan.placement.greedy import EVICTED, plan_greedy
 from tests.conftest import scenario
 
 from .cpsat.test_properties import with_running
@@ -212,3 +213,25 @@ def test_a_move_is_tried_before_a_higher_priority_stops() -> None:
     assert {e.workload for e in plan.evictions} == {"b1"}
     assert [(m.workload, m.to_node) for m in plan.migrations] == [("share", "r1n2")]
     assert sum(1 for a in plan.assignments if a.workload == "b5") == 3
+
+
+def test_only_migration_allowed_stops_nothing() -> None:
+    """With ``allow_migration`` alone a preemptible running replica may move but never stop (the random draw
+    seed 1145 of tests/placement/cpsat/test_properties.py: greedy stopped two preemptible, unmovable replicas
+    for a higher priority without ``allow_preemption``, and CP-SAT, which did not, fell back to that plan)."""
+    data = {"cluster": {"name": "c", "levels": ["rack", "node"], "racks": [
+        {"name": "r1", "nodes": [{"name": "h0", "gpu": "H100-SXM5-80GB", "gpus": 2, "cpu": 6, "memory_gib": 64}]},
+        {"name": "r2", "nodes": [{"name": "h1", "gpu": "H100-SXM5-80GB", "gpus": 2, "cpu": 6, "memory_gib": 64}]}]},
+        "workloads": [
+            {"name": "w0", "kind": "shared", "gpu_fraction": 0.5, "replicas": 3, "cpu": 2, "priority": 3,
+             "preemptible": True},
+            {"name": "w1", "gpus": 2, "replicas": 2, "cpu": 1, "priority": 1, "preemptible": True}],
+        "running": [{"workload": "w1", "replica": 0, "node": "h0", "gpus": [0, 1]},
+                    {"workload": "w1", "replica": 1, "node": "h1", "gpus": [0, 1]}]}
+    p = problem_from_data(data)
+    only_moves = plan_greedy(p, PlanOptions(allow_migration=True))
+    assert check_plan(p, only_moves) == []
+    assert not only_moves.evictions
+    assert {a.key for a in only_moves.assignments} >= {("w1", 0), ("w1", 1)}
+    stops = plan_greedy(p, PlanOptions(allow_preemption=True))
+    assert stops.evictions  # the same instance with preemption allowed: the shares take the GPUs
