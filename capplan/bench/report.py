@@ -161,7 +161,8 @@ def plots(results: list[dict[str, Any]], out: Path, published: dict[str, dict[in
             ax.scatter([p[0] for p in xy], [p[1] for p in xy], label=key, s=14)
         ax.set_xlabel("pods per run (online) / GPU demand (batch)")
         ax.set_ylabel("seconds per run")
-        ax.set_yscale("log")
+        if all(p[1] > 0 for xy in pts2.values() for p in xy):  # a run timed at 0 s has no place on a log axis
+            ax.set_yscale("log")
         written.append(finish_plot(plt, fig, ax, out / "time.png"))
     return written
 
