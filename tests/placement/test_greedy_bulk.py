@@ -58,6 +58,20 @@ class OneByOne(GreedyPlacer):
         return len(done) - before
 
 
+def assert_plan_of_reference(data: dict[str, Any], reference: type[GreedyPlacer],
+                             options: PlanOptions | None = None) -> None:
+    """Greedy's plan of ``data`` (assignments, reasons, objective) is valid and the one greedy makes with the
+    ``reference`` placer (which skips the shortcuts under test), each from its own problem object."""
+    opts = options or PlanOptions()
+    p = problem_from_data(data)
+    fast = plan_greedy(p, opts)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(greedy_mod, "GreedyPlacer", reference)
+        slow = plan_greedy(problem_from_data(data), opts)
+    assert check_plan(p, fast) == []
+    assert fast.model_dump(exclude={"solve_seconds"}) == slow.model_dump(exclude={"solve_seconds"})
+
+
 @st.composite
 def power_scenario(draw: st.DrawFn) -> dict[str, Any]:
     """A random scenario, often with power budgets on every rack and more replicas per workload."""
@@ -87,13 +101,7 @@ EXACT = {"cluster": {"name": "x", "levels": ["rack", "node"], "racks": [
 @example(EXACT)
 def test_shortcuts_give_the_plan_of_one_by_one(data: dict[str, Any]) -> None:
     """The greedy plan (assignments, reasons, objective) is the reference placer's, and valid."""
-    p = problem_from_data(data)
-    fast = plan_greedy(p, PlanOptions())
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(greedy_mod, "GreedyPlacer", OneByOne)
-        slow = plan_greedy(problem_from_data(data), PlanOptions())
-    assert check_plan(p, fast) == []
-    assert fast.model_dump(exclude={"solve_seconds"}) == slow.model_dump(exclude={"solve_seconds"})
+    assert_plan_of_reference(data, OneByOne)
 
 
 @SETTINGS

@@ -12,21 +12,18 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from capplan.io.scenario import problem_from_data
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Workload
-from capplan.model.validate import check_plan
 from capplan.placement import PlanOptions
-from capplan.placement import greedy as greedy_mod
 from capplan.placement.core.fit import _placements_left, fill_slices, gpu_mode_fits, mig_starts, node_reason
 from capplan.placement.core.fleet import MIG, Placement
 from capplan.placement.core.state import ClusterState
 from capplan.placement.greedy import plan_greedy
-from tests.placement.test_greedy_bulk import OneByOne
+from tests.placement.test_greedy_bulk import OneByOne, assert_plan_of_reference
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -150,13 +147,7 @@ class MigOneByOne(OneByOne):
 @given(mig_scenario())
 def test_mig_fast_path_gives_the_plan_of_one_by_one(data: dict[str, Any]) -> None:
     """The greedy plan (assignments, reasons, objective) is the reference placer's, and valid."""
-    p = problem_from_data(data)
-    fast = plan_greedy(p, PlanOptions())
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(greedy_mod, "GreedyPlacer", MigOneByOne)
-        slow = plan_greedy(problem_from_data(data), PlanOptions())
-    assert check_plan(p, fast) == []
-    assert fast.model_dump(exclude={"solve_seconds"}) == slow.model_dump(exclude={"solve_seconds"})
+    assert_plan_of_reference(data, MigOneByOne)
 
 
 @SETTINGS

@@ -12,19 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from capplan.io.scenario import problem_from_data
-from capplan.model.validate import check_plan
 from capplan.placement import PlanOptions
-from capplan.placement import greedy as greedy_mod
 from capplan.placement.core.fit import fill_shares, fit_on_node
 from capplan.placement.core.reasons import explain_fast
 from capplan.placement.core.state import ClusterState, Placement
 from capplan.placement.greedy import GreedyPlacer, place_workload, plan_greedy, workload_order
-from tests.placement.test_greedy_bulk import OneByOne
+from tests.placement.test_greedy_bulk import OneByOne, assert_plan_of_reference
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MODELS = ["L40S-48GB", "H100-SXM5-80GB", "T4-16GB"]
@@ -79,14 +76,7 @@ def test_share_path_gives_the_plan_of_one_share_at_a_time(data: dict[str, Any], 
         data = {**data, "running": [a.model_dump(exclude_none=True) for a in first.assignments[::2]]}
         for w in data["workloads"]:
             w.update(preemptible=True, migratable=True)
-        p = problem_from_data(data)
-    options = PlanOptions(allow_preemption=moves, allow_migration=moves)
-    fast = plan_greedy(p, options)
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(greedy_mod, "GreedyPlacer", OneByOne)
-        slow = plan_greedy(problem_from_data(data), options)
-    assert check_plan(p, fast) == []
-    assert fast.model_dump(exclude={"solve_seconds"}) == slow.model_dump(exclude={"solve_seconds"})
+    assert_plan_of_reference(data, OneByOne, PlanOptions(allow_preemption=moves, allow_migration=moves))
 
 
 @SETTINGS
