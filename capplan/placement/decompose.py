@@ -19,13 +19,14 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import replace
+from itertools import groupby
 from typing import Literal
 
 import numpy as np
 
 from capplan.model.deadline import Deadline
 from capplan.model.plan import Assignment, Plan, Unplaced
-from capplan.model.problem import Node, Problem, Workload
+from capplan.model.problem import Node, Problem
 from capplan.placement.core.executor import Executor, SerialExecutor, make_executor
 from capplan.placement.core.options import PlanOptions, Strategy
 from capplan.placement.core.subproblem import power_by_gpu_share, restrict
@@ -122,49 +123,34 @@ def _solve_part(args: tuple[Problem, Strategy, PlanOptions]) -> list[Assignment]
     return list(part(sub, opts).assignments) if sub.workloads else []
 
 
-def repair(p: Problem, assignments: list[Assignment], deadline: Deadline | None = None,
-           ) -> tuple[list[Assignment], list[Unplaced]]:
-    """Place the replicas missing from ``assignments`` with :class:`~capplan.placement.greedy.GreedyPlacer`.
+def repair(p: Problem, assignments: list[Assignment], deadline: Deadline) -> tuple[list[Assignment], list[Unplaced]]:
+    """Place the replicas missing from ``assignments`` by greedy's pass (:class:`~capplan.placement.levels.PriorityPass`
+    in the plain greedy order, the merged parts' replicas as placed), within ``deadline``.
 
-    With a ``deadline``, workloads not reached when it expires are left unplaced as not tried (greedy's
-    reason), and the reasons of the rest take the array form on large fleets or once the time is up (the
-    exact reasons of 130 workload shapes took 19 s on a 10k-GPU fleet), as greedy gives them.
+    Workloads not reached when the time is up are left unplaced as not tried, and the reasons of the rest take the
+    array form on large fleets or once the time is up (the exact reasons of 130 workload shapes took 19 s on a
+    10k-GPU fleet), as greedy gives them.
     """
     from capplan.placement.core.budget import SUMMARY_COST, reserve
     from capplan.placement.core.state import ClusterState
-    from capplan.placement.greedy import (
-        FAST_REASONS_NODES,
-        NOT_TRIED,
-        GreedyPlacer,
-        place_workload,
-        unplaced_reasons,
-        workload_order,
-    )
+    from capplan.placement.greedy import FAST_REASONS_NODES, GreedyPlacer, unplaced_reasons, workload_order
+    from capplan.placement.levels import PriorityPass
 
     st = ClusterState.with_assignments(p, list(assignments))
     # the pass stops early enough for the reasons to fit after it (their expected cost)
-    clock = deadline.less(reserve(p, deadline.budget, SUMMARY_COST)) if deadline is not None else None
+    clock = deadline.less(reserve(p, deadline.budget, SUMMARY_COST))
     placer = GreedyPlacer(p, st, clock)
     placed: dict[str, list[Assignment]] = defaultdict(list)
     for a in assignments:
         placed[a.workload].append(a)
     out = list(assignments)
-    missed: list[tuple[Workload, list[int]]] = []
-    late: list[Unplaced] = []
-    for w in workload_order(p):
-        have = {a.replica for a in placed.get(w.name, [])}
-        free = [r for r in range(w.replicas) if r not in have]
-        if not free:
-            continue
-        if late or (clock is not None and clock.expired()):
-            late.append(Unplaced(workload=w.name, replicas=tuple(free), reason=NOT_TRIED))
-            continue
-        got = place_workload(placer, w, len(free), placed.get(w.name, []))
-        out += [st.assignment(w, r, pl) for r, pl in zip(free, got, strict=False)]
-        if len(got) < len(free):
-            missed.append((w, free[len(got):]))
-    fast = bool(late) or len(p.cluster.nodes) > FAST_REASONS_NODES
-    unplaced = unplaced_reasons(p, st, out, missed, fast, deadline) + late
+    run = PriorityPass(p, placer, clock, out, placed, None, other_ways=False)
+    for _, ws in groupby(workload_order(p), key=lambda w: w.priority):
+        run.level(list(ws))
+    for h in run.repair.held.values():  # gangs the pass placed whole (movable while it ran)
+        out += [st.assignment(h.w, r, pl) for r, pl in zip(h.replicas, h.placements, strict=True)]
+    fast = bool(run.late) or len(p.cluster.nodes) > FAST_REASONS_NODES
+    unplaced = unplaced_reasons(p, st, out, run.missing_of, fast, deadline) + run.late
     unplaced.sort(key=lambda u: p.workload_index[u.workload])
     return out, unplaced
 

@@ -78,19 +78,17 @@ class Evictor:
     def __init__(self, p: Problem, st: ClusterState, place: Place, deadline: Deadline,
                  allow_migration: bool = False, moves_first: bool = False, allow_preemption: bool = True) -> None:
         self.p, self.st, self.place, self.deadline = p, st, place, deadline
-        self.allow_preemption = allow_preemption
+        self.allow_preemption, self.allow_migration, self.moves_first = allow_preemption, allow_migration, moves_first
         self.by_node: dict[int, list[Victim]] = {}
         for a in p.running:
             w = p.workload(a.workload)
             # a gang's member stops or moves only with the whole gang: left to the exact strategies
-            movable = allow_migration and w.migratable and w.topology.required is None
-            if w.is_gang or not ((allow_preemption and _stoppable(w)) or movable):
+            if w.is_gang or not (self._stops(w) or self._migratable(w)):
                 continue
             i = p.cluster.node_index[a.node]
             d = p.demand_on(w, p.cluster.nodes[i])
             assert d is not None
             self.by_node.setdefault(i, []).append(Victim(a, w, d, st.placement_of(a)))
-        self.allow_migration, self.moves_first = allow_migration, moves_first
         self._held_cache: dict[tuple[int, bool, int], np.ndarray] = {}
         self._cap = 0  # replicas below this priority may stop (the current round of make_room)
         #: The priorities of the replicas that may stop or move, lowest first (the rounds of :meth:`make_room`).
@@ -113,9 +111,11 @@ class Evictor:
         return (self._stops(v.w) and v.w.priority < cap) or (move and self._migratable(v.w))
 
     def _stops(self, w: Workload) -> bool:
+        """May stop: preemption allowed, preemptible and not guaranteed."""
         return self.allow_preemption and _stoppable(w)
 
     def _migratable(self, w: Workload) -> bool:
+        """May move: migration allowed, migratable and not tied to a domain."""
         return self.allow_migration and w.migratable and w.topology.required is None
 
     def _victims(self, nodes: np.ndarray, priority: int, move: bool) -> list[Victim]:
@@ -259,7 +259,7 @@ class Evictor:
             if v.pl.node not in taken:
                 ok = False
                 break
-            if self.allow_migration and v.w.migratable and v.w.topology.required is None:
+            if self._migratable(v.w):
                 dest = self.place(v.w, 1, [], None)
                 if dest:
                     moves.append((v, dest[0]))

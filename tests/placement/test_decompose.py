@@ -73,5 +73,5 @@ def test_repair_keeps_its_deadline() -> None:
     assert out == []
     assert {u.workload for u in unplaced} == {w.name for w in p.workloads}
     assert all(u.reason.startswith("not tried: the time limit ran out") for u in unplaced)
-    placed, rest = repair(p, [])  # no deadline: greedy's plan, its reasons exact
+    placed, rest = repair(p, [], Deadline.start(60))  # time enough: greedy's plan, its reasons exact
     assert placed and not any(u.reason.startswith("not tried") for u in rest)
