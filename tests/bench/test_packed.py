@@ -238,6 +238,29 @@ def test_feeding_level_adds_its_weight_within_the_plan_level() -> None:
     assert 200.0 <= off[0] < 301.0 and 200.0 <= on[1] < 400.0  # still level 2 (planned new), below level 1
 
 
+def test_feeding_level_only_while_the_fleet_has_the_cpu_per_gpu_the_pods_ask() -> None:
+    """The typical pods ask 9 cores for 7,440 GPU milli (1.21 CPU milli per GPU milli); the fleet has 200 cores
+    for 10,000 milli (20 per milli): the level applies. With a CPU-only pod of 600 cores the pods ask 81.9 per
+    milli, more than the fleet has: the heavy share's score is as with ``share_fed`` 0. On the first fleet
+    the level stops once free CPU per free milli falls below 1.21: 12,000 CPU milli for 10,000 free milli."""
+    nodes = [TraceNode("g2", 96000, 384 * 1024, 8, "G2"), TraceNode("t4", 104000, 512 * 1024, 2, "T4")]
+    plenty = _ctx(nodes, _typical())
+    scarce = _ctx(nodes, [*_typical(), TracePod("cpu", 600000, 1024, 0, 0)])
+    state = SimState.empty(plenty.fleet)
+    heavy = _pod(plenty, 11908, 47104, 470)
+    on, off = PackedFGD(scarce, _planned_mix()), PackedFGD(scarce, _planned_mix(), share_fed=0.0)
+    assert np.allclose(on.score(state, heavy), off.score(state, heavy))  # type: ignore[arg-type]
+    assert not on.fed_on
+    policy = PackedFGD(plenty, _planned_mix())
+    assert policy.feeding(state)
+    state.cpu_left[:] = [6000, 6000]  # 12,000 < 1.21 x 10,000 = 12,097
+    assert not policy.feeding(state)
+    state.cpu_left[:] = [6100, 6000]
+    assert policy.feeding(state)
+    state.mem_left[:] = [0, 0]  # memory alike
+    assert not policy.feeding(state)
+
+
 def test_room_is_the_lower_quartile_of_what_a_size_asked() -> None:
     """320s asked 4, 1, 4, 4 and 8 cores: the room beside a 650 is 4 cores (the least would be 1)."""
     nodes = [TraceNode("A", 64000, 262144, 2, "G2")]

@@ -16,7 +16,11 @@ need afterwards (the *room*: per hole, over the sizes planned into it, the least
 lower quartile of the CPU and memory its shares asked so far), so the GPU can still be completed.
 Within a level a share first prefers a node that *keeps feeding shares like it*: after the share,
 the node's free CPU and memory per free GPU milli are at least the share's own (+``share_fed``,
-50); then FGD's score and the usable-GPU loss choose, as before. CPU-only and whole-GPU pods are
+50); then FGD's score and the usable-GPU loss choose, as before. The feeding level applies only while
+CPU and memory are not the scarcer resources: while the fleet's free CPU and free memory per free GPU milli
+are at least what the trace's pods ask per GPU milli (CPU-only pods included; :meth:`PackedFGD.feeding`).
+Where the pods ask as much CPU per GPU as the fleet has, the CPU kept beside the heavy shares is CPU the
+CPU-only pods need (measured: docs/benchmarks-online.md). CPU-only and whole-GPU pods are
 scored as by :class:`BalancedFGD`, less ``room_weight`` (0.4, below one FGD point: a tie-break) on
 nodes where they would take the room.
 Before the first plan (the first 16 shares) every pod is placed as by :class:`BalancedFGD`.
@@ -27,9 +31,9 @@ model are expected to need, is smaller than what the pod would take
 (:class:`capplan.bench.online.pressure.ModelDemand`, learned from the demand arrived so far). On
 traces without ``gpu_spec`` nothing is tied and this never applies.
 
-Information used: the typical pods (as FGD), the current occupancy and the sizes, CPU and memory
-of the shares that arrived so far, and the GPU demand arrived so far per accepted model; nothing
-about future arrivals.
+Information used: the typical pods (as FGD) and the CPU and memory per GPU milli of the trace's pods,
+the current occupancy, the sizes, CPU and memory of the shares that arrived so far, and the GPU demand
+arrived so far per accepted model; nothing about future arrivals.
 
 Why: at 100% arrived on the Alibaba traces every unallocated GPU is leftover space on GPUs holding
 shares (docs/benchmarks-online.md). FGD's fragmentation score judges a share's GPU against the
@@ -102,8 +106,9 @@ class PackedFGD(BalancedFGD):
         Score taken off a flexible GPU pod's node whose GPU model is short for the pods tied to it
         (see the module); 0 turns this off.
     share_fed
-        Score added, for a share, to the nodes that keep feeding shares like it (see :meth:`feeds`);
-        below the gap between two plan levels; 0 turns this off.
+        Score added, for a share, to the nodes that keep feeding shares like it (see :meth:`feeds`)
+        while CPU and memory are not scarcer than GPUs (:meth:`feeding`); below the gap between two
+        plan levels; 0 turns this off.
     room_quantile
         The room a planned share size needs: this quantile (lower value) of the CPU and of the memory
         the shares of that size asked so far (0: the least).
@@ -124,6 +129,11 @@ class PackedFGD(BalancedFGD):
         self.room_cpu = np.zeros(MILLI + 1)  # per free milli of a GPU: CPU its planned share needs
         self.room_mem = np.zeros(MILLI + 1)
         self.models = ModelDemand(ctx.fleet)  # every free GPU milli counts: measured better than CPU-backed only
+        pods = ctx.pods
+        asked = float((pods.milli * pods.num).sum())  # GPU milli the trace's pods ask
+        self.asks_cpu = float(pods.cpu.sum()) / asked if asked else 0.0  # CPU per GPU milli the pods ask
+        self.asks_mem = float(pods.mem.sum()) / asked if asked else 0.0
+        self.fed_on = True  # the feeding level applies (:meth:`feeding`)
 
     def score(self, state: SimState, pod: Pod) -> FloatArr:
         """Count an arriving pod (a share re-plans on schedule), score as :class:`BalancedFGD`, then the model level."""
@@ -136,11 +146,25 @@ class PackedFGD(BalancedFGD):
             if changed is not None:  # re-planned
                 self._replanned(changed)
         self.models.add(pod)
+        on = self.feeding(state)
+        if on != self.fed_on:  # cached share scores carry the level: drop them
+            self.fed_on = on
+            self.cache.clear()
         out = super().score(state, pod)
         short = self.models.short(state, pod)
         if short is not None and short.any():
             return as_float(out - self.model_short * (short & (out >= 0)))  # infeasible nodes stay at -1
         return out
+
+    def feeding(self, state: SimState) -> bool:
+        """Whether the feeding level applies now: the fleet's free CPU and free memory per free GPU milli are at
+        least what the trace's pods ask per GPU milli (when CPU runs out before GPUs, the CPU kept for shares'
+        partners is taken from the CPU-only pods). A fleet without free GPU milli feeds nothing either way."""
+        free = int(state.gpu_left.sum())
+        if free <= 0:
+            return True
+        return (float(state.cpu_left.sum()) >= self.asks_cpu * free
+                and float(state.mem_left.sum()) >= self.asks_mem * free)
 
     def _replanned(self, changed: set[int]) -> None:
         """New plan: rebuild the room tables; drop the cached scores that used what changed."""
@@ -214,7 +238,7 @@ class PackedFGD(BalancedFGD):
         kept = (cpu_after[:, None] >= need_cpu) & (mem_after[:, None] >= need_mem)
         sc = np.where(sc >= 0, sc + np.where(kept, self.levels(pod.milli)[left], 0.0), sc)
         lost = np.clip(np.round(self.loss(state, pod, rows) * self.steps) / self.steps, -CLIP, CLIP)
-        fed = self.share_fed * self.feeds(state, pod, rows)
+        fed = self.share_fed * self.feeds(state, pod, rows) if self.fed_on else 0.0
         return as_float(sc.max(axis=1) + fed + self.weight * (1.0 - (lost + CLIP) / (2 * CLIP))), sc.argmax(axis=1)
 
     @staticmethod
