@@ -53,8 +53,20 @@ def shape_key(w: Workload) -> tuple[object, ...]:
 
 
 def workload_order(p: Problem) -> list[Workload]:
-    """Priority first, gangs first, bigger total demand first, then input order."""
-    return sorted(p.workloads, key=lambda w: (-w.priority, not w.is_gang, -p.demand_units(w) * w.replicas,
+    """Priority first, gangs first, MIG slices on fewer GPU models of the fleet first, bigger total demand
+    first, then input order.
+
+    A named profile of one model (``mig: 2g.45gb`` on B200) has only that model's GPUs, where a ``mig: auto``
+    replica of the same priority could go to several and, placed first, takes the slices the named one needed.
+    """
+    fleet = sorted({n.gpu_model for n in p.cluster.nodes if n.gpu_model})
+
+    def models(w: Workload) -> int:
+        if w.mig is None or w.is_gang:
+            return 0
+        return sum(p.model_demand(w, m) is not None for m in fleet)
+
+    return sorted(p.workloads, key=lambda w: (-w.priority, not w.is_gang, models(w), -p.demand_units(w) * w.replicas,
                                               -w.cpu_milli, p.workload_index[w.name]))
 
 
