@@ -14,7 +14,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from capplan.model.problem import Problem, Workload
+from capplan.model.catalog import GpuModel
+from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU, gib_to_mib
 from capplan.placement.core.state import FREE, MIG, SHARED, ClusterState
 
@@ -176,8 +177,7 @@ class BestFitOrder:
 
     def _model_rank(self, w: Workload) -> np.ndarray:
         """Per model id, the rank of the MIG instance ``w`` takes there (0 best): the smallest share of the GPU
-        first (demand units: the larger of its compute and memory slices as shares of the model's), then the
-        least GPU memory.
+        first (:func:`_share`), then the least GPU memory.
 
         A 20 GiB ``mig: auto`` replica is one compute slice on H200 (1g.35gb) and on B200 (1g.23gb), but two of
         the H200's eight memory slices: four per GPU where the B200 takes seven, so its compute units alone
@@ -187,13 +187,8 @@ class BestFitOrder:
         hit = self._ranks.get(id(per))  # the demand list is the state's, one per eligibility shape
         if hit is not None and hit[0] is per:
             return hit[1]
-        keys: list[tuple[int, float]] = []
-        for d, m in zip(per, self.st.models, strict=True):
-            if d is not None and d.profile is not None and m is not None:
-                keys.append((max(d.units, -(-d.profile.memory_slices * UNITS_PER_GPU // m.memory_slices)),
-                             d.profile.memory_gib))
-            else:
-                keys.append((d.units if d is not None else 0, 0.0))
+        keys = [(_share(d, m), d.profile.memory_gib if d is not None and d.profile is not None else 0.0)
+                for d, m in zip(per, self.st.models, strict=True)]
         order = sorted(set(keys))
         rank = np.array([order.index(k) for k in keys], dtype=np.int64)
         self._ranks[id(per)] = (per, rank)
@@ -263,6 +258,16 @@ class BestFitOrder:
     def candidates(self, w: Workload, within: np.ndarray | None, prefer: set[str] | None = None) -> list[int]:
         """Eligible nodes with room for CPU, memory and GPUs, best fit first."""
         return list(self.ordered(w, within, prefer))
+
+
+def _share(d: Demand | None, m: GpuModel | None) -> int:
+    """The share of a GPU (demand units) one replica of demand ``d`` takes on a GPU of model ``m``: for a MIG
+    instance the larger of its compute and memory slices as shares of the model's (0 where never eligible)."""
+    if d is None:
+        return 0
+    if d.profile is None or m is None:
+        return d.units
+    return max(d.units, -(-d.profile.memory_slices * UNITS_PER_GPU // m.memory_slices))
 
 
 #: Nodes of a share's kept order checked one at a time before the walk turns to chunks.
