@@ -2,10 +2,11 @@
 
 :class:`BestFitOrder` screens the nodes that may take a replica (CPU, memory, GPUs; a per-GPU screen for
 slices and shares), ranks them by one integer key (best fit: fewest free whole GPUs left, least free CPU,
-busy GPUs first for slices, the smallest MIG slice, a preferred domain, CPU-only pods on CPU-only nodes) and
-yields them lazily, sorting the front of the order only (``argpartition`` in chunks). Fit failures that
-depend on the node alone are remembered per fit shape until the node changes (its stamp), so identical
-workloads do not try the same full nodes again. :class:`~capplan.placement.greedy.GreedyPlacer` walks the order.
+busy GPUs first for slices, for MIG the model where the instance takes the least of the GPU, a preferred
+domain, CPU-only pods on CPU-only nodes) and yields them lazily, sorting the front of the order only
+(``argpartition`` in chunks). Fit failures that depend on the node alone are remembered per fit shape until
+the node changes (its stamp), so identical workloads do not try the same full nodes again.
+:class:`~capplan.placement.greedy.GreedyPlacer` walks the order.
 """
 
 from __future__ import annotations
@@ -150,8 +151,8 @@ class BestFitOrder:
 
     def _keys(self, w: Workload, idx: np.ndarray, prefer: set[str] | None) -> np.ndarray:
         """One integer per node of ``idx``: best fit first (the most significant field first: CPU-only
-        pods on CPU-only nodes, the smallest MIG slice that serves, a preferred domain, nodes with busy
-        GPUs for slices and shares, fewest free whole GPUs left, least free CPU)."""
+        pods on CPU-only nodes, the MIG instance taking the least of the GPU (:meth:`_model_rank`), a preferred
+        domain, nodes with busy GPUs for slices and shares, fewest free whole GPUs left, least free CPU)."""
         st = self.st
         key = np.zeros(idx.size, dtype=np.int64)
 
