@@ -53,11 +53,13 @@ def shape_key(w: Workload) -> tuple[object, ...]:
 
 
 def workload_order(p: Problem) -> list[Workload]:
-    """Priority first, gangs first, MIG slices on fewer GPU models of the fleet first, bigger total demand
-    first, then input order.
+    """Priority first, gangs first, then the other workloads but MIG slices, then MIG slices eligible on fewer
+    of the fleet's GPU models first; bigger total demand first, then input order.
 
     A named profile of one model (``mig: 2g.45gb`` on B200) has only that model's GPUs, where a ``mig: auto``
-    replica of the same priority could go to several and, placed first, takes the slices the named one needed.
+    replica of the same priority could go to several and, placed first, takes the slices the named one needed;
+    whole GPUs and shares need GPUs not in MIG mode, which slices placed first may have opened (on shape e of
+    ``benchmarks/shapes.py`` both rules together place more at every size tried than either alone).
     """
     fleet = sorted({n.gpu_model for n in p.cluster.nodes if n.gpu_model})
 

@@ -94,6 +94,20 @@ def test_named_profile_of_one_model_before_mig_auto_of_many() -> None:
     assert u.workload == "auto" and len(u.replicas) == 2
 
 
+def test_whole_gpus_before_mig_slices_of_a_priority() -> None:
+    """Eight 1g.10gb (8/7 of a GPU: first by demand before) fill one H100 and take a slice of the other, so the
+    1-GPU replica of the same priority found no whole GPU (8/7 placed). Now the whole GPU goes first and seven
+    slices fill the other GPU: 2 GPUs placed, one slice left."""
+    p = scenario([{"name": "n", "gpu": "H100-SXM5-80GB", "gpus": 2, "cpu": 64, "memory_gib": 512}],
+                 [{"name": "slices", "mig": "1g.10gb", "replicas": 8, "gpu_models": ["H100-SXM5-80GB"]},
+                  {"name": "whole", "gpus": 1}])
+    assert [w.name for w in workload_order(p)] == ["whole", "slices"]
+    plan = solve(p, "greedy")
+    assert plan.objective == pytest.approx((2.0,))
+    ((u),) = plan.unplaced
+    assert u.workload == "slices" and len(u.replicas) == 1
+
+
 def test_order_unchanged_without_mig() -> None:
     """Whole-GPU, share and gang workloads keep the order by priority, gangs first, then total demand."""
     p = scenario([{"name": "n", "gpu": "H100-SXM5-80GB", "gpus": 8, "cpu": 64, "memory_gib": 512}],
