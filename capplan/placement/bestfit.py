@@ -178,7 +178,7 @@ class BestFitOrder:
 
     def _model_rank(self, w: Workload) -> np.ndarray:
         """Per model id, the rank of the MIG instance ``w`` takes there (0 best): the smallest share of the GPU
-        first (:func:`_share`), then the least GPU memory.
+        first (:func:`gpu_share`), then the least GPU memory.
 
         A 20 GiB ``mig: auto`` replica is one compute slice on H200 (1g.35gb) and on B200 (1g.23gb), but two of
         the H200's eight memory slices: four per GPU where the B200 takes seven, so its compute units alone
@@ -188,7 +188,7 @@ class BestFitOrder:
         hit = self._ranks.get(id(per))  # the demand list is the state's, one per eligibility shape
         if hit is not None and hit[0] is per:
             return hit[1]
-        keys = [(_share(d, m), d.profile.memory_gib if d is not None and d.profile is not None else 0.0)
+        keys = [(gpu_share(d, m), d.profile.memory_gib if d is not None and d.profile is not None else 0.0)
                 for d, m in zip(per, self.st.models, strict=True)]
         order = sorted(set(keys))
         rank = np.array([order.index(k) for k in keys], dtype=np.int64)
@@ -261,7 +261,7 @@ class BestFitOrder:
         return list(self.ordered(w, within, prefer))
 
 
-def _share(d: Demand | None, m: GpuModel | None) -> int:
+def gpu_share(d: Demand | None, m: GpuModel | None) -> int:
     """The share of a GPU (demand units) one replica of demand ``d`` takes on a GPU of model ``m``: for a MIG
     instance the larger of its compute and memory slices as shares of the model's (0 where never eligible)."""
     if d is None:

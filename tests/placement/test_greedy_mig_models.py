@@ -16,7 +16,7 @@ import pytest
 from capplan.model.problem import Workload
 from capplan.model.units import UNITS_PER_GPU
 from capplan.placement import solve
-from capplan.placement.bestfit import BestFitOrder, _share
+from capplan.placement.bestfit import BestFitOrder, gpu_share
 from capplan.placement.core.state import ClusterState
 from capplan.placement.greedy import workload_order
 from tests.conftest import scenario
@@ -42,7 +42,7 @@ def test_share_counts_memory_slices() -> None:
     p = scenario([_node("h", "H200-SXM-141GB", 8), _node("b", "B200-180GB", 16)], [_auto("w", 20, 1)])
     st = ClusterState(p)
     per = st.demands(p.workloads[0])[0]
-    shares = {m.name: _share(d, m) for d, m in zip(per, st.models, strict=True) if m is not None}
+    shares = {m.name: gpu_share(d, m) for d, m in zip(per, st.models, strict=True) if m is not None}
     assert shares == {"B200-180GB": UNITS_PER_GPU // 7, "H200-SXM-141GB": UNITS_PER_GPU // 4}
     rank = BestFitOrder(p, st)._model_rank(p.workloads[0])
     ids = {m.name: k for k, m in enumerate(st.models) if m is not None}
@@ -95,9 +95,9 @@ def test_named_profile_of_one_model_before_mig_auto_of_many() -> None:
 
 
 def test_whole_gpus_before_mig_slices_of_a_priority() -> None:
-    """Eight 1g.10gb (8/7 of a GPU: first by demand before) fill one H100 and take a slice of the other, so the
-    1-GPU replica of the same priority found no whole GPU (8/7 placed). Now the whole GPU goes first and seven
-    slices fill the other GPU: 2 GPUs placed, one slice left."""
+    """At the lowest priority (here the only one), eight 1g.10gb (8/7 of a GPU: first by demand before) filled
+    one H100 and took a slice of the other, so the 1-GPU replica found no whole GPU (8/7 placed). Now the whole
+    GPU goes first and seven slices fill the other GPU: 2 GPUs placed, one slice left."""
     p = scenario([{"name": "n", "gpu": "H100-SXM5-80GB", "gpus": 2, "cpu": 64, "memory_gib": 512}],
                  [{"name": "slices", "mig": "1g.10gb", "replicas": 8, "gpu_models": ["H100-SXM5-80GB"]},
                   {"name": "whole", "gpus": 1}])
@@ -106,6 +106,20 @@ def test_whole_gpus_before_mig_slices_of_a_priority() -> None:
     assert plan.objective == pytest.approx((2.0,))
     ((u),) = plan.unplaced
     assert u.workload == "slices" and len(u.replicas) == 1
+
+
+def test_mig_before_other_work_above_the_lowest_priority() -> None:
+    """Above the lowest priority MIG workloads come before whole GPUs (fewest models first); at the lowest,
+    after them; gangs first everywhere, then by total demand."""
+    p = scenario([{"name": "n", "gpu": "H100-SXM5-80GB", "gpus": 8, "cpu": 64, "memory_gib": 512},
+                  {"name": "m", "gpu": "A100-SXM4-80GB", "gpus": 8, "cpu": 64, "memory_gib": 512}],
+                 [{"name": "whole9", "gpus": 4, "priority": 9},
+                  {"name": "any9", "mig": "1g.10gb", "priority": 9},
+                  {"name": "h100only9", "mig": "1g.10gb", "gpu_models": ["H100-SXM5-80GB"], "priority": 9},
+                  {"name": "gang9", "kind": "training", "gpus": 1, "replicas": 2, "priority": 9},
+                  {"name": "whole0", "gpus": 1}, {"name": "mig0", "mig": "3g.40gb", "replicas": 8}])
+    assert [w.name for w in workload_order(p)] == ["gang9", "h100only9", "any9", "whole9", "whole0", "mig0"]
+    assert solve(p, "greedy").status in ("optimal", "feasible")
 
 
 def test_order_unchanged_without_mig() -> None:
