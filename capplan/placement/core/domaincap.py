@@ -21,6 +21,8 @@ Two cheap relaxations that the bound (:mod:`capplan.placement.core.bound`, the p
   those GPUs at most, per (model, profile), the values of their best replicas that ask that profile there, one
   per preset instance, and a GPU without a fixed layout holds at most one GPU of value:
   :func:`joint_cap`, the most value a set of priorities places together.
+* **Waste.** Work every better plan must place wastes GPUs: isolated work (:func:`_isolation_waste`), and MIG
+  instances whose memory slices outweigh their compute slices (:func:`_mig_waste`).
 
 All ignore everything else (isolation, taints, other work), so they stay upper bounds.
 """
