@@ -2,10 +2,11 @@
 
 :class:`BestFitOrder` screens the nodes that may take a replica (CPU, memory, GPUs; a per-GPU screen for
 slices and shares), ranks them by one integer key (best fit: fewest free whole GPUs left, least free CPU,
-busy GPUs first for slices, the smallest MIG slice, a preferred domain, CPU-only pods on CPU-only nodes) and
-yields them lazily, sorting the front of the order only (``argpartition`` in chunks). Fit failures that
-depend on the node alone are remembered per fit shape until the node changes (its stamp), so identical
-workloads do not try the same full nodes again. :class:`~capplan.placement.greedy.GreedyPlacer` walks the order.
+busy GPUs first for slices, for MIG the model where the instance takes the least of the GPU, a preferred
+domain, CPU-only pods on CPU-only nodes) and yields them lazily, sorting the front of the order only
+(``argpartition`` in chunks). Fit failures that depend on the node alone are remembered per fit shape until
+the node changes (its stamp), so identical workloads do not try the same full nodes again.
+:class:`~capplan.placement.greedy.GreedyPlacer` walks the order.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from capplan.model.problem import Problem, Workload
-from capplan.model.units import MILLI, gib_to_mib
+from capplan.model.catalog import GpuModel
+from capplan.model.problem import Demand, Problem, Workload
+from capplan.model.units import MILLI, UNITS_PER_GPU, gib_to_mib
 from capplan.placement.core.state import FREE, MIG, SHARED, ClusterState
 
 #: Candidate nodes sorted at first (then four times as many at each further chunk).
@@ -45,6 +47,7 @@ class BestFitOrder:
         self._alive: dict[tuple[object, ...], tuple[int, np.ndarray]] = {}
         # Per share shape, its candidates kept in best-fit order between workloads (see _share_order).
         self._shares: dict[tuple[object, ...], _ShareOrder] = {}
+        self._ranks: dict[int, tuple[object, np.ndarray]] = {}  # per MIG request (see _model_rank)
 
     def _inside(self, idx: np.ndarray, within: np.ndarray) -> np.ndarray:
         """The nodes of sorted ``idx`` (an eligibility array of the state's cache) that are in ``within``:
@@ -148,8 +151,8 @@ class BestFitOrder:
 
     def _keys(self, w: Workload, idx: np.ndarray, prefer: set[str] | None) -> np.ndarray:
         """One integer per node of ``idx``: best fit first (the most significant field first: CPU-only
-        pods on CPU-only nodes, the smallest MIG slice that serves, a preferred domain, nodes with busy
-        GPUs for slices and shares, fewest free whole GPUs left, least free CPU)."""
+        pods on CPU-only nodes, the MIG instance taking the least of the GPU (:meth:`_model_rank`), a preferred
+        domain, nodes with busy GPUs for slices and shares, fewest free whole GPUs left, least free CPU)."""
         st = self.st
         key = np.zeros(idx.size, dtype=np.int64)
 
@@ -160,8 +163,7 @@ class BestFitOrder:
         if not w.has_gpu_demand:
             push(st.gpu_count[idx] > 0, 1)
         if w.mig is not None:
-            units = np.array([d.units if d is not None else 0 for d in st.demands(w)[0]], dtype=np.int64)
-            push(units[st.model_id[idx]], 16)
+            push(self._model_rank(w)[st.model_id[idx]], 10)
         if prefer:
             lvl = w.topology.preferred
             assert lvl is not None
@@ -173,6 +175,25 @@ class BestFitOrder:
         push(st.free_whole[idx] - (w.gpus or 0), 12)
         push(st.cpu[idx], 31)
         return key
+
+    def _model_rank(self, w: Workload) -> np.ndarray:
+        """Per model id, the rank of the MIG instance ``w`` takes there (0 best): the smallest share of the GPU
+        first (:func:`gpu_share`), then the least GPU memory.
+
+        A 20 GiB ``mig: auto`` replica is one compute slice on H200 (1g.35gb) and on B200 (1g.23gb), but two of
+        the H200's eight memory slices: four per GPU where the B200 takes seven, so its compute units alone
+        would rank the two models equal. Between models of equal share the instance with the least memory
+        serves best (a 10 GiB replica on an H100's 1g.10gb, not a B200's 1g.23gb, which a 20 GiB one needs)."""
+        per = self.st.demands(w)[0]
+        hit = self._ranks.get(id(per))  # the demand list is the state's, one per eligibility shape
+        if hit is not None and hit[0] is per:
+            return hit[1]
+        keys = [(gpu_share(d, m), d.profile.memory_gib if d is not None and d.profile is not None else 0.0)
+                for d, m in zip(per, self.st.models, strict=True)]
+        order = sorted(set(keys))
+        rank = np.array([order.index(k) for k in keys], dtype=np.int64)
+        self._ranks[id(per)] = (per, rank)
+        return rank
 
     def ordered(self, w: Workload, within: np.ndarray | None,
                 prefer: set[str] | None = None) -> Iterator[int]:
@@ -238,6 +259,16 @@ class BestFitOrder:
     def candidates(self, w: Workload, within: np.ndarray | None, prefer: set[str] | None = None) -> list[int]:
         """Eligible nodes with room for CPU, memory and GPUs, best fit first."""
         return list(self.ordered(w, within, prefer))
+
+
+def gpu_share(d: Demand | None, m: GpuModel | None) -> int:
+    """The share of a GPU (demand units) one replica of demand ``d`` takes on a GPU of model ``m``: for a MIG
+    instance the larger of its compute and memory slices as shares of the model's (0 where never eligible)."""
+    if d is None:
+        return 0
+    if d.profile is None or m is None:
+        return d.units
+    return max(d.units, -(-d.profile.memory_slices * UNITS_PER_GPU // m.memory_slices))
 
 
 #: Nodes of a share's kept order checked one at a time before the walk turns to chunks.

@@ -53,8 +53,27 @@ def shape_key(w: Workload) -> tuple[object, ...]:
 
 
 def workload_order(p: Problem) -> list[Workload]:
-    """Priority first, gangs first, bigger total demand first, then input order."""
-    return sorted(p.workloads, key=lambda w: (-w.priority, not w.is_gang, -p.demand_units(w) * w.replicas,
+    """Priority first, gangs first, bigger total demand first, then input order; within a priority, MIG
+    workloads (not gangs) eligible on fewer of the fleet's GPU models before those on more, all of them before
+    the other workloads, except at the lowest priority, where they come after them.
+
+    A named profile of one model (``mig: 2g.45gb`` on B200) has only that model's GPUs, where a ``mig: auto``
+    replica of the same priority could go to several and, placed first, takes the slices the named one needed.
+    The lowest priority is the one an over-subscribed fleet leaves short, and there a whole GPU or a share is
+    worth all of the GPU it takes, a MIG slice often less (a 20 GiB replica is worth a seventh of an H100 and
+    takes a quarter of it). Measured on shape e of ``benchmarks/shapes.py`` (docs/benchmarks-fleet-scale.md,
+    "Gaps of shapes a and e"): the two together place more than either alone and than the order by demand.
+    """
+    fleet = sorted({n.gpu_model for n in p.cluster.nodes if n.gpu_model})
+    lowest = min((w.priority for w in p.workloads), default=0)
+
+    def mig_rank(w: Workload) -> int:
+        if w.mig is None or w.is_gang:
+            return 0
+        models = sum(p.model_demand(w, m) is not None for m in fleet)
+        return models if w.priority == lowest else models - len(fleet) - 1  # negative: before the others
+
+    return sorted(p.workloads, key=lambda w: (-w.priority, not w.is_gang, mig_rank(w), -p.demand_units(w) * w.replicas,
                                               -w.cpu_milli, p.workload_index[w.name]))
 
 

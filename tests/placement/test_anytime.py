@@ -292,9 +292,22 @@ def test_the_guarantee_check_moves_nothing_it_cannot_record() -> None:
     the move, so the validator rejected it and the plan said ``infeasible`` while CP-SAT and LNS placed it.
     The rest around the guaranteed work now moves nothing."""
     from capplan.io.scenario import load_scenario
+    from capplan.model.plan import Unplaced
+    from capplan.placement.core.summary import make_plan
+    from capplan.placement.guarantee import confirm_infeasible
 
     p = load_scenario(Path(__file__).parents[1] / "data" / "fuzz" / "seed-70442-guarantee-migration.yaml")
     plan = solve(p, "greedy", time_limit=5, allow_migration=True)
     assert check_plan(p, plan) == []
     assert plan.status != "infeasible"
-    assert plan.metrics["guaranteed_check"].endswith("greedy placed the guaranteed work first")
+    # Greedy now places w4 itself (MIG work before the share at its priority, branch mig); the plan it made
+    # before, without w4, goes to the check as the fuzz campaign's run did.
+    options = PlanOptions(time_limit=5, allow_migration=True)
+    short = make_plan(p, "greedy", [a for a in plan.assignments if a.workload != "w4"],
+                      [*plan.unplaced, Unplaced(workload="w4", replicas=(0,), reason="left out")],
+                      migrations=list(plan.migrations))
+    assert short.status == "infeasible"
+    checked = confirm_infeasible(p, short, options, Deadline.start(5.0), plan_greedy, None)
+    assert check_plan(p, checked) == []
+    assert checked.status != "infeasible"
+    assert checked.metrics["guaranteed_check"].endswith("greedy placed the guaranteed work first")

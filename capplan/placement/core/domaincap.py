@@ -21,6 +21,8 @@ Two cheap relaxations that the bound (:mod:`capplan.placement.core.bound`, the p
   those GPUs at most, per (model, profile), the values of their best replicas that ask that profile there, one
   per preset instance, and a GPU without a fixed layout holds at most one GPU of value:
   :func:`joint_cap`, the most value a set of priorities places together.
+* **Waste.** Work every better plan must place wastes GPUs: isolated work (:func:`_isolation_waste`), and MIG
+  instances whose memory slices outweigh their compute slices (:func:`_mig_waste`).
 
 All ignore everything else (isolation, taints, other work), so they stay upper bounds.
 """
@@ -340,8 +342,8 @@ def joint_cap(p: Problem, prios: Collection[int], forced: Collection[int] = (), 
     Per GPU model, at most the busy GPUs its power budgets allow (:func:`busy_caps`), and at most one GPU of
     value per GPU without a fixed MIG layout plus, on the GPUs preset to one (:class:`_Presets`), per
     (model, profile) the values of the best replicas of ``prios`` that ask that profile there, one per preset
-    instance; less what isolation wastes (:func:`_isolation_waste`). Without fixed layouts and forced isolated
-    work: :func:`busy_gpus`.
+    instance; less what isolation wastes (:func:`_isolation_waste`) and what the MIG instances of the forced
+    work waste beside it (:func:`_mig_waste`). Without fixed layouts and forced work: :func:`busy_gpus`.
     """
     pre = _Presets.of(p)
     key = (frozenset(prios), frozenset(forced), guaranteed)
@@ -350,8 +352,12 @@ def joint_cap(p: Problem, prios: Collection[int], forced: Collection[int] = (), 
         busy = busy_gpus(p) * UNITS_PER_GPU
         cap = _joint(p, pre, set(key[0])) if pre.slots else busy
         isolated = _memo(p, "isolated", lambda: any(w.isolation in ("tenant", "node") for w in p.workloads))
-        if isolated and (key[1] or guaranteed):
-            on_busy, on_all = _isolation_waste(p, key[0], key[1], guaranteed)
+        if key[1] or guaranteed:
+            on_busy = on_all = mig = 0
+            if isolated:
+                on_busy, on_all, mig = _isolation_waste(p, key[0], key[1], guaranteed)
+            # the tenants' isolated MIG GPUs are some of the GPUs holding MIG instances: the larger of the two
+            on_busy += max(0, _mig_waste(p, key[0], key[1], guaranteed) - mig)
             cap = min(cap, busy - on_busy, p.cluster.gpus_total * UNITS_PER_GPU - on_all)
         done[key] = cap
     return done[key]
@@ -459,9 +465,11 @@ def _tenants(p: Problem) -> dict[str | None, _Tenant]:
     return _memo(p, "tenants", build)
 
 
-def _isolation_waste(p: Problem, prios: frozenset[int], forced: frozenset[int], guaranteed: bool) -> tuple[int, int]:
+def _isolation_waste(p: Problem, prios: frozenset[int], forced: frozenset[int], guaranteed: bool
+                     ) -> tuple[int, int, int]:
     """Value (demand units) isolation keeps off the GPUs in every plan that places all of ``forced``'s isolated
-    replicas (and the guaranteed ones): (waste on busy GPUs, waste on all GPUs).
+    replicas (and the guaranteed ones): (waste on busy GPUs, waste on all GPUs, the part of the first on GPUs
+    holding MIG instances).
 
     The GPUs that hold a tenant's ``isolation: tenant`` shares hold no other tenant's replicas, and only shares (a
     GPU runs one mode): at least ``ceil(max(their GPU time, their GPU memory / the GPU's memory))`` GPUs holding at
@@ -483,9 +491,9 @@ def _isolation_waste(p: Problem, prios: frozenset[int], forced: frozenset[int], 
                 max(n.memory_mib for n in nodes))
     ext = _memo(p, "gpu_nodes", extremes)
     if ext is None or p.running:  # running replicas may break isolation and stay (the validator keeps them)
-        return 0, 0
+        return 0, 0, 0
     g_min, g_max, c_max, m_max = ext
-    on_busy = on_all = 0
+    on_busy = on_all = on_mig = 0
     for t in _tenants(p).values():
         need = [0.0] * 9
         fill = sum(t.mig_fill.get(q, 0.0) for q in prios)
@@ -508,7 +516,53 @@ def _isolation_waste(p: Problem, prios: frozenset[int], forced: frozenset[int], 
             node = max(0, k * g_min * UNITS_PER_GPU - sum(t.value.get(q, 0) for q in prios))
         on_busy += share + mig
         on_all += max(share + mig, node)
-    return on_busy, on_all
+        on_mig += mig
+    return on_busy, on_all, on_mig
+
+
+def _mig_waste(p: Problem, prios: frozenset[int], forced: frozenset[int], guaranteed: bool) -> int:
+    """Value (demand units) the GPUs holding MIG instances lose in every plan that places every replica of the
+    priorities ``forced`` (and, with ``guaranteed``, of every guaranteed workload), counting the value of ``prios``.
+
+    A GPU's instances take at most all its memory slices, and each is worth at most its compute slices' share
+    of the GPU (the value of a replica is its smallest compute share over the models it may use), so the GPUs
+    holding MIG instances lose at least the sum over their instances of memory share less compute share
+    (:func:`_mig_excess`, the least over the models): that of every forced replica, and at worst that of every
+    other replica of ``prios`` whose excess is negative (it may fill those GPUs). Two 3g.40gb on an H100 take its
+    eight memory slices for 6/7 of its value: 1/7 lost, unless 1g.10gb or 2g.20gb instances (excess -1/56 and
+    -1/28) fill beside a 3g.40gb instead. The tenants' isolated MIG instances are among these
+    (:func:`_isolation_waste` counts them on their own GPUs).
+    """
+    rows = _memo(p, "mig_excess", lambda: _mig_rows(p))
+    total = 0.0
+    for (q, g), (excess, negative) in rows.items():
+        if q in forced or (guaranteed and g):
+            total += excess
+        elif q in prios:
+            total += negative
+    return max(0, math.floor(total * UNITS_PER_GPU))
+
+
+def _mig_rows(p: Problem) -> dict[tuple[int, bool], tuple[float, float]]:
+    """Per (priority, guaranteed), the MIG replicas' summed least excess (:func:`_mig_excess`) and its negative
+    part."""
+    models = sorted({str(n.gpu_model) for n in p.cluster.nodes if n.gpus and n.gpu_model
+                     and p.catalog.get(str(n.gpu_model)).partitioning != "none"})
+    excess_of: dict[tuple[object, ...], float | None] = {}
+    out: dict[tuple[int, bool], tuple[float, float]] = {}
+    for w in p.workloads:
+        if w.mig is None or not p.replica_value(w):
+            continue
+        shape = (w.mig, w.gpu_memory_gib, w.gpu_models, w.mig_strategy)
+        if shape not in excess_of:
+            excess_of[shape] = _mig_excess(p, w, models)
+        x = excess_of[shape]
+        if x is None:
+            continue
+        key = (w.priority, w.sla == "guaranteed")
+        a, b = out.get(key, (0.0, 0.0))
+        out[key] = (a + x * w.replicas, b + min(0.0, x) * w.replicas)
+    return out
 
 
 def _offers(p: Problem, pre: _Presets) -> dict[tuple[str, int, str], dict[tuple[int, int], int]]:
