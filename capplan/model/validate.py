@@ -64,8 +64,8 @@ def check_coverage(p: Problem, assigned: Sequence[A], listed: Sequence[tuple[str
     of: dict[str, list[int]] = defaultdict(list)  # each key is placed once: one array update per workload
     for name, r in placed:
         of[name].append(r)
-    for name, rs in of.items():
-        seen[name][rs] += 1
+    for name, got in of.items():
+        seen[name][got] += 1
     for name, replicas in listed:
         rs = np.asarray(replicas, dtype=np.int64)
         count = seen.get(name)
