@@ -301,6 +301,37 @@ def _reduce(op: np.ufunc, values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return np.asarray(op.reduceat(values, starts)) if starts.size else np.zeros(0, dtype=np.int64)
 
 
+def _slices_clean(profiles: list[tuple[GpuModel, MigProfile]], slots: np.ndarray, gkeys: np.ndarray,
+                  starts: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Per GPU (``gkeys``; its entries from ``starts``, ``count`` of them, with their ``slots``: profile id and
+    start): every replica has a slot of a known profile at an allowed start, the slots do not overlap, no profile
+    is used more often than it may be, the compute slices fit, a homogeneous model runs one profile. Only a
+    GPU of MIG use passing all of these is clean (tenants and presets aside)."""
+    if not profiles or not gkeys.size:
+        return np.zeros(gkeys.size, dtype=bool)
+    prof_of = np.array([[p.memory_slices, p.compute_slices, sum(1 << x for x in p.starts if x < 62), p.max_count,
+                         m.compute_slices, m.homogeneous] for m, p in profiles], dtype=np.int64)
+    pid, start = slots[:, 0], slots[:, 1]
+    known = pid >= 0
+    info = prof_of[np.where(known, pid, 0)]
+    allowed = known & (start < 62) & (((info[:, 2] >> np.minimum(start, 61)) & 1) == 1)
+    width = np.where(allowed, info[:, 0], 0)
+    mask = ((np.int64(1) << width) - 1) << np.where(allowed, start, 0)
+    ok = _reduce(np.minimum, allowed.astype(np.int64), starts) == 1
+    # no overlap: the bits of the union are the bits of the slots
+    ok &= np.bitwise_count(_reduce(np.bitwise_or, mask, starts)) == _reduce(np.add, width, starts)
+    ok &= _reduce(np.add, np.where(allowed, info[:, 1], 0), starts) <= _reduce(np.maximum, info[:, 4], starts)
+    homogeneous = _reduce(np.maximum, info[:, 5], starts) == 1
+    ok &= ~homogeneous | (_reduce(np.minimum, pid, starts) == _reduce(np.maximum, pid, starts))
+    # uses of each profile on each GPU
+    gpu = np.repeat(np.arange(gkeys.size, dtype=np.int64), count)
+    _, first, pairs = _groups(gpu * len(profiles) + np.where(known, pid, 0))
+    uses = np.diff(np.r_[first, gpu.size])
+    over = uses > prof_of[pairs % len(profiles), 3]
+    ok[np.unique(pairs[over] // len(profiles))] = False
+    return np.asarray(ok)
+
+
 def _bulk(p: Problem, given: list[Assignment]) -> list[str]:
     """:func:`check_assignments` with the per-GPU and per-node sums over arrays; the GPUs and nodes that may
     break a rule are checked replica by replica (:func:`_gpus_and_nodes`), the others pass."""
@@ -323,6 +354,14 @@ def _bulk(p: Problem, given: list[Assignment]) -> list[str]:
     row_node: list[int] = []
     row_work: list[int] = []
     row_milli: list[int] = []
+    row_slot: list[tuple[int, int]] = []  # MIG profile id (-1: none or unknown) and start
+    profile_ids: dict[tuple[str | None, str], int] = {}
+    profiles: list[tuple[GpuModel, MigProfile]] = []
+    for name in sorted({n.gpu_model for n in node_of if n.gpu_model}):
+        model = shapes.model(name)
+        for prof in model.profiles:
+            profile_ids[(name, prof.name)] = len(profiles)
+            profiles.append((model, prof))
     ent_gpu: list[int] = []  # per (assignment, GPU) entry: node id * width + GPU index, and the assignment's row
     ent_row: list[int] = []
     per_node_mig: dict[str, list[tuple[Assignment, Workload]]] = defaultdict(list)
@@ -342,6 +381,9 @@ def _bulk(p: Problem, given: list[Assignment]) -> list[str]:
         row_milli.append(round((a.fraction or 0) * MILLI))
         if a.mig is not None:
             per_node_mig[a.node].append((a, w))
+            row_slot.append((profile_ids.get((node.gpu_model, a.mig.profile), -1), a.mig.start))
+        else:
+            row_slot.append((-1, 0))
         base, count = nid * width, node.gpus
         for g in a.gpus:
             if 0 <= g < count:
@@ -362,8 +404,13 @@ def _bulk(p: Problem, given: list[Assignment]) -> list[str]:
     cap = np.array([gib_to_mib(m.memory_gib) if (m := shapes.model(n.gpu_model) if n.gpu_model else None)
                     and m.memory_gib else -1 for n in node_of], dtype=np.int64)[gkeys // width]
     preset = np.array([k * width + m.gpu for k, n in enumerate(node_of) for m in n.gpu_modes], dtype=np.int64)
-    clean = (kmin == kmax) & (kmin != _MIG) & ((tmin == tmax) | (iso == 0)) & ~np.isin(gkeys, preset)
-    clean &= np.where(kmin == _WHOLE, count == 1, (shares <= MILLI) & ((used == 0) | ((cap >= 0) & (used <= cap))))
+    clean = (kmin == kmax) & ((tmin == tmax) | (iso == 0)) & ~np.isin(gkeys, preset)
+    fits = np.where(kmin == _WHOLE, count == 1, (shares <= MILLI) & ((used == 0) | ((cap >= 0) & (used <= cap))))
+    mig = kmin == _MIG
+    if mig.any():
+        fits = np.where(mig, _slices_clean(profiles, np.array(row_slot, dtype=np.int64).reshape(-1, 2)[r], gkeys,
+                                           starts, count), fits)
+    clean &= fits
     per_gpu = {(node_of[key // width].name, key % width): [rows[x] for x in r[starts[j]:starts[j] + count[j]].tolist()]
                for j in np.flatnonzero(~clean).tolist() for key in (int(gkeys[j]),)}
     # nodes: clean unless CPU or memory over the node's, or more than one tenant under node isolation

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,9 +44,18 @@ def _corrupt(draw: st.DrawFn, p: Problem, given: list[Assignment]) -> list[Assig
             out += [a.model_copy(update={"replica": a.replica + 10 + j}) for j in range(draw(st.integers(1, 4)))]
         elif op == "share":
             out[k] = a.model_copy(update={"fraction": draw(st.sampled_from([None, 0.1, 0.5, 0.9, 1.0]))})
-        else:
-            out[k] = a.model_copy(update={"mig": MigSlot(profile=draw(st.sampled_from(["1g.10gb", "3g.40gb", "CPX"])),
-                                                         start=draw(st.integers(0, 7)))})
+        else:  # a slot of the node's model at an allowed start (max counts, one mode per GPU), or any slot
+            node = p.cluster.nodes[p.cluster.node_index[a.node]]
+            model = p.catalog.get(node.gpu_model) if node.gpu_model else None
+            if model is not None and model.profiles and draw(st.booleans()):
+                prof = draw(st.sampled_from(model.profiles))
+                slot = MigSlot(profile=prof.name, start=draw(st.sampled_from(prof.starts)))
+            else:
+                slot = MigSlot(profile=draw(st.sampled_from(["1g.10gb", "3g.40gb", "CPX"])),
+                               start=draw(st.integers(0, 7)))
+            out[k] = a.model_copy(update={"mig": slot})
+            if draw(st.booleans()):  # and one more replica on that GPU
+                out.append(out[k].model_copy(update={"replica": a.replica + 20}))
     return out
 
 
@@ -71,6 +81,43 @@ def test_valid_plans_pass_both_ways(data: dict[str, Any]) -> None:
     p = problem_from_data(data)
     given_ = list(plan_greedy(p, PlanOptions(time_limit=5)).assignments)
     assert _bulk(p, given_) == [] == _plain(p, given_)
+
+
+def _slot(w: str, r: int, profile: str, start: int, node: str = "n1") -> Assignment:
+    return Assignment(workload=w, replica=r, node=node, gpus=(0,), mig=MigSlot(profile=profile, start=start))
+
+
+H100 = {"name": "n1", "gpu": "H100-SXM5-80GB", "gpus": 8, "cpu": 64, "memory_gib": 512}
+MI300X = {"name": "n1", "gpu": "MI300X-192GB", "gpus": 8, "cpu": 64, "memory_gib": 512}
+PRESET = {**H100, "gpu_modes": [{"gpus": [0], "mode": "mig", "layout": [{"profile": "3g.40gb", "start": 0}]}]}
+SHARES = [{"name": "s", "gpu_fraction": 0.5, "replicas": 2, "tenant": "a", "isolation": "tenant"},
+          {"name": "t", "gpu_fraction": 0.25, "tenant": "b"}]
+CASES = [  # (node, workloads, assignments, a violation it must report)
+    (H100, [{"name": "w", "replicas": 2, "mig": "1g.10gb+me"}],
+     [_slot("w", 0, "1g.10gb+me", 0), _slot("w", 1, "1g.10gb+me", 1)], "at most 1 allowed"),
+    (MI300X, [{"name": "w", "mig": "DPX"}, {"name": "v", "mig": "CPX"}],
+     [_slot("w", 0, "DPX", 0), _slot("v", 0, "CPX", 4)], "one partition mode per GPU"),
+    (H100, [{"name": "w", "replicas": 2, "mig": "3g.40gb"}],
+     [_slot("w", 0, "3g.40gb", 0), _slot("w", 1, "3g.40gb", 0)], "overlaps another"),
+    (H100, [{"name": "w", "mig": "3g.40gb"}], [_slot("w", 0, "3g.40gb", 2)], "may not start at 2"),
+    (H100, [{"name": "w", "replicas": 2, "mig": "4g.40gb"}, {"name": "v", "mig": "3g.40gb"}],
+     [_slot("w", 0, "4g.40gb", 0), _slot("v", 0, "3g.40gb", 4), _slot("w", 1, "1g.10gb", 7)], "compute slices"),
+    (PRESET, [{"name": "w", "mig": "3g.40gb"}], [_slot("w", 0, "3g.40gb", 4)], "not in the GPU's preset MIG layout"),
+    (H100, SHARES, [Assignment(workload="s", replica=0, node="n1", gpus=(0,), fraction=0.5),
+                    Assignment(workload="t", replica=0, node="n1", gpus=(0,), fraction=0.25)], "tenant isolation"),
+]
+
+
+@pytest.mark.parametrize(("node", "works", "given_", "needle"), CASES)
+def test_hand_cases_the_same_both_ways(node: dict[str, Any], works: list[dict[str, Any]], given_: list[Assignment],
+                                       needle: str) -> None:
+    """Each rule of a GPU broken alone (max count, one partition mode, overlap, start, compute slices, preset
+    layout, tenant isolation): both ways report it, and the same list."""
+    p = problem_from_data({"cluster": {"name": "c", "levels": ["rack", "node"],
+                                       "racks": [{"name": "r0", "nodes": [node]}]}, "workloads": works})
+    got = _bulk(p, given_)
+    assert got == _plain(p, given_)
+    assert any(needle in x for x in got), got
 
 
 def test_large_input_takes_the_bulk_path_with_the_same_result() -> None:
