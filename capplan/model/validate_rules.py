@@ -206,11 +206,12 @@ def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str
     """Check resource rules of a set of assignments (shapes, GPUs, MIG, CPU, memory, isolation, power).
 
     Each assignment's shape is checked on its own; the rules of a GPU and of a node read all of their replicas.
-    From :data:`BULK_ASSIGNMENTS` assignments on, sums per GPU and node (shares, GPU memory, CPU, memory) and
-    the tenants and kinds of use there are taken over arrays first, and only the GPUs and nodes that may break a
-    rule (MIG, a preset mode, more than one kind or tenant, more than one replica on a whole GPU, a sum over
-    capacity) are checked replica by replica, by the same code as below that size: the same violations, in the
-    same order (a property test holds the two to it).
+    From :data:`BULK_ASSIGNMENTS` assignments on, sums per GPU and node (shares, GPU memory, MIG slots and
+    compute slices, CPU, memory) and the tenants and kinds of use there are taken over arrays first, and only the
+    GPUs and nodes that may break a rule (a preset mode, more than one kind or tenant, more than one replica on a
+    whole GPU, a sum over capacity, a MIG slot out of place) are checked replica by replica, by the same code as
+    below that size: the same violations, in the same order (tests/model/test_validate_bulk.py holds the two to
+    it). The screen is written for the validator, apart from the planners' bookkeeping.
     """
     given = list(assignments)
     return _bulk(p, given) if len(given) >= BULK_ASSIGNMENTS else _plain(p, given)
