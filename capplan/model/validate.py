@@ -9,7 +9,7 @@ through :func:`assert_valid` before it is returned; a violation raises
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
@@ -252,13 +252,16 @@ def _check_summary(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignm
         return v
     units: dict[int, int] = defaultdict(int)
     nodes = {n.name: n for n in p.cluster.nodes}
-    value: dict[str, int] = {}  # per workload: the value is fixed by the workload
-    for a in placed.values():
-        w, node = works.get(a.workload), nodes.get(a.node)
+    # a replica's value is fixed by its workload's request (what replica_value reads): once per request
+    value: dict[tuple[object, ...], int] = {}
+    for (name, at), k in Counter((a.workload, a.node) for a in placed.values()).items():
+        w, node = works.get(name), nodes.get(at)
         if w is not None and node is not None:
-            if w.name not in value:
-                value[w.name] = replica_value(p, w)
-            units[w.priority] += value[w.name]
+            key = (w.gpus, w.gpu_fraction, w.mig, w.gpu_memory_gib, w.gpu_models)
+            got = value.get(key)
+            if got is None:
+                got = value[key] = replica_value(p, w)
+            units[w.priority] += k * got
     expected = [units_to_gpus(units[q]) for q in p.priorities]
     v.extend(check_claims(plan.objective, plan.bound, expected))
     return v
