@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import logging
 import signal
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from capplan import __version__
 from capplan.cli import (
@@ -222,6 +223,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
 
 
+#: The cyclic collector's thresholds while a command runs (Python's default is (700, 10, 10)). A fleet-scale
+#: command builds millions of long-lived objects (the scenario, the plan's assignments) and little cyclic
+#: garbage: with the default, the collector re-scanned the growing heap in thousands of collections, a sixth of
+#: a 100k-GPU plan's CPU time; with these it runs tens of times, and the peak memory is about the same.
+COMMAND_GC_THRESHOLDS = (100_000, 50, 100)
+
+
+@contextlib.contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Run the body with :data:`COMMAND_GC_THRESHOLDS`, restoring the thresholds it found afterwards."""
+    before = gc.get_threshold()
+    gc.set_threshold(*COMMAND_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 def _main(argv: Sequence[str] | None) -> int:
     interrupt = common.Interrupt()
     previous = None
@@ -234,7 +253,8 @@ def _main(argv: Sequence[str] | None) -> int:
         console.start(args.log_format)
         console.configure_logging(args.verbose)
         _check_outputs(args)
-        code: int = args.func(args)
+        with fewer_collections():
+            code: int = args.func(args)
         sys.stdout.flush()  # here, so that a reader that went away is seen by the handler below
         if interrupt.seen:  # the KeyboardInterrupt was swallowed (raised inside a weakref callback, say)
             return _interrupted()

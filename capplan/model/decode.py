@@ -356,9 +356,11 @@ class _Refused(Exception):
 
 
 def _decode_json(text: str, origin: str, limits: Limits) -> Any:
+    most = limits.magnitude
+
     def strict_float(s: str) -> float:
         v = float(s)
-        if _number_problem(v, limits):
+        if not abs(v) <= most:  # NaN and the infinities too (as _number_problem)
             raise _Refused
         return v
 
@@ -366,7 +368,7 @@ def _decode_json(text: str, origin: str, limits: Limits) -> Any:
         if len(s) > 18 and _number_problem(int(s), limits):
             raise _Refused
         v = int(s)
-        if _number_problem(v, limits):
+        if abs(v) > most:  # as _number_problem
             raise _Refused
         return v
 
@@ -410,22 +412,37 @@ def _json_slow(text: str, limits: Limits) -> Any:
 
 def _check_tree(data: Any, limits: Limits) -> None:
     """Depth, size and refused values of parsed JSON, with the path of the first problem."""
-    todo: list[tuple[Any, list[str | int]]] = [(data, [])]
+    # each entry: a value, its depth and its place (the key and the parent's place: the path is built only
+    # for a problem, not copied for every container of a 100k-GPU scenario)
+    todo: list[tuple[Any, int, _Place]] = [(data, 0, None)]
     count = 0
     while todo:
-        node, parts = todo.pop()
+        node, depth, at = todo.pop()
         count += 1
         if isinstance(node, _Bad):
-            raise InputError(_path(parts), node.message)
+            raise InputError(_path(_parts(at)), node.message)
         if not isinstance(node, dict | list):
             continue
-        if len(parts) >= limits.depth:
-            raise InputError(_path(parts), f"nesting deeper than the limit of {limits.depth} levels")
+        if depth >= limits.depth:
+            raise InputError(_path(_parts(at)), f"nesting deeper than the limit of {limits.depth} levels")
         items = node.items() if isinstance(node, dict) else enumerate(node)
         for k, v in items:
             if isinstance(v, dict | list | _Bad):
-                todo.append((v, [*parts, k]))
+                todo.append((v, depth + 1, (k, at)))
             else:
                 count += 1
         if count > limits.values:
-            raise InputError(_path(parts), f"more than {limits.values} values")
+            raise InputError(_path(_parts(at)), f"more than {limits.values} values")
+
+
+#: Where a value sits in parsed JSON: its key or index and the place of its container (None: the top).
+_Place = tuple[str | int, "_Place"] | None
+
+
+def _parts(at: _Place) -> list[str | int]:
+    """The keys and indices from the top down to ``at``."""
+    out: list[str | int] = []
+    while at is not None:
+        out.append(at[0])
+        at = at[1]
+    return out[::-1]

@@ -187,12 +187,14 @@ _str = json.encoder.encode_basestring_ascii  # what json.dumps uses
 def _assignment_line(a: Assignment) -> str:
     """``json.dumps`` of the assignment's JSON dump (null fields left out), indented by two: the same
     text without going through pydantic's serialiser and the generic encoder (a plan may hold 200k)."""
+    gpus = a.gpus
+    listed = str(int(gpus[0])) if len(gpus) == 1 else ", ".join([str(int(g)) for g in gpus])
     line = (f'  {{"workload": {_str(a.workload)}, "replica": {int(a.replica)}, "node": {_str(a.node)}, '
-            f'"gpus": [{", ".join([str(int(g)) for g in a.gpus])}]')
+            f'"gpus": [{listed}]')
     if a.mig is not None:
         line += f', "mig": {{"profile": {_str(a.mig.profile)}, "start": {int(a.mig.start)}}}'
-    if a.fraction is not None:
-        line += f', "fraction": {json.dumps(a.fraction)}'
+    if a.fraction is not None:  # json.dumps of a finite float is its repr (the model rejects NaN and infinities)
+        line += f', "fraction": {float.__repr__(a.fraction)}'
     return line + "}"
 
 

@@ -9,7 +9,7 @@ through :func:`assert_valid` before it is returned; a violation raises
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
@@ -54,14 +54,18 @@ def check_coverage(p: Problem, assigned: Sequence[A], listed: Sequence[tuple[str
         if w is None or a.replica >= w.replicas:
             v.append(f"assignment for unknown replica {a.workload}[{a.replica}]")
             continue
-        if (a.workload, a.replica) in placed:
+        key = (a.workload, a.replica)
+        if placed.setdefault(key, a) is not a:
             v.append(f"{a.workload}[{a.replica}] is assigned twice")
-        placed[(a.workload, a.replica)] = a
+            placed[key] = a
     # per workload, how often each replica is assigned (once at most, counted above) or listed: arrays, since a
     # workload may have a million replicas and most of them listed
     seen = {w.name: np.zeros(w.replicas, dtype=np.int64) for w in p.workloads}
+    of: dict[str, list[int]] = defaultdict(list)  # each key is placed once: one array update per workload
     for name, r in placed:
-        seen[name][r] += 1
+        of[name].append(r)
+    for name, got in of.items():
+        seen[name][got] += 1
     for name, replicas in listed:
         rs = np.asarray(replicas, dtype=np.int64)
         count = seen.get(name)
@@ -193,13 +197,13 @@ def reconfigured_gpus(p: Problem, assignments: Sequence[Assignment]) -> list[tup
     A preset GPU is changed when it hosts a replica of another mode (whole, MIG, shared) or a MIG
     instance outside its preset layout; using part of a preset layout, or nothing, changes nothing.
     """
-    nodes = {n.name: n for n in p.cluster.nodes}
+    nodes = {n.name: n for n in p.cluster.nodes if n.gpu_modes}  # only a preset GPU can change
     mode = {"whole": "whole", "mig": "mig", "fraction": "shared"}
     works = {w.name: w for w in p.workloads}
     out: set[tuple[str, int]] = set()
-    for a in assignments:
+    for a in assignments if nodes else ():
         node, w = nodes.get(a.node), works.get(a.workload)
-        if node is None or w is None or not node.gpu_modes:
+        if node is None or w is None:
             continue
         kind = "whole" if w.gpus is not None else "mig" if w.mig is not None else "fraction"
         for g in a.gpus:
@@ -224,8 +228,8 @@ def _check_reconfigured(p: Problem, plan: Plan) -> list[str]:
         v.append(f"metrics.nodes_to_drain is {list(drain)}, the plan reconfigures GPUs on "
                  f"{sorted({n for n, _ in changed})}")
     where = set(changed)
-    kept = {a.key: a for a in plan.assignments}
-    for r in p.running:
+    kept = {a.key: a for a in plan.assignments} if where and p.running else {}
+    for r in p.running if where else ():
         if kept.get(r.key) == r:
             for g in r.gpus:
                 if (r.node, g) in where:
@@ -248,13 +252,16 @@ def _check_summary(p: Problem, plan: Plan, placed: dict[tuple[str, int], Assignm
         return v
     units: dict[int, int] = defaultdict(int)
     nodes = {n.name: n for n in p.cluster.nodes}
-    value: dict[str, int] = {}  # per workload: the value is fixed by the workload
-    for a in placed.values():
-        w, node = works.get(a.workload), nodes.get(a.node)
+    # a replica's value is fixed by its workload's request (what replica_value reads): once per request
+    value: dict[tuple[object, ...], int] = {}
+    for (name, at), k in Counter((a.workload, a.node) for a in placed.values()).items():
+        w, node = works.get(name), nodes.get(at)
         if w is not None and node is not None:
-            if w.name not in value:
-                value[w.name] = replica_value(p, w)
-            units[w.priority] += value[w.name]
+            key = (w.gpus, w.gpu_fraction, w.mig, w.gpu_memory_gib, w.gpu_models)
+            got = value.get(key)
+            if got is None:
+                got = value[key] = replica_value(p, w)
+            units[w.priority] += k * got
     expected = [units_to_gpus(units[q]) for q in p.priorities]
     v.extend(check_claims(plan.objective, plan.bound, expected))
     return v

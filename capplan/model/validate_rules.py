@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable
 
+import numpy as np
+
 from capplan.model.catalog import GpuModel, MigProfile
 from capplan.model.plan import Assignment
 from capplan.model.problem import Node, Problem, Taint, Toleration, Workload
@@ -126,7 +128,8 @@ def _check_gpu(node: Node, model: GpuModel, g: int,
         counts: dict[str, int] = defaultdict(int)
         compute = 0
         for a, _, _ in items:
-            assert a.mig is not None
+            if a.mig is None:
+                continue  # a MIG request without a slot: reported by check_shape
             prof = next((x for x in model.profiles if x.name == a.mig.profile), None)
             if prof is None:
                 continue  # reported by check_shape
@@ -195,11 +198,29 @@ class _Shapes:
         return v, units, mem
 
 
+#: From this many assignments on, :func:`check_assignments` screens GPUs and nodes with arrays (:func:`_bulk`).
+BULK_ASSIGNMENTS = 2000
+
+
 def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str]:
-    """Check resource rules of a set of assignments (shapes, GPUs, MIG, CPU, memory, isolation, power)."""
+    """Check resource rules of a set of assignments (shapes, GPUs, MIG, CPU, memory, isolation, power).
+
+    Each assignment's shape is checked on its own; the rules of a GPU and of a node read all of their replicas.
+    From :data:`BULK_ASSIGNMENTS` assignments on, sums per GPU and node (shares, GPU memory, MIG slots and
+    compute slices, CPU, memory) and the tenants and kinds of use there are taken over arrays first, and only the
+    GPUs and nodes that may break a rule (a preset mode, more than one kind or tenant, more than one replica on a
+    whole GPU, a sum over capacity, a MIG slot out of place) are checked replica by replica, by the same code as
+    below that size: the same violations, in the same order (tests/model/test_validate_bulk.py holds the two to
+    it). The screen is written for the validator, apart from the planners' bookkeeping.
+    """
+    given = list(assignments)
+    return _bulk(p, given) if len(given) >= BULK_ASSIGNMENTS else _plain(p, given)
+
+
+def _plain(p: Problem, given: list[Assignment]) -> list[str]:
+    """:func:`check_assignments`, every GPU and node of the assignments checked replica by replica."""
     v: list[str] = []
     cl = p.cluster
-    given = list(assignments)
     nodes = {a.node: cl.nodes[cl.node_index[a.node]] for a in given if a.node in cl.node_index}
     works = {a.workload: p.workload(a.workload) for a in given if a.workload in p.workload_index}
     shapes = _Shapes(p)
@@ -220,8 +241,21 @@ def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str
                 per_gpu[(nname, g)].append((a, w, mem))
     # a rule broken only by running replicas where they run is the cluster as it is: accepted (it binds newcomers)
     kept = frozenset(p.running)
+    v.extend(_gpus_and_nodes(p, nodes, shapes, per_gpu.items(), per_node.items(), kept))
+    v.extend(_check_mig_strategy(p, per_node))
+    v.extend(_check_power(p, set(per_gpu)))
+    return v
+
+
+def _gpus_and_nodes(p: Problem, nodes: dict[str, Node], shapes: _Shapes,
+                    per_gpu: Iterable[tuple[tuple[str, int], list[tuple[Assignment, Workload, int]]]],
+                    per_node: Iterable[tuple[str, list[tuple[Assignment, Workload]]]],
+                    kept: frozenset[Assignment]) -> list[str]:
+    """The rules of each GPU (:func:`_check_gpu`) and node (CPU, memory, node isolation) over their replicas;
+    the violations ordered by GPU, then by node."""
+    v: list[str] = []
     gpu_v: list[tuple[tuple[str, int], list[str]]] = []
-    for (nname, g), items in per_gpu.items():
+    for (nname, g), items in per_gpu:
         node = nodes[nname]
         if len(items) == 1 and items[0][1].gpus is not None and not node.gpu_modes:
             continue  # one replica alone on a whole GPU of a node without preset modes: nothing to check
@@ -232,7 +266,7 @@ def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str
     for _, gv in sorted(gpu_v):
         v.extend(gv)
     node_v: list[tuple[str, list[str]]] = []
-    for nname, nitems in per_node.items():
+    for nname, nitems in per_node:
         node = nodes[nname]
         cpu = sum(w.cpu_milli for _, w in nitems)
         mem = sum(w.memory_mib for _, w in nitems)
@@ -249,8 +283,151 @@ def check_assignments(p: Problem, assignments: Iterable[Assignment]) -> list[str
             node_v.append((nname, nv))
     for _, nv in sorted(node_v):
         v.extend(nv)
-    v.extend(_check_mig_strategy(p, per_node))
-    v.extend(_check_power(p, set(per_gpu)))
+    return v
+
+
+_WHOLE, _MIG, _FRACTION = 0, 1, 2  # a replica's kind of GPU use, as _check_gpu names it
+
+
+def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of ``keys`` grouped: the stable order that sorts them, each group's first position in it, its key."""
+    order = np.argsort(keys, kind="stable")
+    ks = keys[order]
+    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if ks.size else np.zeros(0, dtype=np.int64)
+    return order, starts, ks[starts]
+
+
+def _reduce(op: np.ufunc, values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``op`` over each group of the sorted ``values`` (groups starting at ``starts``)."""
+    return np.asarray(op.reduceat(values, starts)) if starts.size else np.zeros(0, dtype=np.int64)
+
+
+def _slices_clean(profiles: list[tuple[GpuModel, MigProfile]], slots: np.ndarray, gkeys: np.ndarray,
+                  starts: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Per GPU (``gkeys``; its entries from ``starts``, ``count`` of them, with their ``slots``: profile id and
+    start): every replica has a slot of a known profile at an allowed start, the slots do not overlap, no profile
+    is used more often than it may be, the compute slices fit, a homogeneous model runs one profile. Only a
+    GPU of MIG use passing all of these is clean (tenants and presets aside)."""
+    if not profiles or not gkeys.size:
+        return np.zeros(gkeys.size, dtype=bool)
+    prof_of = np.array([[p.memory_slices, p.compute_slices, sum(1 << x for x in p.starts if x < 62), p.max_count,
+                         m.compute_slices, m.homogeneous] for m, p in profiles], dtype=np.int64)
+    pid, start = slots[:, 0], slots[:, 1]
+    known = pid >= 0
+    info = prof_of[np.where(known, pid, 0)]
+    allowed = known & (start < 62) & (((info[:, 2] >> np.minimum(start, 61)) & 1) == 1)
+    width = np.where(allowed, info[:, 0], 0)
+    mask = ((np.int64(1) << width) - 1) << np.where(allowed, start, 0)
+    ok = _reduce(np.minimum, allowed.astype(np.int64), starts) == 1
+    # no overlap: the bits of the union are the bits of the slots
+    ok &= np.bitwise_count(_reduce(np.bitwise_or, mask, starts)) == _reduce(np.add, width, starts)
+    ok &= _reduce(np.add, np.where(allowed, info[:, 1], 0), starts) <= _reduce(np.maximum, info[:, 4], starts)
+    homogeneous = _reduce(np.maximum, info[:, 5], starts) == 1
+    ok &= ~homogeneous | (_reduce(np.minimum, pid, starts) == _reduce(np.maximum, pid, starts))
+    # uses of each profile on each GPU
+    gpu = np.repeat(np.arange(gkeys.size, dtype=np.int64), count)
+    _, first, pairs = _groups(gpu * len(profiles) + np.where(known, pid, 0))
+    uses = np.diff(np.r_[first, gpu.size])
+    over = uses > prof_of[pairs % len(profiles), 3]
+    ok[np.unique(pairs[over] // len(profiles))] = False
+    return np.asarray(ok)
+
+
+def _bulk(p: Problem, given: list[Assignment]) -> list[str]:
+    """:func:`check_assignments` with the per-GPU and per-node sums over arrays; the GPUs and nodes that may
+    break a rule are checked replica by replica (:func:`_gpus_and_nodes`), the others pass."""
+    v: list[str] = []
+    cl = p.cluster
+    nodes = {n: cl.nodes[cl.node_index[n]] for n in {a.node for a in given} if n in cl.node_index}
+    works = {n: p.workload(n) for n in {a.workload for a in given} if n in p.workload_index}
+    node_ids = {n: k for k, n in enumerate(nodes)}
+    node_of = list(nodes.values())
+    width = max((n.gpus for n in node_of), default=0) + 1
+    tenant_ids: dict[str, int] = {}
+    # per workload: kind of GPU use, tenant id, tenant isolation, node isolation, CPU, memory
+    work_ids = {name: k for k, name in enumerate(works)}
+    facts = np.array([((_WHOLE if w.gpus is not None else _MIG if w.mig is not None else _FRACTION),
+                       tenant_ids.setdefault(w.tenant, len(tenant_ids)), w.isolation == "tenant",
+                       w.isolation == "node", w.cpu_milli, w.memory_mib) for w in works.values()],
+                     dtype=np.int64).reshape(len(works), 6)
+    shapes = _Shapes(p)
+    rows: list[tuple[Assignment, Workload, int]] = []  # the known assignments, with their GPU memory
+    row_node: list[int] = []
+    row_work: list[int] = []
+    row_milli: list[int] = []
+    row_slot: list[tuple[int, int]] = []  # MIG profile id (-1: none or unknown) and start
+    profile_ids: dict[tuple[str | None, str], int] = {}
+    profiles: list[tuple[GpuModel, MigProfile]] = []
+    for name in sorted({n.gpu_model for n in node_of if n.gpu_model}):
+        model = shapes.model(name)
+        for prof in model.profiles:
+            profile_ids[(name, prof.name)] = len(profiles)
+            profiles.append((model, prof))
+    ent_gpu: list[int] = []  # per (assignment, GPU) entry: node id * width + GPU index, and the assignment's row
+    ent_row: list[int] = []
+    per_node_mig: dict[str, list[tuple[Assignment, Workload]]] = defaultdict(list)
+    for a in given:
+        w, node = works.get(a.workload), nodes.get(a.node)
+        if w is None or node is None:
+            v.append(f"{a.workload}[{a.replica}]: unknown workload or node {a.node!r}")
+            continue
+        sv, _, mem = shapes.check(w, a, node)
+        if sv:
+            v.extend(sv)
+        k = len(rows)
+        rows.append((a, w, mem))
+        nid = node_ids[a.node]
+        row_node.append(nid)
+        row_work.append(work_ids[a.workload])
+        row_milli.append(round((a.fraction or 0) * MILLI))
+        if a.mig is not None:
+            per_node_mig[a.node].append((a, w))
+            row_slot.append((profile_ids.get((node.gpu_model, a.mig.profile), -1), a.mig.start))
+        else:
+            row_slot.append((-1, 0))
+        base, count = nid * width, node.gpus
+        for g in a.gpus:
+            if 0 <= g < count:
+                ent_gpu.append(base + g)
+                ent_row.append(k)
+    kept = frozenset(p.running)
+    kind, tenant, t_iso, n_iso, cpu, memory = facts[np.array(row_work, dtype=np.int64)].T
+    milli = np.array(row_milli, dtype=np.int64)
+    gmem = np.array([m for _, _, m in rows], dtype=np.int64)
+    # GPUs: clean unless MIG, a preset mode, mixed kinds, tenants mixed under isolation, a whole GPU shared, or
+    # shares or GPU memory over the GPU's
+    order, starts, gkeys = _groups(np.array(ent_gpu, dtype=np.int64))
+    r = np.array(ent_row, dtype=np.int64)[order]
+    count = np.diff(np.r_[starts, r.size])
+    kmin, kmax = _reduce(np.minimum, kind[r], starts), _reduce(np.maximum, kind[r], starts)
+    tmin, tmax = _reduce(np.minimum, tenant[r], starts), _reduce(np.maximum, tenant[r], starts)
+    iso, shares, used = (_reduce(np.add, x[r], starts) for x in (t_iso, milli, gmem))
+    cap = np.array([gib_to_mib(m.memory_gib) if (m := shapes.model(n.gpu_model) if n.gpu_model else None)
+                    and m.memory_gib else -1 for n in node_of], dtype=np.int64)[gkeys // width]
+    preset = np.array([k * width + m.gpu for k, n in enumerate(node_of) for m in n.gpu_modes], dtype=np.int64)
+    clean = (kmin == kmax) & ((tmin == tmax) | (iso == 0)) & ~np.isin(gkeys, preset)
+    fits = np.where(kmin == _WHOLE, count == 1, (shares <= MILLI) & ((used == 0) | ((cap >= 0) & (used <= cap))))
+    mig = kmin == _MIG
+    if mig.any():
+        fits = np.where(mig, _slices_clean(profiles, np.array(row_slot, dtype=np.int64).reshape(-1, 2)[r], gkeys,
+                                           starts, count), fits)
+    clean &= fits
+    per_gpu = {(node_of[key // width].name, key % width): [rows[x] for x in r[starts[j]:starts[j] + count[j]].tolist()]
+               for j in np.flatnonzero(~clean).tolist() for key in (int(gkeys[j]),)}
+    # nodes: clean unless CPU or memory over the node's, or more than one tenant under node isolation
+    order, starts, nkeys = _groups(np.array(row_node, dtype=np.int64))
+    ncpu, nmem, niso = (_reduce(np.add, x[order], starts) for x in (cpu, memory, n_iso))
+    nt_min, nt_max = _reduce(np.minimum, tenant[order], starts), _reduce(np.maximum, tenant[order], starts)
+    fine = ((ncpu <= np.array([n.cpu_milli for n in node_of], dtype=np.int64)[nkeys])
+            & (nmem <= np.array([n.memory_mib for n in node_of], dtype=np.int64)[nkeys])
+            & ((niso == 0) | (nt_min == nt_max)))
+    ends = np.r_[starts[1:], order.size]
+    per_node = {node_of[int(nkeys[j])].name: [rows[x][:2] for x in order[starts[j]:ends[j]].tolist()]
+                for j in np.flatnonzero(~fine).tolist()}
+    v.extend(_gpus_and_nodes(p, nodes, shapes, per_gpu.items(), per_node.items(), kept))
+    v.extend(_check_mig_strategy(p, per_node_mig))
+    if any(d.power_w is not None for d in cl.domains):  # the busy GPUs, only for power budgets
+        v.extend(_check_power(p, {(node_of[k // width].name, k % width) for k in gkeys.tolist()}))
     return v
 
 
@@ -328,6 +505,8 @@ def check_taints(p: Problem, assignments: Iterable[Assignment]) -> list[str]:
     v: list[str] = []
     running = set(p.running)
     nodes = {n.name: n for n in p.cluster.nodes if n.taints}
+    if not nodes:  # no node is tainted: nothing to tolerate
+        return v
     works = {w.name: w for w in p.workloads}
     for a in assignments:
         node, w = nodes.get(a.node), works.get(a.workload)

@@ -18,7 +18,7 @@ import numpy as np
 from capplan.model.catalog import GpuModel
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU, gib_to_mib
-from capplan.placement.core.state import FREE, MIG, SHARED, ClusterState
+from capplan.placement.core.state import BLOCKED, FREE, MIG, SHARED, WHOLE, ClusterState
 
 #: Candidate nodes sorted at first (then four times as many at each further chunk).
 _CHUNK = 32
@@ -273,6 +273,9 @@ def gpu_share(d: Demand | None, m: GpuModel | None) -> int:
 
 #: Nodes of a share's kept order checked one at a time before the walk turns to chunks.
 _ONE_BY_ONE = 4
+#: Per GPU mode code: whether a GPU in that mode may take a share (free, or already shared).
+_SHARE_MODE = np.zeros(max(FREE, WHOLE, SHARED, MIG, BLOCKED) + 1, dtype=bool)
+_SHARE_MODE[[FREE, SHARED]] = True
 
 
 class _ShareOrder:
@@ -287,10 +290,12 @@ class _ShareOrder:
         self.low = (1 << self.bits) - 1
         self.member = np.zeros(st.n, dtype=bool)
         self.member[eligible] = True
-        self.mark = np.zeros(st.n, dtype=bool)  # scratch: the nodes being placed again
         per = st.demands(w)[0]  # the share and GPU memory per model id (beyond a GPU where never eligible)
         self.fm = np.array([d.fraction_milli if d is not None else MILLI + 1 for d in per], dtype=np.int64)
         self.mm = np.array([d.memory_mib if d is not None else 0 for d in per], dtype=np.int64)
+        # per node, the most a GPU may have in use and still take the share: time (milli) and GPU memory (MiB)
+        self.frac_most = MILLI - self.fm[st.model_id]
+        self.gmem_most = st.gmem_cap - self.mm[st.model_id]
         self.budgets = st.power_budget.size > 1 and bool(st.tdp[eligible].any())  # else power never binds
         self.shareable = st.exists & ((st.fixed < 0) | (st.fixed == SHARED))  # GPUs whose preset allows shares
         self._rebuild(bf, w)
@@ -300,14 +305,14 @@ class _ShareOrder:
         self.seen = st.touched_base + len(st.touched)  # touches already reflected
         self.head = st.headroom().copy() if self.budgets else None
         self.comp = self._screened(bf, w, self.eligible)
+        self.at = np.full(st.n, -1, dtype=np.int64)  # per node, its (key, node) number in the order, or -1
+        self.at[self.comp & self.low] = self.comp
 
     def _room(self, st: ClusterState, idx: np.ndarray) -> np.ndarray:
         """(len(idx), G) mask: the GPU's mode, share and GPU memory take one more share (tenants aside)."""
-        mid = st.model_id[idx]
-        mode = st.mode[idx]
-        return np.asarray(self.shareable[idx] & ((mode == FREE) | (mode == SHARED))
-                          & (st.frac[idx] + self.fm[mid][:, None] <= MILLI)
-                          & (st.gmem[idx] + self.mm[mid][:, None] <= st.gmem_cap[idx][:, None]))
+        return np.asarray(self.shareable[idx] & _SHARE_MODE[st.mode[idx]]
+                          & (st.frac[idx] <= self.frac_most[idx][:, None])
+                          & (st.gmem[idx] <= self.gmem_most[idx][:, None]))
 
     def take(self, w: Workload, idx: np.ndarray) -> np.ndarray:
         """Mask over nodes ``idx``: some GPU takes a share of ``w``, its tenants too (:meth:`_gpu_screen`)."""
@@ -360,9 +365,11 @@ class _ShareOrder:
         changed = changed[self.member[changed]]
         if changed.size == 0:
             return
-        mark = self.mark
-        mark[changed] = True
-        comp = self.comp[~mark[self.comp & self.low]]
-        mark[changed] = False
+        old = self.at[changed]  # the changed nodes' numbers in the order: found by search, taken out
+        keep = np.ones(self.comp.size, dtype=bool)
+        keep[np.searchsorted(self.comp, old[old >= 0])] = False
+        comp = self.comp[keep]
         new = self._screened(bf, w, changed)
+        self.at[changed] = -1
+        self.at[new & self.low] = new
         self.comp = np.insert(comp, np.searchsorted(comp, new), new)

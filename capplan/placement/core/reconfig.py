@@ -35,11 +35,13 @@ _MODE = {"whole": "whole", "mig": "mig", "fraction": "shared"}
 
 def reconfigured(p: Problem, assignments: Sequence[Assignment]) -> list[Gpu]:
     """The GPUs (node, index) whose preset mode or MIG layout ``assignments`` change, sorted."""
-    cl = p.cluster
+    preset = {n.name: n for n in p.cluster.nodes if n.gpu_modes}  # only these can change
     out: set[Gpu] = set()
+    if not preset:
+        return []
     for a in assignments:
-        node = cl.nodes[cl.node_index[a.node]]
-        if not node.gpu_modes:
+        node = preset.get(a.node)
+        if node is None:
             continue
         w = p.workload(a.workload)
         kind = "whole" if w.gpus is not None else "mig" if w.mig is not None else "fraction"

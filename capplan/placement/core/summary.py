@@ -6,7 +6,7 @@ Shared by every planner so that all of them report the same quantities the same 
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -34,10 +34,15 @@ def placed_units(p: Problem, assignments: Iterable[Assignment]) -> dict[int, int
     A replica's value depends on its workload only, never on the node, GPU model or slice it got.
     """
     out: dict[int, int] = defaultdict(int)
-    for a in assignments:
-        w = p.workload(a.workload)
-        out[w.priority] += p.replica_value(w)
+    for name, k in Counter(a.workload for a in assignments).items():  # replicas per workload first
+        w = p.workload(name)
+        out[w.priority] += k * p.replica_value(w)
     return out
+
+
+def _per_node(assignments: Iterable[Assignment]) -> Counter[tuple[str, str]]:
+    """Replicas per (workload, node): at fleet scale many replicas share both."""
+    return Counter((a.workload, a.node) for a in assignments)
 
 
 def held_units(p: Problem, assignments: Iterable[Assignment]) -> int:
@@ -46,19 +51,27 @@ def held_units(p: Problem, assignments: Iterable[Assignment]) -> int:
     A replica holds its GPUs, its share, or its MIG profile's compute fraction on the GPU it got
     (``2g.12gb`` on an A30 holds half a GPU even when the workload is worth 1/7).
     """
+    return _held(p, _per_node(assignments))
+
+
+def _held(p: Problem, pairs: Counter[tuple[str, str]]) -> int:
     total = 0
     nodes = p.cluster.nodes
-    for a in assignments:
-        d = p.demand_on(p.workload(a.workload), nodes[p.cluster.node_index[a.node]])
-        total += d.units if d is not None else 0
+    for (name, at), k in pairs.items():
+        d = p.demand_on(p.workload(name), nodes[p.cluster.node_index[at]])
+        total += k * d.units if d is not None else 0
     return total
 
 
 def cpu_pods_on_gpu_nodes(p: Problem, assignments: Iterable[Assignment]) -> int:
     """CPU-only replicas placed on GPU nodes (they take CPU and memory that GPU work needs)."""
+    return _cpu_pods(p, _per_node(assignments))
+
+
+def _cpu_pods(p: Problem, pairs: Counter[tuple[str, str]]) -> int:
     nodes = p.cluster.nodes
-    return sum(1 for a in assignments if not p.workload(a.workload).has_gpu_demand
-               and nodes[p.cluster.node_index[a.node]].gpus > 0)
+    return sum(k for (name, at), k in pairs.items() if not p.workload(name).has_gpu_demand
+               and nodes[p.cluster.node_index[at]].gpus > 0)
 
 
 def capacity_key(p: Problem, assignments: Iterable[Assignment]) -> tuple[int, int]:
@@ -133,13 +146,17 @@ def metrics(p: Problem, assignments: list[Assignment], placed: dict[int, int] | 
     """Utilisation metrics of a set of assignments (``placed``: their :func:`placed_units`, when known)."""
     total_gpus = p.cluster.gpus_total
     units = sum((placed if placed is not None else placed_units(p, assignments)).values())
-    held = held_units(p, assignments)
+    pairs = _per_node(assignments)
+    held = _held(p, pairs)
     busy = {(a.node, g) for a in assignments for g in a.gpus}
     cpu_total = sum(n.cpu_milli for n in p.cluster.nodes)
-    cpu_used = sum(p.workload(a.workload).cpu_milli for a in assignments)
+    per_work: Counter[str] = Counter()
+    for (name, _), k in pairs.items():
+        per_work[name] += k
+    cpu_used = sum(k * p.workload(name).cpu_milli for name, k in per_work.items())
     per_prio: dict[int, int] = defaultdict(int)
-    for a in assignments:
-        per_prio[p.workload(a.workload).priority] += 1
+    for name, k in per_work.items():
+        per_prio[p.workload(name).priority] += k
     return {
         "gpus_total": total_gpus,
         "gpus_allocated": units_to_gpus(held),
@@ -151,7 +168,7 @@ def metrics(p: Problem, assignments: list[Assignment], placed: dict[int, int] | 
         "replicas_placed": len(assignments),
         "replicas_placed_per_priority": [per_prio[q] for q in p.priorities],
         "cpu_allocation_pct": round(100 * cpu_used / cpu_total, 4) if cpu_total else 0.0,
-        "cpu_replicas_on_gpu_nodes": cpu_pods_on_gpu_nodes(p, assignments),
+        "cpu_replicas_on_gpu_nodes": _cpu_pods(p, pairs),
     }
 
 
