@@ -97,6 +97,14 @@ def register(name: str, fn: Strategy) -> None:
     STRATEGIES[name] = fn
 
 
+#: ``auto`` runs ``lns`` up to these sizes. LNS starts from the better of the heuristic's plan and greedy's,
+#: so it is at least the heuristic wherever the heuristic finishes in LNS's start share; above 20,000
+#: replicas on 10k-GPU fleets the heuristic alone was cut by the limit (shape e) or lexicographically worse
+#: than greedy (shape c) where LNS improved greedy's plan (docs/benchmarks-fleet-scale.md, "Third session").
+LNS_REPLICAS = 50000
+LNS_NODES = 2000
+
+
 def choose_strategy(p: Problem) -> str:
     """The strategy ``auto`` picks for ``p``: the exact model when it exists and the problem is small."""
     replicas = sum(w.replicas for w in p.workloads)
@@ -106,7 +114,7 @@ def choose_strategy(p: Problem) -> str:
 
     if "patterns" in STRATEGIES and suits(p):
         return "patterns"  # many interchangeable nodes: node-pattern column generation
-    if "lns" in STRATEGIES and replicas <= 20000 and len(p.cluster.nodes) <= 2000:
+    if "lns" in STRATEGIES and replicas <= LNS_REPLICAS and len(p.cluster.nodes) <= LNS_NODES:
         return "lns"
     if "heuristic" in STRATEGIES:
         return "heuristic"  # very large: vectorised heuristic plus the LP bound (see docs/fleet-scale.md)

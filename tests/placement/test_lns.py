@@ -53,3 +53,28 @@ def test_lns_keeps_required_domain_of_partly_placed_workload() -> None:
     for seed in range(4):
         plan = solve(p, "lns", time_limit=2.0, seed=seed)  # raises if the validator finds a split
         assert len(plan.assignments) == 1 and plan.status == "infeasible"
+
+
+def _sized(nodes: int, replicas: int) -> object:
+    """Two priorities (so not ``patterns``) of one-GPU replicas, ``replicas`` in all, on ``nodes`` 8-GPU nodes."""
+    from capplan.io.scenario import problem_from_data
+
+    half = replicas // 2
+    return problem_from_data({
+        "cluster": {"name": "c", "nodes": [{"name_prefix": "n", "count": nodes, "gpu": "H100-SXM5-80GB", "gpus": 8,
+                                                          "cpu": 128, "memory_gib": 1024}]},
+        "workloads": [{"name": "a", "gpus": 1, "replicas": half, "priority": 10},
+                      {"name": "b", "gpus": 1, "replicas": replicas - half, "priority": 0}],
+    })
+
+
+def test_auto_runs_lns_up_to_its_sizes_and_the_heuristic_above() -> None:
+    """``auto``'s table: ``lns`` up to 50,000 replicas on up to 2,000 nodes, the heuristic beyond either."""
+    from capplan.placement import choose_strategy
+    from capplan.placement.strategies import LNS_NODES, LNS_REPLICAS
+
+    assert (LNS_REPLICAS, LNS_NODES) == (50000, 2000)
+    assert choose_strategy(_sized(1250, 40000)) == "lns"  # type: ignore[arg-type]
+    assert choose_strategy(_sized(2000, 50000)) == "lns"  # type: ignore[arg-type]
+    assert choose_strategy(_sized(2000, 50001)) == "heuristic"  # type: ignore[arg-type]
+    assert choose_strategy(_sized(2001, 30000)) == "heuristic"  # type: ignore[arg-type]
