@@ -127,7 +127,7 @@ def search(p: Problem, assignments: Sequence[Assignment], hoods: Neighbourhoods,
             if pick.whole and got.proven:
                 break  # the whole problem was the neighbourhood and it is proven: no step can improve
             continue
-        current, best = better, lex_key(p, better)
+        current, best = better
         stats.improved += 1
         hoods.improved(pick, current)
         if on_step is not None:
@@ -139,8 +139,9 @@ def search(p: Problem, assignments: Sequence[Assignment], hoods: Neighbourhoods,
 
 
 def _merge(p: Problem, current: list[Assignment], best: tuple[int, ...], pick: Pick, sub: Problem,
-           back: dict[tuple[str, int], tuple[str, int]], got: SubResult) -> list[Assignment] | None:
-    """The plan with the neighbourhood's new arrangement, when that beats the old one (else None)."""
+           back: dict[tuple[str, int], tuple[str, int]], got: SubResult
+           ) -> tuple[list[Assignment], tuple[int, ...]] | None:
+    """The plan with the neighbourhood's new arrangement and its key, when that beats the old one (else None)."""
     fwd = {v: k for k, v in back.items()}
     now = [a.model_copy(update={"replica": fwd[a.key][1]}) for a in current
            if a.node in pick.nodes and a.key in fwd]
@@ -149,4 +150,5 @@ def _merge(p: Problem, current: list[Assignment], best: tuple[int, ...], pick: P
     moved = {back[a.key] for a in got.assignments}
     keep = [a for a in current if a.node not in pick.nodes and a.key not in moved]
     cand = keep + [a.model_copy(update={"replica": back[a.key][1]}) for a in got.assignments]
-    return cand if lex_key(p, cand) > best else None
+    key = lex_key(p, cand)
+    return (cand, key) if key > best else None
