@@ -1,0 +1,97 @@
+"""Shares in two dimensions: which placement strands the scarcer of a GPU's time and memory.
+
+A time-sliced share takes part of a GPU's time (``gpu_fraction``) and of its memory (``gpu_memory_gib``).
+Placing it can leave a GPU with room in one dimension that no share of the problem can use because the other
+is gone: time left over on a GPU whose memory is spent (an L40S holding two shares of 0.1 and 24 GiB keeps 0.8
+of its time and no memory), or memory left over on a GPU whose time is spent. Only the scarcer dimension
+matters: a share's value is its time, so stranded time is lost value when time is what runs out, and stranded
+memory is lost value when memory is what runs out (the other dimension is left over anyway).
+
+:class:`StrandRule` says, from the problem alone (fixed while a plan is built), which dimension is scarcer
+over every share of the problem (time asked per GPU that may hold shares, against memory asked per MiB of
+them) and, per GPU model, which share shapes may use it; :meth:`StrandRule.strands` then says whether a GPU
+left with some time and memory *strands*: it keeps room in the scarcer dimension for some share of the
+problem (one that asks for some of it), yet no share of the problem fits in what it keeps. The fit rules (:mod:`capplan.placement.core.fit`)
+choose a GPU that does not strand before one that does, and the greedy placer walks its nodes first for
+placements that strand nothing (:meth:`capplan.placement.nodefill.NodeFill.place_group`'s two tiers).
+Tenants and node limits are left out: the rule looks at shapes only.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from capplan.model.units import MILLI
+from capplan.placement.core.fleet import SHARED
+
+if TYPE_CHECKING:
+    from capplan.placement.core.fleet import FleetArrays
+
+
+class StrandRule:
+    """Which share placements strand a GPU's scarcer dimension (see the module docstring).
+
+    Parameters
+    ----------
+    fleet
+        The fleet (its nodes, GPU models and each workload's demand per model).
+
+    Attributes
+    ----------
+    time_scarce
+        True when time is the scarcer dimension over the problem's shares (ties count as time).
+    """
+
+    def __init__(self, fleet: FleetArrays) -> None:
+        p = fleet.p
+        names = fleet.model_names
+        shapes: list[set[tuple[int, int]]] = [set() for _ in names]
+        asked_t = asked_m = 0
+        hosts = np.zeros(fleet.n, dtype=bool)
+        seen: set[int] = set()
+        for w in p.workloads:
+            if w.gpu_fraction is None:
+                continue
+            per, nodes = fleet.demands(w)
+            one = next((d for d in per if d is not None), None)
+            if one is None:
+                continue
+            asked_t += one.fraction_milli * w.replicas
+            asked_m += one.memory_mib * w.replicas
+            for k, d in enumerate(per):
+                if d is not None:
+                    shapes[k].add((d.fraction_milli, d.memory_mib))
+            if id(nodes) not in seen:  # the eligibility arrays are shared by workloads of one shape
+                seen.add(id(nodes))
+                hosts[nodes] = True
+        gpus = (fleet.exists & ((fleet.fixed < 0) | (fleet.fixed == SHARED)))[hosts]
+        have_t = int(gpus.sum()) * MILLI
+        have_m = int((gpus.sum(axis=1) * fleet.gmem_cap[hosts]).sum())
+        #: Whether any share asks for GPU memory (without, nothing ever strands).
+        self.active = asked_m > 0 and have_t > 0 and have_m > 0
+        self.time_scarce = asked_t * have_m >= asked_m * have_t
+        # Per model id: the shapes sorted by the scarcer dimension (the key), and the least of the other
+        # dimension over the shapes up to each one: what a GPU must keep for some share to fit.
+        self._keys: list[list[int]] = []
+        self._least: list[list[int]] = []
+        for group in shapes:
+            # only shapes that use the scarce dimension can use what is left of it
+            pairs = sorted({(f, m) for f, m in group} if self.time_scarce else {(m, f) for f, m in group if m})
+            least: list[int] = []
+            for _, other in pairs:
+                least.append(other if not least else min(least[-1], other))
+            self._keys.append([k for k, _ in pairs])
+            self._least.append(least)
+
+    def strands(self, model: int, time_left: int, mem_left: int) -> bool:
+        """Whether a GPU of model id ``model`` left with ``time_left`` milli and ``mem_left`` MiB strands its
+        scarcer dimension: some share of the problem would fit there by that dimension, none by both."""
+        if not self.active:
+            return False
+        keys = self._keys[model]
+        scarce, other = (time_left, mem_left) if self.time_scarce else (mem_left, time_left)
+        k = bisect_right(keys, scarce) - 1
+        return k >= 0 and other < self._least[model][k]
