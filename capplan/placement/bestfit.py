@@ -46,6 +46,10 @@ class BestFitOrder:
         # Per share shape, its candidates kept in best-fit order between workloads (see _share_order).
         self._shares: dict[tuple[object, ...], _ShareOrder] = {}
 
+    #: While set (the greedy placer's first walk for a share, :meth:`~capplan.placement.nodefill.NodeFill.tiers`),
+    #: the order yields only nodes with a GPU that takes the share without being stranded by it.
+    keep_room = False
+
     def _inside(self, idx: np.ndarray, within: np.ndarray) -> np.ndarray:
         """The nodes of sorted ``idx`` (an eligibility array of the state's cache) that are in ``within``:
         a mask of ``idx`` read at ``within`` (a domain is small, the fleet large), sorted like ``idx``."""
@@ -146,6 +150,22 @@ class BestFitOrder:
                                                                  <= st.gmem_cap[part][:, None])
         return np.asarray(ok.any(axis=1))
 
+    def _room_kept(self, w: Workload, part: np.ndarray) -> np.ndarray:
+        """Mask over nodes ``part``: some GPU takes a share of ``w`` (:meth:`_gpu_screen`) without being stranded
+        by it (:meth:`~capplan.placement.core.strand.StrandRule.strands`): the nodes of the first walk while
+        :attr:`keep_room` (the others would place nothing in it; they are not remembered as failed)."""
+        st = self.st
+        d = st.demand_at(w, int(part[0])) if part.size else None
+        if d is None:
+            return np.zeros(0, dtype=bool)
+        fixed, mode, frac, gmem = st.fixed[part], st.mode[part], st.frac[part], st.gmem[part]
+        cap = st.gmem_cap[part][:, None]
+        ok = st.exists[part] & ((fixed < 0) | (fixed == SHARED)) & ((mode == FREE) | (mode == SHARED))
+        ok &= ((st.users[part] == 0) | st.gpu_tenant_ok(w, part))
+        ok &= (frac + d.fraction_milli <= MILLI) & (gmem + d.memory_mib <= cap)
+        ok &= ~st.strand.strands_many(st.model_id[part], MILLI - frac - d.fraction_milli, cap - gmem - d.memory_mib)
+        return np.asarray(ok.any(axis=1))
+
     def _keys(self, w: Workload, idx: np.ndarray, prefer: set[str] | None) -> np.ndarray:
         """One integer per node of ``idx``: best fit first (the most significant field first: CPU-only
         pods on CPU-only nodes, the smallest MIG slice that serves, a preferred domain, nodes with busy
@@ -198,6 +218,8 @@ class BestFitOrder:
                 fits = self._gpu_screen(w, part)
                 self.remember(w, part[~fits])
                 part = part[fits]
+                if self.keep_room and w.gpu_fraction is not None:
+                    part = part[self._room_kept(w, part)]
             yield from part.tolist()
             idx, key = idx[~sel], key[~sel]
             m *= 4
@@ -226,14 +248,15 @@ class BestFitOrder:
         else:
             order.update(self, w)
         comp, low = order.comp, order.low
+        keep = self.keep_room
         for i in (comp[:_ONE_BY_ONE] & low).tolist():  # most workloads take the first node or two
-            if order.takes(w, i):
+            if order.takes(w, i, keep):
                 yield i
         lo, m = _ONE_BY_ONE, _CHUNK
         while lo < comp.size:
             part = comp[lo:lo + m] & low
             lo, m = lo + m, 4 * m
-            yield from part[order.take(w, part)].tolist()
+            yield from part[order.take(w, part, keep)].tolist()
 
     def candidates(self, w: Workload, within: np.ndarray | None, prefer: set[str] | None = None) -> list[int]:
         """Eligible nodes with room for CPU, memory and GPUs, best fit first."""
@@ -278,22 +301,29 @@ class _ShareOrder:
                           & (st.frac[idx] + self.fm[mid][:, None] <= MILLI)
                           & (st.gmem[idx] + self.mm[mid][:, None] <= st.gmem_cap[idx][:, None]))
 
-    def take(self, w: Workload, idx: np.ndarray) -> np.ndarray:
-        """Mask over nodes ``idx``: some GPU takes a share of ``w``, its tenants too (:meth:`_gpu_screen`)."""
+    def take(self, w: Workload, idx: np.ndarray, keep_room: bool = False) -> np.ndarray:
+        """Mask over nodes ``idx``: some GPU takes a share of ``w``, its tenants too (:meth:`_gpu_screen`);
+        ``keep_room``: and is not stranded by it (:meth:`BestFitOrder._room_kept`)."""
         st = self.st
         ok = self._room(st, idx) & ((st.users[idx] == 0) | st.gpu_tenant_ok(w, idx))
+        if keep_room:
+            mid = st.model_id[idx]
+            ok &= ~st.strand.strands_many(mid, MILLI - st.frac[idx] - self.fm[mid][:, None],
+                                          st.gmem_cap[idx][:, None] - st.gmem[idx] - self.mm[mid][:, None])
         return np.asarray(ok.any(axis=1))
 
-    def takes(self, w: Workload, i: int) -> bool:
+    def takes(self, w: Workload, i: int, keep_room: bool = False) -> bool:
         """:meth:`take` for one node, in Python."""
         st = self.st
         mid = int(st.model_id[i])
         f, m, cap = int(self.fm[mid]), int(self.mm[mid]), int(st.gmem_cap[i])
         users, frac, gmem = st.users[i].tolist(), st.frac[i].tolist(), st.gmem[i].tolist()
         fixed, mode = st.fixed[i].tolist(), st.mode[i].tolist()
+        rule = st.strand
         for g in range(int(st.gpu_count[i])):
             if (fixed[g] in (-1, SHARED) and mode[g] in (FREE, SHARED) and frac[g] + f <= MILLI
-                    and gmem[g] + m <= cap and (not users[g] or st.gpu_tenant_ok_at(w, i, g))):
+                    and gmem[g] + m <= cap and (not users[g] or st.gpu_tenant_ok_at(w, i, g))
+                    and not (keep_room and rule.strands(mid, MILLI - frac[g] - f, cap - gmem[g] - m))):
                 return True
         return False
 

@@ -28,9 +28,6 @@ class NodeFill(BestFitOrder):
         The problem and the occupancy to fill (:class:`~capplan.placement.bestfit.BestFitOrder`'s).
     """
 
-    #: While set (the first of :meth:`tiers`), shares are placed only where they strand nothing.
-    keep_room = False
-
     def tiers(self, w: Workload) -> tuple[bool, ...]:
         """The walks of the best-fit order a replica of ``w`` takes: for a share, when some placement may strand
         a GPU's scarcer dimension (:class:`~capplan.placement.core.strand.StrandRule`), first the nodes where it

@@ -11,9 +11,10 @@ memory is lost value when memory is what runs out (the other dimension is left o
 over every share of the problem (time asked per GPU that may hold shares, against memory asked per MiB of
 them) and, per GPU model, which share shapes may use it; :meth:`StrandRule.strands` then says whether a GPU
 left with some time and memory *strands*: it keeps room in the scarcer dimension for some share of the
-problem (one that asks for some of it), yet no share of the problem fits in what it keeps. The fit rules (:mod:`capplan.placement.core.fit`)
-choose a GPU that does not strand before one that does, and the greedy placer walks its nodes first for
-placements that strand nothing (:meth:`capplan.placement.nodefill.NodeFill.place_group`'s two tiers).
+problem (one that asks for some of it), yet no share of the problem fits in what it keeps. The fit rules
+(:func:`capplan.placement.core.fit.share_key`) choose a GPU that does not strand before one that does, and the
+greedy placer walks its nodes first for placements that strand nothing
+(:meth:`capplan.placement.nodefill.NodeFill.tiers`).
 Tenants and node limits are left out: the rule looks at shapes only.
 """
 
@@ -85,6 +86,8 @@ class StrandRule:
                 least.append(other if not least else min(least[-1], other))
             self._keys.append([k for k, _ in pairs])
             self._least.append(least)
+        self._arrays = [(np.array(k, dtype=np.int64), np.array(x, dtype=np.int64))
+                        for k, x in zip(self._keys, self._least, strict=True)]
 
     def strands(self, model: int, time_left: int, mem_left: int) -> bool:
         """Whether a GPU of model id ``model`` left with ``time_left`` milli and ``mem_left`` MiB strands its
@@ -95,3 +98,19 @@ class StrandRule:
         scarce, other = (time_left, mem_left) if self.time_scarce else (mem_left, time_left)
         k = bisect_right(keys, scarce) - 1
         return k >= 0 and other < self._least[model][k]
+
+    def strands_many(self, model: np.ndarray, time_left: np.ndarray, mem_left: np.ndarray) -> np.ndarray:
+        """:meth:`strands` over nodes at once: ``model`` the model id per node (N,), ``time_left`` and ``mem_left``
+        per node and GPU (N, G); a (N, G) mask."""
+        out = np.zeros(time_left.shape, dtype=bool)
+        if not self.active or model.size == 0:
+            return out
+        scarce, other = (time_left, mem_left) if self.time_scarce else (mem_left, time_left)
+        for k in np.unique(model).tolist():
+            keys, least = self._arrays[k]
+            if keys.size == 0:
+                continue
+            rows = model == k
+            at = np.searchsorted(keys, scarce[rows], side="right") - 1
+            out[rows] = (at >= 0) & (other[rows] < least[np.maximum(at, 0)])
+        return out
