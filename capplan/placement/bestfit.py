@@ -249,6 +249,10 @@ class BestFitOrder:
             order.update(self, w)
         comp, low = order.comp, order.low
         keep = self.keep_room
+        if keep:  # the first walk: only nodes with a GPU the share does not strand
+            if not order.kept:
+                return
+            comp = comp[order.keeps[comp & low]]
         for i in (comp[:_ONE_BY_ONE] & low).tolist():  # most workloads take the first node or two
             if order.takes(w, i, keep):
                 yield i
@@ -285,10 +289,18 @@ class _ShareOrder:
         self.mm = np.array([d.memory_mib if d is not None else 0 for d in per], dtype=np.int64)
         self.budgets = st.power_budget.size > 1 and bool(st.tdp[eligible].any())  # else power never binds
         self.shareable = st.exists & ((st.fixed < 0) | (st.fixed == SHARED))  # GPUs whose preset allows shares
+        # The nodes that pass the screen with a GPU the share does not strand (tenants aside), and how many:
+        # the first walk of :attr:`BestFitOrder.keep_room` looks at those only (none: it is over at once).
+        self.keeps = np.zeros(st.n, dtype=bool)
+        self.kept = 0
+        self.keep_gpus = np.zeros((st.n, st.g), dtype=bool)  # per GPU of those nodes: it takes it so
+        self.floor = st.strand.floor_by_use(self.fm, self.mm)  # the GPU memory that keeps room, by share used
         self._rebuild(bf, w)
 
     def _rebuild(self, bf: BestFitOrder, w: Workload) -> None:
         st = self.st
+        self.keeps[:] = False
+        self.kept = 0
         self.seen = st.touched_base + len(st.touched)  # touches already reflected
         self.head = st.headroom().copy() if self.budgets else None
         self.comp = self._screened(bf, w, self.eligible)
@@ -305,11 +317,8 @@ class _ShareOrder:
         """Mask over nodes ``idx``: some GPU takes a share of ``w``, its tenants too (:meth:`_gpu_screen`);
         ``keep_room``: and is not stranded by it (:meth:`BestFitOrder._room_kept`)."""
         st = self.st
-        ok = self._room(st, idx) & ((st.users[idx] == 0) | st.gpu_tenant_ok(w, idx))
-        if keep_room:
-            mid = st.model_id[idx]
-            ok &= ~st.strand.strands_many(mid, MILLI - st.frac[idx] - self.fm[mid][:, None],
-                                          st.gmem_cap[idx][:, None] - st.gmem[idx] - self.mm[mid][:, None])
+        room = self.keep_gpus[idx] if keep_room else self._room(st, idx)  # the nodes are as last screened
+        ok = room & ((st.users[idx] == 0) | st.gpu_tenant_ok(w, idx))
         return np.asarray(ok.any(axis=1))
 
     def takes(self, w: Workload, i: int, keep_room: bool = False) -> bool:
@@ -319,11 +328,11 @@ class _ShareOrder:
         f, m, cap = int(self.fm[mid]), int(self.mm[mid]), int(st.gmem_cap[i])
         users, frac, gmem = st.users[i].tolist(), st.frac[i].tolist(), st.gmem[i].tolist()
         fixed, mode = st.fixed[i].tolist(), st.mode[i].tolist()
-        rule = st.strand
+        kept = self.keep_gpus[i].tolist()
         for g in range(int(st.gpu_count[i])):
             if (fixed[g] in (-1, SHARED) and mode[g] in (FREE, SHARED) and frac[g] + f <= MILLI
                     and gmem[g] + m <= cap and (not users[g] or st.gpu_tenant_ok_at(w, i, g))
-                    and not (keep_room and rule.strands(mid, MILLI - frac[g] - f, cap - gmem[g] - m))):
+                    and (kept[g] or not keep_room)):
                 return True
         return False
 
@@ -332,10 +341,22 @@ class _ShareOrder:
         st = self.st
         if idx.size == 0:
             return idx
-        ok = self._room(st, idx).any(axis=1) & (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
+        room = self._room(st, idx)
+        ok = room.any(axis=1) & (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
         if self.budgets:  # as _screen: a share turns on an idle GPU (its draw) or joins a busy one
             head, tdp = st.power_headroom(idx), st.tdp[idx]
             ok &= (tdp == 0) | (head >= tdp) | ((head >= 0) & (st.users[idx] > 0).any(axis=1))
+        if st.strand.active:
+            mid = st.model_id[idx]
+            if self.floor is not None:
+                room &= st.gmem_cap[idx][:, None] - st.gmem[idx] >= self.floor[mid[:, None], st.frac[idx]]
+            else:
+                room &= ~st.strand.strands_many(mid, MILLI - st.frac[idx] - self.fm[mid][:, None],
+                                                st.gmem_cap[idx][:, None] - st.gmem[idx] - self.mm[mid][:, None])
+            self.keep_gpus[idx] = room
+            keeps = ok & room.any(axis=1)
+            self.kept += int(keeps.sum()) - int(self.keeps[idx].sum())
+            self.keeps[idx] = keeps
         idx = idx[ok]
         comp = (bf._keys(w, idx, None) << self.bits) | idx  # a share's key has 44 bits, the node below 18
         comp.sort()

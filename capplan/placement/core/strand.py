@@ -88,16 +88,26 @@ class StrandRule:
             self._least.append(least)
         self._arrays = [(np.array(k, dtype=np.int64), np.array(x, dtype=np.int64))
                         for k, x in zip(self._keys, self._least, strict=True)]
+        # Time is counted in milli: when it is the scarcer dimension, the least memory a GPU must keep, by model id
+        # and time left (-1: no share fits by time), is one table (the greedy asks it for every GPU it looks at).
+        self._at_time: list[list[int]] = []
+        if self.time_scarce:
+            for keys_k, least_k in self._arrays:
+                row = np.full(MILLI + 1, -1, dtype=np.int64)
+                for k in range(keys_k.size):
+                    row[int(keys_k[k]):] = least_k[k]  # keys ascending, least not increasing: the last set holds
+                self._at_time.append(row.tolist())
+        self._time_table = np.array(self._at_time, dtype=np.int64).reshape(len(self._at_time), MILLI + 1)
 
     def strands(self, model: int, time_left: int, mem_left: int) -> bool:
         """Whether a GPU of model id ``model`` left with ``time_left`` milli and ``mem_left`` MiB strands its
         scarcer dimension: some share of the problem would fit there by that dimension, none by both."""
         if not self.active:
             return False
-        keys = self._keys[model]
-        scarce, other = (time_left, mem_left) if self.time_scarce else (mem_left, time_left)
-        k = bisect_right(keys, scarce) - 1
-        return k >= 0 and other < self._least[model][k]
+        if self.time_scarce:
+            return 0 <= time_left <= MILLI and mem_left < self._at_time[model][time_left]
+        k = bisect_right(self._keys[model], mem_left) - 1
+        return k >= 0 and time_left < self._least[model][k]
 
     def strands_many(self, model: np.ndarray, time_left: np.ndarray, mem_left: np.ndarray) -> np.ndarray:
         """:meth:`strands` over nodes at once: ``model`` the model id per node (N,), ``time_left`` and ``mem_left``
@@ -105,7 +115,10 @@ class StrandRule:
         out = np.zeros(time_left.shape, dtype=bool)
         if not self.active or model.size == 0:
             return out
-        scarce, other = (time_left, mem_left) if self.time_scarce else (mem_left, time_left)
+        if self.time_scarce:
+            ok = (time_left >= 0) & (time_left <= MILLI)
+            return np.asarray(ok & (mem_left < self._time_table[model[:, None], np.clip(time_left, 0, MILLI)]))
+        scarce, other = mem_left, time_left
         for k in np.unique(model).tolist():
             keys, least = self._arrays[k]
             if keys.size == 0:
@@ -113,4 +126,21 @@ class StrandRule:
             rows = model == k
             at = np.searchsorted(keys, scarce[rows], side="right") - 1
             out[rows] = (at >= 0) & (other[rows] < least[np.maximum(at, 0)])
+        return out
+
+    def floor_by_use(self, fraction: np.ndarray, memory: np.ndarray) -> np.ndarray | None:
+        """For one share shape (``fraction`` milli and ``memory`` MiB per model id): per model id and milli
+        already shared on a GPU (0..MILLI), the least free GPU memory it must have for the share not to strand it
+        (a GPU with less strands); None unless time is the scarcer dimension (ask :meth:`strands_many`)."""
+        if not self.active or not self.time_scarce:
+            return None
+        never = np.iinfo(np.int64).min // 2  # no share fits by the time left: nothing strands
+        used = np.arange(MILLI + 1, dtype=np.int64)
+        out = np.full((len(self._at_time), MILLI + 1), never, dtype=np.int64)
+        for k, row in enumerate(self._time_table):
+            if k >= fraction.size or fraction[k] > MILLI:
+                continue
+            left = MILLI - used - fraction[k]
+            at = row[np.clip(left, 0, MILLI)]
+            out[k] = np.where((left >= 0) & (at >= 0), at + memory[k], never)
         return out
