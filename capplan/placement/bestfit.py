@@ -349,7 +349,8 @@ class _ShareOrder:
         if st.strand.active:
             mid = st.model_id[idx]
             if self.floor is not None:
-                room &= st.gmem_cap[idx][:, None] - st.gmem[idx] >= self.floor[mid[:, None], st.frac[idx]]
+                used = np.minimum(st.frac[idx], MILLI)  # a scheduler's union over a window may hold more (no room)
+                room &= st.gmem_cap[idx][:, None] - st.gmem[idx] >= self.floor[mid[:, None], used]
             else:
                 room &= ~st.strand.strands_many(mid, MILLI - st.frac[idx] - self.fm[mid][:, None],
                                                 st.gmem_cap[idx][:, None] - st.gmem[idx] - self.mm[mid][:, None])
