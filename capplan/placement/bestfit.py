@@ -252,7 +252,8 @@ class BestFitOrder:
         if keep:  # the first walk: only nodes with a GPU the share does not strand
             if not order.kept:
                 return
-            comp = comp[order.keeps[comp & low]]
+            if order.kept < comp.size:  # (the nodes that keep room are among those of the order)
+                comp = comp[order.keeps[comp & low]]
         for i in (comp[:_ONE_BY_ONE] & low).tolist():  # most workloads take the first node or two
             if order.takes(w, i, keep):
                 yield i
@@ -328,11 +329,11 @@ class _ShareOrder:
         f, m, cap = int(self.fm[mid]), int(self.mm[mid]), int(st.gmem_cap[i])
         users, frac, gmem = st.users[i].tolist(), st.frac[i].tolist(), st.gmem[i].tolist()
         fixed, mode = st.fixed[i].tolist(), st.mode[i].tolist()
-        kept = self.keep_gpus[i].tolist()
+        kept = self.keep_gpus[i].tolist() if keep_room else []
         for g in range(int(st.gpu_count[i])):
             if (fixed[g] in (-1, SHARED) and mode[g] in (FREE, SHARED) and frac[g] + f <= MILLI
                     and gmem[g] + m <= cap and (not users[g] or st.gpu_tenant_ok_at(w, i, g))
-                    and (kept[g] or not keep_room)):
+                    and (not keep_room or kept[g])):
                 return True
         return False
 
