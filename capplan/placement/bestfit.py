@@ -49,6 +49,10 @@ class BestFitOrder:
         self._shares: dict[tuple[object, ...], _ShareOrder] = {}
         self._ranks: dict[int, tuple[object, np.ndarray]] = {}  # per MIG request (see _model_rank)
 
+    #: While set (the greedy placer's first walk for a share, :meth:`~capplan.placement.nodefill.NodeFill.tiers`),
+    #: the order yields only nodes with a GPU that takes the share without being stranded by it.
+    keep_room = False
+
     def _inside(self, idx: np.ndarray, within: np.ndarray) -> np.ndarray:
         """The nodes of sorted ``idx`` (an eligibility array of the state's cache) that are in ``within``:
         a mask of ``idx`` read at ``within`` (a domain is small, the fleet large), sorted like ``idx``."""
@@ -149,6 +153,22 @@ class BestFitOrder:
                                                                  <= st.gmem_cap[part][:, None])
         return np.asarray(ok.any(axis=1))
 
+    def _room_kept(self, w: Workload, part: np.ndarray) -> np.ndarray:
+        """Mask over nodes ``part``: some GPU takes a share of ``w`` (:meth:`_gpu_screen`) without being stranded
+        by it (:meth:`~capplan.placement.core.strand.StrandRule.strands`): the nodes of the first walk while
+        :attr:`keep_room` (the others would place nothing in it; they are not remembered as failed)."""
+        st = self.st
+        d = st.demand_at(w, int(part[0])) if part.size else None
+        if d is None:
+            return np.zeros(0, dtype=bool)
+        fixed, mode, frac, gmem = st.fixed[part], st.mode[part], st.frac[part], st.gmem[part]
+        cap = st.gmem_cap[part][:, None]
+        ok = st.exists[part] & ((fixed < 0) | (fixed == SHARED)) & ((mode == FREE) | (mode == SHARED))
+        ok &= ((st.users[part] == 0) | st.gpu_tenant_ok(w, part))
+        ok &= (frac + d.fraction_milli <= MILLI) & (gmem + d.memory_mib <= cap)
+        ok &= ~st.strand.strands_many(st.model_id[part], MILLI - frac - d.fraction_milli, cap - gmem - d.memory_mib)
+        return np.asarray(ok.any(axis=1))
+
     def _keys(self, w: Workload, idx: np.ndarray, prefer: set[str] | None) -> np.ndarray:
         """One integer per node of ``idx``: best fit first (the most significant field first: CPU-only
         pods on CPU-only nodes, the MIG instance taking the least of the GPU (:meth:`_model_rank`), a preferred
@@ -219,6 +239,8 @@ class BestFitOrder:
                 fits = self._gpu_screen(w, part)
                 self.remember(w, part[~fits])
                 part = part[fits]
+                if self.keep_room and w.gpu_fraction is not None:
+                    part = part[self._room_kept(w, part)]
             yield from part.tolist()
             idx, key = idx[~sel], key[~sel]
             m *= 4
@@ -247,14 +269,20 @@ class BestFitOrder:
         else:
             order.update(self, w)
         comp, low = order.comp, order.low
+        keep = self.keep_room
+        if keep:  # the first walk: only nodes with a GPU the share does not strand
+            if not order.kept:
+                return
+            if order.kept < comp.size:  # (the nodes that keep room are among those of the order)
+                comp = comp[order.keeps[comp & low]]
         for i in (comp[:_ONE_BY_ONE] & low).tolist():  # most workloads take the first node or two
-            if order.takes(w, i):
+            if order.takes(w, i, keep):
                 yield i
         lo, m = _ONE_BY_ONE, _CHUNK
         while lo < comp.size:
             part = comp[lo:lo + m] & low
             lo, m = lo + m, 4 * m
-            yield from part[order.take(w, part)].tolist()
+            yield from part[order.take(w, part, keep)].tolist()
 
     def candidates(self, w: Workload, within: np.ndarray | None, prefer: set[str] | None = None) -> list[int]:
         """Eligible nodes with room for CPU, memory and GPUs, best fit first."""
@@ -298,10 +326,18 @@ class _ShareOrder:
         self.gmem_most = st.gmem_cap - self.mm[st.model_id]
         self.budgets = st.power_budget.size > 1 and bool(st.tdp[eligible].any())  # else power never binds
         self.shareable = st.exists & ((st.fixed < 0) | (st.fixed == SHARED))  # GPUs whose preset allows shares
+        # The nodes that pass the screen with a GPU the share does not strand (tenants aside), and how many:
+        # the first walk of :attr:`BestFitOrder.keep_room` looks at those only (none: it is over at once).
+        self.keeps = np.zeros(st.n, dtype=bool)
+        self.kept = 0
+        self.keep_gpus = np.zeros((st.n, st.g), dtype=bool)  # per GPU of those nodes: it takes it so
+        self.floor = st.strand.floor_by_use(self.fm, self.mm)  # the GPU memory that keeps room, by share used
         self._rebuild(bf, w)
 
     def _rebuild(self, bf: BestFitOrder, w: Workload) -> None:
         st = self.st
+        self.keeps[:] = False
+        self.kept = 0
         self.seen = st.touched_base + len(st.touched)  # touches already reflected
         self.head = st.headroom().copy() if self.budgets else None
         self.comp = self._screened(bf, w, self.eligible)
@@ -314,22 +350,26 @@ class _ShareOrder:
                           & (st.frac[idx] <= self.frac_most[idx][:, None])
                           & (st.gmem[idx] <= self.gmem_most[idx][:, None]))
 
-    def take(self, w: Workload, idx: np.ndarray) -> np.ndarray:
-        """Mask over nodes ``idx``: some GPU takes a share of ``w``, its tenants too (:meth:`_gpu_screen`)."""
+    def take(self, w: Workload, idx: np.ndarray, keep_room: bool = False) -> np.ndarray:
+        """Mask over nodes ``idx``: some GPU takes a share of ``w``, its tenants too (:meth:`_gpu_screen`);
+        ``keep_room``: and is not stranded by it (:meth:`BestFitOrder._room_kept`)."""
         st = self.st
-        ok = self._room(st, idx) & ((st.users[idx] == 0) | st.gpu_tenant_ok(w, idx))
+        room = self.keep_gpus[idx] if keep_room else self._room(st, idx)  # the nodes are as last screened
+        ok = room & ((st.users[idx] == 0) | st.gpu_tenant_ok(w, idx))
         return np.asarray(ok.any(axis=1))
 
-    def takes(self, w: Workload, i: int) -> bool:
+    def takes(self, w: Workload, i: int, keep_room: bool = False) -> bool:
         """:meth:`take` for one node, in Python."""
         st = self.st
         mid = int(st.model_id[i])
         f, m, cap = int(self.fm[mid]), int(self.mm[mid]), int(st.gmem_cap[i])
         users, frac, gmem = st.users[i].tolist(), st.frac[i].tolist(), st.gmem[i].tolist()
         fixed, mode = st.fixed[i].tolist(), st.mode[i].tolist()
+        kept = self.keep_gpus[i].tolist() if keep_room else []
         for g in range(int(st.gpu_count[i])):
             if (fixed[g] in (-1, SHARED) and mode[g] in (FREE, SHARED) and frac[g] + f <= MILLI
-                    and gmem[g] + m <= cap and (not users[g] or st.gpu_tenant_ok_at(w, i, g))):
+                    and gmem[g] + m <= cap and (not users[g] or st.gpu_tenant_ok_at(w, i, g))
+                    and (not keep_room or kept[g])):
                 return True
         return False
 
@@ -338,10 +378,23 @@ class _ShareOrder:
         st = self.st
         if idx.size == 0:
             return idx
-        ok = self._room(st, idx).any(axis=1) & (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
+        room = self._room(st, idx)
+        ok = room.any(axis=1) & (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
         if self.budgets:  # as _screen: a share turns on an idle GPU (its draw) or joins a busy one
             head, tdp = st.power_headroom(idx), st.tdp[idx]
             ok &= (tdp == 0) | (head >= tdp) | ((head >= 0) & (st.users[idx] > 0).any(axis=1))
+        if st.strand.active:
+            mid = st.model_id[idx]
+            if self.floor is not None:
+                used = np.minimum(st.frac[idx], MILLI)  # a scheduler's union over a window may hold more (no room)
+                room &= st.gmem_cap[idx][:, None] - st.gmem[idx] >= self.floor[mid[:, None], used]
+            else:
+                room &= ~st.strand.strands_many(mid, MILLI - st.frac[idx] - self.fm[mid][:, None],
+                                                st.gmem_cap[idx][:, None] - st.gmem[idx] - self.mm[mid][:, None])
+            self.keep_gpus[idx] = room
+            keeps = ok & room.any(axis=1)
+            self.kept += int(keeps.sum()) - int(self.keeps[idx].sum())
+            self.keeps[idx] = keeps
         idx = idx[ok]
         comp = (bf._keys(w, idx, None) << self.bits) | idx  # a share's key has 44 bits, the node below 18
         comp.sort()

@@ -12,7 +12,7 @@ import numpy as np
 
 from capplan.model.problem import Demand, Workload
 from capplan.placement.bestfit import BestFitOrder
-from capplan.placement.core.fit import fill_shares, fill_slices, fit_more
+from capplan.placement.core.fit import fill_shares, fill_slices, fit_more, share_strands
 from capplan.placement.core.state import FREE, WHOLE, Placement
 
 #: Reasons a replica does not fit on a node that depend on other nodes too (power domains, quotas).
@@ -28,15 +28,23 @@ class NodeFill(BestFitOrder):
         The problem and the occupancy to fill (:class:`~capplan.placement.bestfit.BestFitOrder`'s).
     """
 
+    def tiers(self, w: Workload) -> tuple[bool, ...]:
+        """The walks of the best-fit order a replica of ``w`` takes: for a share, when some placement may strand
+        a GPU's scarcer dimension (:class:`~capplan.placement.core.strand.StrandRule`), first the nodes where it
+        strands nothing (``keep_room``), then any node; else one walk. So a replica goes to the first node in
+        the order with a GPU it leaves usable, and to the first one with room only when there is none."""
+        return (True, False) if w.gpu_fraction is not None and self.st.strand.active else (False,)
+
     def place_one(self, w: Workload, within: np.ndarray | None = None,
                   prefer: set[str] | None = None) -> Placement | None:
         """Place one replica of ``w`` (optionally inside ``within`` nodes); None if it does not fit."""
-        for i in self.ordered(w, within, prefer):
-            d = self.st.demand_at(w, i)
-            r = self.st.fit(w, d, i)
-            if isinstance(r, Placement):
-                self.st.apply(w, d, r)
-                return r
+        for keep in self.tiers(w):
+            for i in self.ordered(w, within, prefer):
+                d = self.st.demand_at(w, i)
+                r = self.st.fit(w, d, i)
+                if isinstance(r, Placement) and not (keep and share_strands(self.st, d, r)):
+                    self.st.apply(w, d, r)
+                    return r
         return None
 
     def undo(self, w: Workload, placed: list[Placement]) -> None:
@@ -69,6 +77,8 @@ class NodeFill(BestFitOrder):
                 if r not in _NOT_LOCAL:
                     self.remember(w, np.array([i], dtype=np.int64))
                 break
+            if self.keep_room and d.kind == "fraction" and share_strands(st, d, r):
+                break  # the best share here strands: not in this walk
             st.apply(w, d, r)
             done.append(r)
             if d.kind in ("whole", "none") and st.quota is None and len(done) < n:
@@ -77,9 +87,10 @@ class NodeFill(BestFitOrder):
 
     def _fill_shares(self, w: Workload, d: Demand, i: int, n: int, done: list[Placement]) -> int:
         """Shares of ``w`` on node ``i`` until ``done`` holds ``n`` or the node takes no more, in one step
-        (:func:`~capplan.placement.core.fit.fill_shares`: what fitting them one by one gives). A node that
+        (:func:`~capplan.placement.core.fit.fill_shares`: what fitting them one by one gives; while
+        :attr:`keep_room`, only those that strand nothing). A node that
         takes no more is not remembered: the kept order of the shape screens it again (it changed)."""
-        got, _ = fill_shares(self.st, w, d, i, n - len(done))
+        got, _ = fill_shares(self.st, w, d, i, n - len(done), self.keep_room)
         self.st.apply_many(w, d, got)
         done.extend(got)
         return len(got)

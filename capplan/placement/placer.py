@@ -51,22 +51,28 @@ class GreedyPlacer(NodeFill):
 
     def place_group(self, w: Workload, n: int, within: np.ndarray | None, all_or_nothing: bool,
                     prefer: set[str] | None = None) -> list[Placement]:
-        """Place up to ``n`` replicas; with ``all_or_nothing`` roll back unless all fit."""
+        """Place up to ``n`` replicas (a share's in :meth:`tiers` walks); with ``all_or_nothing`` roll back unless
+        all fit."""
         lvl = w.topology.preferred
         done: list[Placement] = []
         pref = set(prefer or ())
-        while len(done) < n:
-            grown = False
-            for i in self.ordered(w, within, pref if lvl else None):
-                if self._fill(w, i, n, done) and lvl:
-                    dom = self.p.cluster.domain_of(self.st.nodes[i], lvl)
-                    if dom not in pref:  # the order changes: nodes of this domain come first now
-                        pref.add(dom)
-                        grown = True
-                if len(done) == n or grown:
-                    break
-            if not grown:
-                break
+        try:
+            for keep in self.tiers(w):
+                self.keep_room = keep
+                while len(done) < n:
+                    grown = False
+                    for i in self.ordered(w, within, pref if lvl else None):
+                        if self._fill(w, i, n, done) and lvl:
+                            dom = self.p.cluster.domain_of(self.st.nodes[i], lvl)
+                            if dom not in pref:  # the order changes: nodes of this domain come first now
+                                pref.add(dom)
+                                grown = True
+                        if len(done) == n or grown:
+                            break
+                    if not grown:
+                        break
+        finally:
+            self.keep_room = False
         if all_or_nothing and len(done) < n:
             self.undo(w, done)
             return []

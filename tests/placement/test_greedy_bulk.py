@@ -21,6 +21,7 @@ from capplan.model.problem import Demand, Workload
 from capplan.model.validate import check_plan
 from capplan.placement import PlanOptions
 from capplan.placement import greedy as greedy_mod
+from capplan.placement.core.fit import share_strands
 from capplan.placement.core.fleet import Placement
 from capplan.placement.core.power import domain_room
 from capplan.placement.core.reasons import room_estimate
@@ -47,11 +48,11 @@ class OneByOne(GreedyPlacer):
         return super().ordered(w, np.arange(self.st.n) if within is None else within, prefer)
 
     def _fill_shares(self, w: Workload, d: Demand, i: int, n: int, done: list[Placement]) -> int:
-        """One :meth:`ClusterState.fit` per share."""
+        """One :meth:`ClusterState.fit` per share (in the first walk, while the share fitted strands nothing)."""
         before = len(done)
         while len(done) < n:
             r = self.st.fit(w, d, i)
-            if not isinstance(r, Placement):
+            if not isinstance(r, Placement) or (self.keep_room and share_strands(self.st, d, r)):
                 break
             self.st.apply(w, d, r)
             done.append(r)

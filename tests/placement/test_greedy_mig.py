@@ -19,7 +19,14 @@ from capplan.io.scenario import problem_from_data
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Workload
 from capplan.placement import PlanOptions
-from capplan.placement.core.fit import _placements_left, fill_slices, gpu_mode_fits, mig_starts, node_reason
+from capplan.placement.core.fit import (
+    _placements_left,
+    fill_slices,
+    gpu_mode_fits,
+    mig_starts,
+    node_reason,
+    share_strands,
+)
 from capplan.placement.core.fleet import MIG, Placement
 from capplan.placement.core.state import ClusterState
 from capplan.placement.greedy import plan_greedy
@@ -138,6 +145,8 @@ class MigOneByOne(OneByOne):
                 if r not in ("power", "quota"):
                     self.remember(w, np.array([i], dtype=np.int64))
                 break
+            if self.keep_room and d.kind == "fraction" and share_strands(state, d, r):
+                break  # the first walk of a share: only where it strands nothing
             state.apply(w, d, r)
             done.append(r)
         return len(done) - before

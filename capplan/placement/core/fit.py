@@ -3,8 +3,9 @@
 The per-node question of :class:`~capplan.placement.core.state.ClusterState` (its vectorised
 screens answer for many nodes at once). Used by the greedy planner, the schedulers, the reason
 engine and the reports. Whole GPUs preset to whole use are taken first; MIG slices start where
-the most valid placements stay free; shares go to a busy GPU left
-tightest in both its time and its memory (:func:`_share_left`).
+the most valid placements stay free; shares go to a GPU they leave usable in its scarcer dimension
+(:mod:`~capplan.placement.core.strand`), then to a busy GPU left
+tightest in both its time and its memory (:func:`share_key`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from capplan.placement.core.fleet import FREE, KIND_MODE, WHOLE, Placement
 
 if TYPE_CHECKING:
     from capplan.placement.core.state import ClusterState
+    from capplan.placement.core.strand import StrandRule
 
 
 def node_reason(st: ClusterState, w: Workload, i: int) -> str:
@@ -73,9 +75,12 @@ def fit_more(st: ClusterState, w: Workload, d: Demand, last: Placement, most: in
     out: list[Placement] = []
     if d.kind == "fraction":
         frac, gmem, cap = int(st.frac[i, gi]), int(st.gmem[i, gi]), int(st.gmem_cap[i])
-        while len(out) < most and _share_room(frac, gmem, cap, d):
-            out.append(Placement(node=i, gpus=(gi,), fraction_milli=d.fraction_milli))
-            frac, gmem = frac + d.fraction_milli, gmem + d.memory_mib
+        rule, mid, f, m = st.strand, int(st.model_id[i]), d.fraction_milli, d.memory_mib
+        # one that strands may not be the best any more (another GPU may take it without): ask fit_on_node
+        while (len(out) < most and _share_room(frac, gmem, cap, d)
+               and not rule.strands(mid, MILLI - frac - f, cap - gmem - m)):
+            out.append(Placement(node=i, gpus=(gi,), fraction_milli=f))
+            frac, gmem = frac + f, gmem + m
         return out
     prof = d.profile
     model = st.models[int(st.model_id[i])]
@@ -92,15 +97,18 @@ def fit_more(st: ClusterState, w: Workload, d: Demand, last: Placement, most: in
     return out
 
 
-def fill_shares(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> tuple[list[Placement], str]:
+def fill_shares(st: ClusterState, w: Workload, d: Demand, i: int, most: int,
+                keep_room: bool = False) -> tuple[list[Placement], str]:
     """Up to ``most`` shares of ``w`` (demand ``d``, kind ``fraction``) on node ``i`` as :func:`fit_on_node`
     would give them one by one (each applied before the next is fitted), not applied; and the reason the next
-    one would not fit there (``""`` once ``most`` are placed).
+    one would not fit there (``""`` once ``most`` are placed). ``keep_room``: only while the best GPU for the
+    next one does not strand (:meth:`~capplan.placement.core.strand.StrandRule.strands`; reason ``"gpu"``).
 
     One pass per GPU taken instead of one per replica: the node's checks are made once (more replicas of the
     same workload do not change its tenant rules, on the node or on a GPU it joins) and CPU and memory
-    counted; the best GPU by :func:`_fit_slice`'s key stays the best while it takes one more (it only gets
-    busier), so it is filled, then the next one is chosen. Not for ClusterQueue quotas (one at a time).
+    counted; the best GPU by :func:`share_key` stays the best while it takes one more and does not come to
+    strand (its other fields only get better as it gets busier, and no other GPU changes), so it is filled
+    until then, and the next one is chosen. Not for ClusterQueue quotas (one at a time).
     """
     assert d.kind == "fraction" and (st.quota is None or w.queue is None)
     why = node_reason(st, w, i)
@@ -119,9 +127,10 @@ def fill_shares(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> 
     tenant_ok: dict[int, bool] = {}  # per GPU, asked once (more of the same workload do not change it)
     tdp = int(st.tdp[i]) if st.power_budget.size > 1 else 0  # no budget: power never binds
     head = int(st.power_free[st.node_dom[i]].min()) if tdp else 0  # every budget over the node drops alike
+    rule, mid = st.strand, int(st.model_id[i])
     out: list[Placement] = []
     while len(out) < most_node:
-        best: tuple[bool, int, int, int] | None = None
+        best: tuple[bool, bool, int, int, int] | None = None
         blocked = False
         for g in usable:
             if frac[g] + f > MILLI or gmem[g] + m > cap:
@@ -135,15 +144,19 @@ def fill_shares(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> 
             idle = users[g] == 0
             if tdp and head < (tdp if idle else 0):  # an idle GPU turns on; a busy one needs no overdrawn budget
                 continue
-            key = (idle, _share_left(frac[g], gmem[g], cap, f, m), MILLI - frac[g] - f, g)
+            key = share_key(rule, mid, frac[g], gmem[g], cap, f, m, idle, g)
             if best is None or key < best:
                 best = key
         if best is None:
             return out, "isolation" if blocked else "gpu"
-        g = best[3]
+        if keep_room and best[0]:
+            return out, "gpu"
+        g = best[-1]
         if users[g] == 0:
             head -= tdp
         while len(out) < most_node and frac[g] + f <= MILLI and gmem[g] + m <= cap:
+            if rule.strands(mid, MILLI - frac[g] - f, cap - gmem[g] - m) > best[0]:
+                break  # it came to strand: another GPU may be better now (choose again)
             out.append(Placement(node=i, gpus=(g,), fraction_milli=f))
             frac[g], gmem[g], users[g] = frac[g] + f, gmem[g] + m, users[g] + 1
     if len(out) == most:
@@ -165,8 +178,8 @@ def _fit_whole(st: ClusterState, d: Demand, i: int) -> Placement | str:
 
 
 def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | str:
-    """A share: a busy GPU that takes it first, the one left tightest in both time and memory
-    (:func:`_share_left`); MIG slices: :func:`_mig_fill`."""
+    """A share: the best GPU that takes it by :func:`share_key` (one it leaves usable, busy, left tightest in
+    both time and memory); MIG slices: :func:`_mig_fill`."""
     count = int(st.gpu_count[i])
     users, mode, fixed = st.users[i].tolist(), st.mode[i].tolist(), st.fixed[i].tolist()
     want = KIND_MODE[d.kind]
@@ -175,7 +188,8 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
     power_one: bool | None = None
     power_held: bool | None = None
     tdp = int(st.tdp[i])
-    best: tuple[tuple[int, ...], int, int] | None = None  # (key, GPU, start): built once chosen
+    best: tuple[tuple[object, ...], int, int] | None = None  # (key, GPU, start): built once chosen
+    rule, mid = st.strand, int(st.model_id[i])
     # GPUs in the same state give the same choice, and the first of them wins the tie: each state is
     # looked at once (on a fresh node, one GPU instead of eight).
     seen: set[tuple[object, ...]] = set()
@@ -190,8 +204,7 @@ def _fit_slice(st: ClusterState, w: Workload, d: Demand, i: int) -> Placement | 
             continue
         seen.add(state)
         start = 0
-        key = (users[gi] == 0, _share_left(frac[gi], gmem[gi], cap, d.fraction_milli, d.memory_mib),
-               MILLI - frac[gi] - d.fraction_milli, gi)
+        key = share_key(rule, mid, frac[gi], gmem[gi], cap, d.fraction_milli, d.memory_mib, users[gi] == 0, gi)
         if not tenant_ok:
             blocked = True
             continue
@@ -316,6 +329,26 @@ def _gpu_fill(st: ClusterState, model: GpuModel, i: int, gi: int, mask: int, cou
 def _mode_fits(fixed: int, mode: int, want: int) -> bool:
     """A GPU preset to ``fixed`` (-1: none) and in use as ``mode`` can take work of mode ``want``."""
     return fixed in (-1, want) and mode in (FREE, want)
+
+
+def share_key(rule: StrandRule, model: int, frac: int, gmem: int, cap: int, f: int, m: int, idle: bool,
+              g: int) -> tuple[bool, bool, int, int, int]:
+    """The order of GPUs for one more share of ``f`` milli and ``m`` MiB (smallest first) on a node of model id
+    ``model``: GPU ``g`` with ``frac`` milli and ``gmem`` of ``cap`` MiB shared (``idle``: no user).
+
+    One that does not strand its scarcer dimension after it (``rule``) first, so that time is not left over
+    alone on GPUs whose memory went to memory-heavy shares (nor memory on GPUs whose time went, when memory is
+    scarcer); then a busy GPU; then the one left tightest in both (:func:`_share_left`), the least time left,
+    the lowest index."""
+    return (rule.strands(model, MILLI - frac - f, cap - gmem - m), idle, _share_left(frac, gmem, cap, f, m),
+            MILLI - frac - f, g)
+
+
+def share_strands(st: ClusterState, d: Demand, pl: Placement) -> bool:
+    """Whether share ``pl`` (demand ``d``, not applied) strands its GPU (:func:`share_key`'s first field)."""
+    i, g = pl.node, pl.gpus[0]
+    return st.strand.strands(int(st.model_id[i]), MILLI - int(st.frac[i, g]) - d.fraction_milli,
+                             int(st.gmem_cap[i]) - int(st.gmem[i, g]) - d.memory_mib)
 
 
 def _share_left(frac: int, gmem: int, cap: int, f: int, m: int) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from functools import cached_property
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from capplan.placement.core.fleet import WHOLE as WHOLE
 from capplan.placement.core.fleet import Placement as Placement
 from capplan.placement.core.gpuview import GpuRows
 from capplan.placement.core.migfit import MigFit
+from capplan.placement.core.strand import StrandRule
 
 _UNITS_PER_MILLI = UNITS_PER_GPU // MILLI
 _NO_TENANT, _MIXED = -1, -2
@@ -161,6 +163,11 @@ class ClusterState(FleetArrays):
             self._migfit = MigFit(self)
         self._migfit.refresh()
         return self._migfit
+
+    @cached_property
+    def strand(self) -> StrandRule:
+        """Which share placements strand a GPU's scarcer dimension (fixed by the problem; built at first use)."""
+        return StrandRule(self)
 
     @property
     def mig_free(self) -> np.ndarray:
