@@ -20,10 +20,11 @@ from capplan.model.plan import Assignment, Plan
 from capplan.model.problem import Problem
 from capplan.model.units import units_to_gpus
 from capplan.model.validate_goodput import check_goodput
+from capplan.model.validate_gpu import replica_value
 from capplan.model.validate_quota import check_plan_quotas
-from capplan.model.validate_rules import check_assignments, check_groups, check_taints, replica_value
+from capplan.model.validate_rules import check_assignments, check_groups, check_taints
 
-# check_assignments and replica_value live in validate_rules; this module is the validator's front.
+# check_assignments lives in validate_rules, replica_value in validate_gpu; this module is the validator's front.
 __all__ = ["assert_valid", "check_assignments", "check_claims", "check_coverage", "check_plan", "check_plan_numbers",
            "replica_value"]
 

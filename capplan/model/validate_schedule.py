@@ -20,9 +20,10 @@ from capplan.model.problem import Node, Problem, Workload
 from capplan.model.schedule import Schedule, TimedAssignment
 from capplan.model.units import UNITS_PER_GPU
 from capplan.model.validate import check_claims, check_coverage
+from capplan.model.validate_gpu import check_shape
 from capplan.model.validate_insertion import budget_groups, insertions, space
 from capplan.model.validate_quota import check_quota_spans
-from capplan.model.validate_rules import check_assignments, check_groups, check_shape, check_taints
+from capplan.model.validate_rules import check_assignments, check_groups, check_taints
 
 _TOL = 1e-5
 

@@ -18,7 +18,8 @@ import numpy as np
 from capplan.model.catalog import GpuModel
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.units import MILLI, UNITS_PER_GPU, gib_to_mib
-from capplan.placement.core.state import BLOCKED, FREE, MIG, SHARED, WHOLE, ClusterState
+from capplan.placement.core.state import FREE, MIG, SHARED, ClusterState
+from capplan.placement.shareorder import ShareOrder
 
 #: Candidate nodes sorted at first (then four times as many at each further chunk).
 _CHUNK = 32
@@ -46,7 +47,7 @@ class BestFitOrder:
         # nodes drop out once instead of being screened by every workload of the shape.
         self._alive: dict[tuple[object, ...], tuple[int, np.ndarray]] = {}
         # Per share shape, its candidates kept in best-fit order between workloads (see _share_order).
-        self._shares: dict[tuple[object, ...], _ShareOrder] = {}
+        self._shares: dict[tuple[object, ...], ShareOrder] = {}
         self._ranks: dict[int, tuple[object, np.ndarray]] = {}  # per MIG request (see _model_rank)
 
     #: While set (the greedy placer's first walk for a share, :meth:`~capplan.placement.nodefill.NodeFill.tiers`),
@@ -169,7 +170,7 @@ class BestFitOrder:
         ok &= ~st.strand.strands_many(st.model_id[part], MILLI - frac - d.fraction_milli, cap - gmem - d.memory_mib)
         return np.asarray(ok.any(axis=1))
 
-    def _keys(self, w: Workload, idx: np.ndarray, prefer: set[str] | None) -> np.ndarray:
+    def keys(self, w: Workload, idx: np.ndarray, prefer: set[str] | None) -> np.ndarray:
         """One integer per node of ``idx``: best fit first (the most significant field first: CPU-only
         pods on CPU-only nodes, the MIG instance taking the least of the GPU (:meth:`_model_rank`), a preferred
         domain, nodes with busy GPUs for slices and shares, fewest free whole GPUs left, least free CPU)."""
@@ -224,7 +225,7 @@ class BestFitOrder:
         idx = self._screen(w, within)
         if idx.size == 0:
             return
-        key = self._keys(w, idx, prefer)
+        key = self.keys(w, idx, prefer)
         m = _CHUNK
         while idx.size:
             if idx.size > 2 * m:  # the m best: below the m-th key, then ties by node index (idx is sorted)
@@ -265,7 +266,7 @@ class BestFitOrder:
                None if w.gpu_models is None else tuple(w.gpu_models), w.queue, w.tolerations)
         order = self._shares.get(key)
         if order is None or order.eligible is not idx:
-            order = self._shares[key] = _ShareOrder(self, w, idx)
+            order = self._shares[key] = ShareOrder(self, w, idx)
         else:
             order.update(self, w)
         comp, low = order.comp, order.low
@@ -301,128 +302,3 @@ def gpu_share(d: Demand | None, m: GpuModel | None) -> int:
 
 #: Nodes of a share's kept order checked one at a time before the walk turns to chunks.
 _ONE_BY_ONE = 4
-#: Per GPU mode code: whether a GPU in that mode may take a share (free, or already shared).
-_SHARE_MODE = np.zeros(max(FREE, WHOLE, SHARED, MIG, BLOCKED) + 1, dtype=bool)
-_SHARE_MODE[[FREE, SHARED]] = True
-
-
-class _ShareOrder:
-    """The candidates of one share shape in best-fit order (:meth:`BestFitOrder._share_order`): one sorted array
-    of (key, node) numbers, the node in the low bits, followed along the state's log of touched nodes (and
-    the power headroom, when budgets may bind), with the per-GPU screens of the shape."""
-
-    def __init__(self, bf: BestFitOrder, w: Workload, eligible: np.ndarray) -> None:
-        st = self.st = bf.st
-        self.eligible = eligible
-        self.bits = max(1, int(st.n - 1).bit_length())  # the node index below the key
-        self.low = (1 << self.bits) - 1
-        self.member = np.zeros(st.n, dtype=bool)
-        self.member[eligible] = True
-        per = st.demands(w)[0]  # the share and GPU memory per model id (beyond a GPU where never eligible)
-        self.fm = np.array([d.fraction_milli if d is not None else MILLI + 1 for d in per], dtype=np.int64)
-        self.mm = np.array([d.memory_mib if d is not None else 0 for d in per], dtype=np.int64)
-        # per node, the most a GPU may have in use and still take the share: time (milli) and GPU memory (MiB)
-        self.frac_most = MILLI - self.fm[st.model_id]
-        self.gmem_most = st.gmem_cap - self.mm[st.model_id]
-        self.budgets = st.power_budget.size > 1 and bool(st.tdp[eligible].any())  # else power never binds
-        self.shareable = st.exists & ((st.fixed < 0) | (st.fixed == SHARED))  # GPUs whose preset allows shares
-        # The nodes that pass the screen with a GPU the share does not strand (tenants aside), and how many:
-        # the first walk of :attr:`BestFitOrder.keep_room` looks at those only (none: it is over at once).
-        self.keeps = np.zeros(st.n, dtype=bool)
-        self.kept = 0
-        self.keep_gpus = np.zeros((st.n, st.g), dtype=bool)  # per GPU of those nodes: it takes it so
-        self.floor = st.strand.floor_by_use(self.fm, self.mm)  # the GPU memory that keeps room, by share used
-        self._rebuild(bf, w)
-
-    def _rebuild(self, bf: BestFitOrder, w: Workload) -> None:
-        st = self.st
-        self.keeps[:] = False
-        self.kept = 0
-        self.seen = st.touched_base + len(st.touched)  # touches already reflected
-        self.head = st.headroom().copy() if self.budgets else None
-        self.comp = self._screened(bf, w, self.eligible)
-        self.at = np.full(st.n, -1, dtype=np.int64)  # per node, its (key, node) number in the order, or -1
-        self.at[self.comp & self.low] = self.comp
-
-    def _room(self, st: ClusterState, idx: np.ndarray) -> np.ndarray:
-        """(len(idx), G) mask: the GPU's mode, share and GPU memory take one more share (tenants aside)."""
-        return np.asarray(self.shareable[idx] & _SHARE_MODE[st.mode[idx]]
-                          & (st.frac[idx] <= self.frac_most[idx][:, None])
-                          & (st.gmem[idx] <= self.gmem_most[idx][:, None]))
-
-    def take(self, w: Workload, idx: np.ndarray, keep_room: bool = False) -> np.ndarray:
-        """Mask over nodes ``idx``: some GPU takes a share of ``w``, its tenants too (:meth:`_gpu_screen`);
-        ``keep_room``: and is not stranded by it (:meth:`BestFitOrder._room_kept`)."""
-        st = self.st
-        room = self.keep_gpus[idx] if keep_room else self._room(st, idx)  # the nodes are as last screened
-        ok = room & ((st.users[idx] == 0) | st.gpu_tenant_ok(w, idx))
-        return np.asarray(ok.any(axis=1))
-
-    def takes(self, w: Workload, i: int, keep_room: bool = False) -> bool:
-        """:meth:`take` for one node, in Python."""
-        st = self.st
-        mid = int(st.model_id[i])
-        f, m, cap = int(self.fm[mid]), int(self.mm[mid]), int(st.gmem_cap[i])
-        users, frac, gmem = st.users[i].tolist(), st.frac[i].tolist(), st.gmem[i].tolist()
-        fixed, mode = st.fixed[i].tolist(), st.mode[i].tolist()
-        kept = self.keep_gpus[i].tolist() if keep_room else []
-        for g in range(int(st.gpu_count[i])):
-            if (fixed[g] in (-1, SHARED) and mode[g] in (FREE, SHARED) and frac[g] + f <= MILLI
-                    and gmem[g] + m <= cap and (not users[g] or st.gpu_tenant_ok_at(w, i, g))
-                    and (not keep_room or kept[g])):
-                return True
-        return False
-
-    def _screened(self, bf: BestFitOrder, w: Workload, idx: np.ndarray) -> np.ndarray:
-        """The (key, node) numbers of the nodes of ``idx`` that pass the shape's screen, sorted."""
-        st = self.st
-        if idx.size == 0:
-            return idx
-        room = self._room(st, idx)
-        ok = room.any(axis=1) & (st.cpu[idx] >= w.cpu_milli) & (st.mem[idx] >= w.memory_mib)
-        if self.budgets:  # as _screen: a share turns on an idle GPU (its draw) or joins a busy one
-            head, tdp = st.power_headroom(idx), st.tdp[idx]
-            ok &= (tdp == 0) | (head >= tdp) | ((head >= 0) & (st.users[idx] > 0).any(axis=1))
-        if st.strand.active:
-            mid = st.model_id[idx]
-            if self.floor is not None:
-                used = np.minimum(st.frac[idx], MILLI)  # a scheduler's union over a window may hold more (no room)
-                room &= st.gmem_cap[idx][:, None] - st.gmem[idx] >= self.floor[mid[:, None], used]
-            else:
-                room &= ~st.strand.strands_many(mid, MILLI - st.frac[idx] - self.fm[mid][:, None],
-                                                st.gmem_cap[idx][:, None] - st.gmem[idx] - self.mm[mid][:, None])
-            self.keep_gpus[idx] = room
-            keeps = ok & room.any(axis=1)
-            self.kept += int(keeps.sum()) - int(self.keeps[idx].sum())
-            self.keeps[idx] = keeps
-        idx = idx[ok]
-        comp = (bf._keys(w, idx, None) << self.bits) | idx  # a share's key has 44 bits, the node below 18
-        comp.sort()
-        return np.asarray(comp)
-
-    def update(self, bf: BestFitOrder, w: Workload) -> None:
-        """Screen and place again the nodes touched since the order was made or last updated (all of them
-        when the state's log was cleared since)."""
-        st = self.st
-        start = self.seen - st.touched_base
-        if start < 0:
-            self._rebuild(bf, w)
-            return
-        log = st.touched[start:]
-        self.seen = st.touched_base + len(st.touched)
-        changed = np.fromiter(set(log), dtype=np.int64)
-        if self.head is not None:  # the headroom over a node changes with its power domains' other nodes
-            head = st.headroom()
-            changed = np.union1d(changed, np.flatnonzero(head != self.head))
-            self.head = head.copy()
-        changed = changed[self.member[changed]]
-        if changed.size == 0:
-            return
-        old = self.at[changed]  # the changed nodes' numbers in the order: found by search, taken out
-        keep = np.ones(self.comp.size, dtype=bool)
-        keep[np.searchsorted(self.comp, old[old >= 0])] = False
-        comp = self.comp[keep]
-        new = self._screened(bf, w, changed)
-        self.at[changed] = -1
-        self.at[new & self.low] = new
-        self.comp = np.insert(comp, np.searchsorted(comp, new), new)

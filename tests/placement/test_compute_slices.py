@@ -2,7 +2,7 @@
 
 A user catalog may describe a GPU whose free memory slices outnumber its compute slices (here 4
 memory slices, 2 compute slices, a 1-compute 1-memory profile). Every planner and the scheduler must
-stop at 2 instances per GPU; before the one per-GPU fit rule (core/fit.mig_starts) greedy placed 4 and
+stop at 2 instances per GPU; before the one per-GPU fit rule (core/migslots.mig_starts) greedy placed 4 and
 the plan was refused by the validator.
 """
 

@@ -19,15 +19,9 @@ from capplan.io.scenario import problem_from_data
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Workload
 from capplan.placement import PlanOptions
-from capplan.placement.core.fit import (
-    _placements_left,
-    fill_slices,
-    gpu_mode_fits,
-    mig_starts,
-    node_reason,
-    share_strands,
-)
+from capplan.placement.core.fit import fill_slices, gpu_mode_fits, node_reason, share_strands
 from capplan.placement.core.fleet import MIG, Placement
+from capplan.placement.core.migslots import mig_starts, placements_left
 from capplan.placement.core.state import ClusterState
 from capplan.placement.greedy import plan_greedy
 from tests.placement.test_greedy_bulk import OneByOne, assert_plan_of_reference
@@ -119,7 +113,7 @@ def reference_fit(state: ClusterState, w: Workload, i: int) -> Placement | str:
         if not idle and state.tdp[i] and int(state.power_free[state.node_dom[i]].min()) < 0:
             continue
         mask, layout = int(state.mig_mask[i, g]), state.layout_slots.get((i, g))
-        start, after = max(((s, _placements_left(model, mask | width << s, layout)) for s in starts),
+        start, after = max(((s, placements_left(model, mask | width << s, layout)) for s in starts),
                            key=lambda x: x[1])  # the first start with the most placements left
         key = (idle, -mask.bit_count(), -after, g)
         if best is None or key < best[0]:

@@ -19,7 +19,8 @@ import numpy as np
 from capplan.model.catalog import GpuModel
 from capplan.model.plan import Assignment
 from capplan.model.problem import Demand, Node, Problem, Workload
-from capplan.placement.core.fit import gpu_mode_fits, gpu_takes, mig_starts, node_reason
+from capplan.placement.core.fit import gpu_mode_fits, gpu_takes, node_reason
+from capplan.placement.core.migslots import mig_starts
 from capplan.placement.core.state import WHOLE, ClusterState
 
 #: Why a free piece is stranded, deepest check first reached last (the deepest failure is reported).

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from capplan.model.catalog import GpuModel, MigProfile
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Workload
 from capplan.model.units import MILLI
 from capplan.placement.core.fleet import FREE, KIND_MODE, WHOLE, Placement
+from capplan.placement.core.migslots import gpu_fill, mig_choice, mig_starts
 
 if TYPE_CHECKING:
     from capplan.placement.core.state import ClusterState
@@ -88,7 +88,7 @@ def fit_more(st: ClusterState, w: Workload, d: Demand, last: Placement, most: in
     mask, counts = int(st.mig_mask[i, gi]), st.prof_count[i, gi].tolist()
     k, width = st.prof_index[prof.name], (1 << prof.memory_slices) - 1
     while len(out) < most:
-        opt = _mig_choice(st, model, i, gi, mask, counts, prof)
+        opt = mig_choice(st, model, i, gi, mask, counts, prof)
         if opt is None:
             break
         out.append(Placement(node=i, gpus=(gi,), slot=MigSlot(profile=prof.name, start=opt[0])))
@@ -282,7 +282,7 @@ def _mig_fill(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> tu
             continue
         state = (masks[gi], tuple(counts[gi]), st.layout_slots.get((i, gi)))
         if state not in known:
-            known[state] = _gpu_fill(st, model, i, gi, masks[gi], counts[gi], prof)
+            known[state] = gpu_fill(st, model, i, gi, masks[gi], counts[gi], prof)
         slots, after = known[state]
         if slots:
             ranked.append(((users[gi] == 0, -masks[gi].bit_count(), -after, gi), slots))
@@ -302,28 +302,6 @@ def _mig_fill(st: ClusterState, w: Workload, d: Demand, i: int, most: int) -> tu
     if out:
         return out, ""
     return out, "isolation" if blocked else "gpu"
-
-
-def _gpu_fill(st: ClusterState, model: GpuModel, i: int, gi: int, mask: int, counts: list[int],
-              prof: MigProfile) -> tuple[tuple[MigSlot, ...], int]:
-    """The slots of ``prof``'s slices on GPU ``gi`` of node ``i`` (slice ``mask``, per-profile ``counts``) taken
-    one after another by :func:`_mig_choice` until it takes no more, and the placements left after the first
-    (0 when none fits); cached per (model, profile, mask, counts, preset layout) in ``st.mig_fills``."""
-    layout = st.layout_slots.get((i, gi))
-    key = (model.name, prof.name, mask, tuple(counts), layout)
-    hit = st.mig_fills.get(key)
-    if hit is None:
-        k, width = st.prof_index[prof.name], (1 << prof.memory_slices) - 1
-        starts: list[int] = []
-        after = 0
-        cnt = list(counts)
-        while (opt := _mig_choice(st, model, i, gi, mask, cnt, prof)) is not None:
-            after = opt[1] if not starts else after
-            starts.append(opt[0])
-            mask |= width << opt[0]
-            cnt[k] += 1
-        hit = st.mig_fills[key] = (tuple(MigSlot(profile=prof.name, start=x) for x in starts), after)
-    return hit
 
 
 def _mode_fits(fixed: int, mode: int, want: int) -> bool:
@@ -386,68 +364,6 @@ def gpu_takes(st: ClusterState, w: Workload, d: Demand, i: int, g: int) -> str:
     return "" if _share_room(int(st.frac[i, g]), int(st.gmem[i, g]), int(st.gmem_cap[i]), d) else "gpu"
 
 
-def mig_starts(st: ClusterState, model: GpuModel, i: int, gi: int, prof: MigProfile,
-               mask: int | None = None, counts: list[int] | None = None) -> list[int]:
-    """Starts at which ``prof`` could be created on GPU ``gi`` of node ``i`` now: a free run of memory
-    slices, under the profile's count limit, the GPU's compute slices, a homogeneous model's one profile
-    per GPU and a preset layout. ``mask`` and ``counts`` (the GPU's slice mask and per-profile counts)
-    may be passed when the caller already read them."""
-    if mask is None:
-        mask = int(st.mig_mask[i, gi])
-    if counts is None:
-        counts = st.prof_count[i, gi].tolist()
-    return free_starts(model, prof, mask, counts, st.prof_index, st.layout_slots.get((i, gi)))
-
-
-def free_starts(model: GpuModel, prof: MigProfile, mask: int, counts: list[int], index: dict[str, int],
-                layout: frozenset[tuple[str, int]] | None) -> list[int]:
-    """:func:`mig_starts` on a GPU of ``model`` given as its slice ``mask``, per-profile ``counts`` (by
-    ``index``, the state's profile index) and preset ``layout`` slots (None: none)."""
-    k = index[prof.name]
-    if counts[k] >= prof.max_count:
-        return []
-    if model.homogeneous and any(counts) and not counts[k]:
-        return []
-    if any(counts):
-        compute = sum([x.compute_slices * counts[index[x.name]] for x in model.profiles])
-        if compute + prof.compute_slices > model.compute_slices:
-            return []
-    return [start for start in prof.starts
-            if not mask & (((1 << prof.memory_slices) - 1) << start)
-            and (layout is None or (prof.name, start) in layout)]
-
-
-def _mig_choice(st: ClusterState, model: GpuModel, i: int, gi: int, mask: int, counts: list[int],
-                prof: MigProfile) -> tuple[int, int] | None:
-    """Free start for ``prof`` keeping the most valid placements; (start, placements left)."""
-    layout = st.layout_slots.get((i, gi))
-    best: tuple[int, int] | None = None
-    for start in mig_starts(st, model, i, gi, prof, mask, counts):
-        after = _placements_left(model, mask | ((1 << prof.memory_slices) - 1) << start, layout, st.mig_left)
-        if best is None or after > best[1]:
-            best = (start, after)
-    return best
-
-
-def _placements_left(model: GpuModel, mask: int, layout: frozenset[tuple[str, int]] | None,
-                      memo: dict[tuple[str, int, frozenset[tuple[str, int]] | None], int] | None = None) -> int:
-    """Valid (profile, start) placements still free on a GPU with memory-slice ``mask`` and preset ``layout``
-    slots (None: none), ``memo``: the fleet's cache by model name, mask and layout."""
-    key = (model.name, mask, layout)
-    if memo is not None:
-        hit = memo.get(key)
-        if hit is not None:
-            return hit
-    n = 0
-    for p in model.profiles:
-        for st in p.starts:
-            if not mask & (((1 << p.memory_slices) - 1) << st) and (layout is None or (p.name, st) in layout):
-                n += 1
-    if memo is not None:
-        memo[key] = n
-    return n
-
-
 #: Where the constructive planners keep each constraint family (:data:`capplan.model.families.FAMILIES`):
 #: per node and GPU in this module and the state's screens; across nodes (a gang, a domain, one model) in
 #: the greedy placer, named by path because it sits above this module.
@@ -458,7 +374,7 @@ FITS: dict[str, str] = {
     "cpu": "capplan.placement.core.fit.node_reason",
     "memory": "capplan.placement.core.fit.node_reason",
     "gpu": "capplan.placement.core.fit.gpu_takes",
-    "mig": "capplan.placement.core.fit.mig_starts",
+    "mig": "capplan.placement.core.migslots.mig_starts",
     "fraction": "capplan.placement.core.fit.gpu_takes",
     "isolation": "capplan.placement.core.state.ClusterState.tenant_ok_at",
     "power": "capplan.placement.core.state.ClusterState.power_ok",

@@ -1,7 +1,7 @@
 """Which MIG profiles each GPU of the occupancy can still take: the exact MIG screen of the greedy placer.
 
 A GPU's answer depends only on its model, its memory-slice mask, its per-profile instance counts and its
-preset layout (the rules of :func:`~capplan.placement.core.fit.free_starts`), so it is worked out once per
+preset layout (the rules of :func:`~capplan.placement.core.migslots.free_starts`), so it is worked out once per
 distinct (model, mask, counts, layout) and kept as a bit mask over the model's profiles: bit ``k`` is set
 when ``model.profiles[k]`` has a valid free start on the GPU and the GPU may be partitioned (its preset mode
 and its use now). The node's mask is the union over its GPUs. Tenants and power are not part of it (they
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from capplan.model.problem import Demand
-from capplan.placement.core.fit import free_starts
 from capplan.placement.core.fleet import FREE, MIG
+from capplan.placement.core.migslots import free_starts
 
 if TYPE_CHECKING:
     from capplan.placement.core.state import ClusterState

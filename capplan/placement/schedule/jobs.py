@@ -15,8 +15,9 @@ from capplan.model.catalog import GpuModel
 from capplan.model.plan import MigSlot
 from capplan.model.problem import Demand, Problem, Workload
 from capplan.model.timing import ceil_to
-from capplan.placement.core.fit import gpu_mode_fits, mig_starts
+from capplan.placement.core.fit import gpu_mode_fits
 from capplan.placement.core.fleet import kind_demands, node_kinds
+from capplan.placement.core.migslots import mig_starts
 from capplan.placement.core.quota import QuotaBook
 from capplan.placement.core.state import MIG, SHARED, WHOLE, ClusterState, Placement
 from capplan.placement.schedule.timeline import Item
@@ -282,7 +283,7 @@ def gpu_presets(p: Problem) -> Presets:
     share one) and, per MIG profile of the model, the starts each GPU allows.
 
     Asked of the placement core on an empty cluster (:func:`~capplan.placement.core.fit.gpu_mode_fits`,
-    :func:`~capplan.placement.core.fit.mig_starts`): the same rules a plan uses, with no GPU in use.
+    :func:`~capplan.placement.core.migslots.mig_starts`): the same rules a plan uses, with no GPU in use.
     """
     if not any(n.gpu_modes for n in p.cluster.nodes):
         return {}
