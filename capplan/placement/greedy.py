@@ -40,6 +40,10 @@ NO_ROOM = ("no node had room for it when the greedy pass reached it, after the h
            "(the detailed reason was not worked out: the time limit ran out; a longer --time-limit gives it)")
 #: Fleets above this many nodes get the array form of the unplaced reasons (:func:`explain_fast`).
 FAST_REASONS_NODES = 1000
+#: The exact unplaced reasons try each unplaced shape on each of its eligible nodes (tens of microseconds a node);
+#: past this many node checks in one plan the shapes left get the array form: 2,100 unplaced shapes on 500 nodes
+#: (time-sliced shares of 200 tenants, GPU memory the scarcer) took 40 s of exact reasons for a 1 s pass.
+EXACT_REASON_CHECKS = 50_000
 #: The last complete greedy plan: (the problem, weakly; the options it depends on; the plan). ``solve`` makes the
 #: greedy plan before any other strategy, and strategies that start from it (CP-SAT's hint, LNS's start) ask for
 #: the same problem object again: a second pass over a 10k-GPU fleet cost seconds of the limit.
@@ -198,19 +202,25 @@ def unplaced_reasons(p: Problem, st: ClusterState, assignments: list[Assignment]
                      deadline: Deadline | None = None) -> list[Unplaced]:
     """Why each missing replica is unplaced, on the final occupancy (greedy never removes a placement, so
     it explains every failure); workloads of the same shape share one diagnosis. ``fast``: the array
-    form (:func:`explain_fast`), for large fleets or when the time is already up. Once ``deadline`` has
+    form (:func:`explain_fast`), for large fleets or when the time is already up; the exact form stops at
+    :data:`EXACT_REASON_CHECKS` node checks, the shapes after it get the array form. Once ``deadline`` has
     passed, the workloads left get :data:`NO_ROOM` (thousands of distinct shapes took 19 s on a 100k-GPU fleet)."""
     reasons: dict[tuple[object, ...], str] = {}
     unplaced: list[Unplaced] = []
     holdings = Holdings(p, assignments) if missing_of else None
     memo: dict[object, object] = {}  # what workloads of one shape share in explain_fast (the state is final)
+    checks = 0  # nodes the exact form tried so far
     for w, missing in missing_of:
         key = (shape_key(w), w.mixed_models, w.replicas, len(missing))
         if key not in reasons:
             if deadline is not None and deadline.expired():
                 reasons[key] = NO_ROOM
             else:
-                reasons[key] = (explain_fast(st, w, len(missing), st.eligible(w)[0], holdings, memo) if fast
-                                else explain(st, w, len(missing), holdings))
+                idx = st.eligible(w)[0]
+                exact = not fast and checks + idx.size <= EXACT_REASON_CHECKS
+                if exact:
+                    checks += idx.size
+                reasons[key] = (explain(st, w, len(missing), holdings) if exact
+                                else explain_fast(st, w, len(missing), idx, holdings, memo))
         unplaced.append(Unplaced(workload=w.name, replicas=tuple(missing), reason=reasons[key]))
     return unplaced

@@ -178,3 +178,45 @@ def test_share_goes_to_the_gpu_left_tightest_in_both() -> None:
     r = fit_on_node(state, s, state.demand_at(s, 0), 0)
     assert isinstance(r, Placement) and r.gpus == (0,)
     assert [pl.gpus for pl in fill_shares(state, s, state.demand_at(s, 0), 0, 1)[0]] == [(0,)]
+
+
+def test_fast_reasons_count_the_gpu_memory_of_shares() -> None:
+    """An L40S (48 GiB) whose share of 0.1 and 44 GiB leaves 0.9 of its time and 4 GiB: a share of 0.1 and 8 GiB
+    does not fit, and the array form says so as the exact form does (it counted the time alone before)."""
+    from capplan.placement.core.reasons import explain
+
+    data = {"cluster": {"name": "l", "levels": ["node"], "nodes": [
+        {"name": "n1", "gpu": "L40S-48GB", "gpus": 1, "cpu": 64, "memory_gib": 256}]},
+        "workloads": [{"name": "big", "kind": "shared", "gpu_fraction": 0.1, "gpu_memory_gib": 44, "cpu": 1},
+                      {"name": "s", "kind": "shared", "gpu_fraction": 0.1, "gpu_memory_gib": 8, "cpu": 1}]}
+    p = problem_from_data(data)
+    state = ClusterState(p)
+    place_workload(GreedyPlacer(p, state), p.workload("big"), 1, [])
+    w = p.workload("s")
+    idx = state.eligible(w)[0]
+    exact = explain(state, w, 1, None)
+    assert exact.startswith("GPU capacity") and "on 1 of 1 eligible nodes" in exact
+    assert explain_fast(state, w, 1, idx) == exact
+    assert explain_fast(state, w, 1, idx, None, {}) == exact
+
+
+def test_exact_reasons_stop_at_their_node_checks(monkeypatch: Any) -> None:
+    """Past ``EXACT_REASON_CHECKS`` node checks the unplaced shapes left get the array form: with a budget of one
+    node, the first unplaced shape (one eligible node) is explained exactly, the other by arrays."""
+    import capplan.placement.greedy as greedy
+
+    data = {"cluster": {"name": "l", "levels": ["node"], "nodes": [
+        {"name": "n1", "gpu": "L40S-48GB", "gpus": 1, "cpu": 64, "memory_gib": 256}]},
+        "workloads": [{"name": "big", "kind": "shared", "gpu_fraction": 0.9, "gpu_memory_gib": 8, "cpu": 1,
+                       "priority": 9},
+                      {"name": "a", "kind": "shared", "gpu_fraction": 0.2, "cpu": 1},
+                      {"name": "b", "kind": "shared", "gpu_fraction": 0.3, "cpu": 1}]}
+    p = problem_from_data(data)
+    calls: list[str] = []
+    exact, fast = greedy.explain, greedy.explain_fast
+    monkeypatch.setattr(greedy, "explain", lambda *a, **k: calls.append("exact") or exact(*a, **k))
+    monkeypatch.setattr(greedy, "explain_fast", lambda *a, **k: calls.append("fast") or fast(*a, **k))
+    monkeypatch.setattr(greedy, "EXACT_REASON_CHECKS", 1)
+    plan = plan_greedy(p, PlanOptions(time_limit=10))
+    assert sorted(u.workload for u in plan.unplaced) == ["a", "b"] and calls == ["exact", "fast"]
+    assert all(u.reason.startswith("GPU capacity") for u in plan.unplaced)

@@ -24,7 +24,7 @@ import numpy as np
 from capplan.model.families import FAMILIES
 from capplan.model.plan import Assignment
 from capplan.model.problem import Demand, Problem, Workload, untolerated
-from capplan.model.units import MIB_PER_GIB, MILLI, UNITS_PER_GPU, units_to_gpus
+from capplan.model.units import MIB_PER_GIB, MILLI, UNITS_PER_GPU, gib_to_mib, units_to_gpus
 from capplan.placement.core.state import FREE, MIG, SHARED, ClusterState, Placement
 from capplan.placement.core.summary import describe_demand
 
@@ -415,6 +415,11 @@ def _empty_room(st: ClusterState, w: Workload, idx: np.ndarray) -> np.ndarray:
     return np.minimum(room, w.replicas)
 
 
+def _share_mib(w: Workload) -> int:
+    """The GPU memory a share of ``w`` asks on its GPU (MiB; 0 without ``gpu_memory_gib``)."""
+    return gib_to_mib(w.gpu_memory_gib) if w.gpu_memory_gib else 0
+
+
 def _families(st: ClusterState, w: Workload, idx: np.ndarray) -> dict[str, int]:
     """Nodes ruled out by each family, counting each node once in check order."""
     out: dict[str, int] = {}
@@ -429,6 +434,7 @@ def _families(st: ClusterState, w: Workload, idx: np.ndarray) -> dict[str, int]:
         room = st.exists[idx] & ((st.mode[idx] == FREE) | (st.mode[idx] == mode))
         if w.gpu_fraction is not None:
             room &= st.frac[idx] + round(w.gpu_fraction * MILLI) <= MILLI
+            room &= st.gmem[idx] + _share_mib(w) <= st.gmem_cap[idx][:, None]
         else:
             room &= st.used[idx] < UNITS_PER_GPU
         checks.append(("gpu", room.any(axis=1)))
@@ -444,13 +450,14 @@ def _share_families(st: ClusterState, w: Workload, idx: np.ndarray, memo: dict[o
     memory and the GPUs' mode and share are the same for every workload of the shape, and so are the nodes
     with a GPU any tenant may join (no user, or no user asking isolation); node tenants (and quotas) and the
     GPUs of the workload's own tenant are then checked on the nodes still counted."""
-    key = ("shares", id(idx), w.cpu_milli, w.memory_mib, round(w.gpu_fraction * MILLI) if w.gpu_fraction else 0)
+    key = ("shares", id(idx), w.cpu_milli, w.memory_mib, round(w.gpu_fraction * MILLI) if w.gpu_fraction else 0,
+           _share_mib(w))
     hit = memo.get(key)
     if hit is None or hit[0] is not idx:
         cpu_ok = st.cpu[idx] >= w.cpu_milli
         mem_ok = cpu_ok & (st.mem[idx] >= w.memory_mib)
         room = st.exists[idx] & ((st.mode[idx] == FREE) | (st.mode[idx] == SHARED))
-        room &= st.frac[idx] + key[4] <= MILLI
+        room &= (st.frac[idx] + key[4] <= MILLI) & (st.gmem[idx] + key[5] <= st.gmem_cap[idx][:, None])
         alive = np.flatnonzero(mem_ok)
         room_any = room.any(axis=1)
         roomy = alive[room_any[alive]]
@@ -473,7 +480,7 @@ def _share_families(st: ClusterState, w: Workload, idx: np.ndarray, memo: dict[o
         gpu_out = int((~gpu_ok).sum())
         at = idx[alive[gpu_ok]]
         room = st.exists[at] & ((st.mode[at] == FREE) | (st.mode[at] == SHARED))
-        room &= st.frac[at] + key[4] <= MILLI
+        room &= (st.frac[at] + key[4] <= MILLI) & (st.gmem[at] + key[5] <= st.gmem_cap[at][:, None])
         tenant_out = int((~(room & st.gpu_tenant_ok(w, at)).any(axis=1)).sum())
     else:  # no node isolation anywhere: every node passes it; a row fails on tenants if no GPU there is open
         node_out, gpu_out = 0, alive.size - roomy.size
