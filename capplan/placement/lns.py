@@ -34,6 +34,10 @@ _OFFER = 40  # unplaced workloads offered per neighbourhood
 START_SHARE = 0.3
 BOUND_SHARE = 0.1
 SEARCH_SHARE = 0.85
+# ... and at the latest this long before the end for the wrap-up (the state rebuilt from the plan, the reasons,
+# the summary): in speed loops per size unit (core/budget.py), 0.0074 measured on shape e at 15k GPUs (1.25 s,
+# where the share above left 0.95 s and lns returned 0.4 s after its clock), kept with a margin.
+WRAP_COST = 0.01
 # With greedy's plan at hand, the heuristic start gets at most START_VS_GREEDY times the seconds greedy took
 # (at least START_LEAST): a start much slower than greedy was not the better start (greedy's plan was, on the
 # six benchmark shapes at 10k GPUs, where the heuristic was even cut on e), and its share is the search's time.
@@ -109,12 +113,13 @@ class _RandomNeighbourhoods:
 def plan_lns(p: Problem, options: PlanOptions) -> Plan:
     """Plan ``p`` by large-neighbourhood search around the heuristic plan (see the module docstring)."""
     from capplan.placement.core.bound import upper_bound
+    from capplan.placement.core.budget import reserve
     from capplan.placement.cpsat.solve import plan_cpsat
     from capplan.placement.heuristics.run import plan_heuristic
 
     t0 = time.perf_counter()
     clock = options.clock()
-    deadline = clock.share(SEARCH_SHARE).end
+    deadline = min(clock.share(SEARCH_SHARE).end, clock.end - reserve(p, clock.budget, WRAP_COST))
     known = last_greedy_plan(p, options)  # ``solve`` made it first: improve the better of the two
     start_clock = clock.share(START_SHARE)
     if known is not None:  # the heuristic start is worth its share only when about as fast as greedy

@@ -86,7 +86,8 @@ def search(p: Problem, assignments: Sequence[Assignment], hoods: Neighbourhoods,
     deadline
         A :func:`time.perf_counter` value.
     margin
-        Seconds before ``deadline`` at which no new neighbourhood is started.
+        Seconds before ``deadline`` at which no new neighbourhood is started (nor one when less time is left
+        than the longest step so far took).
     stop
         Asked after each improvement: True ends the search (e.g. the plan meets its bound).
     on_step
@@ -107,7 +108,8 @@ def search(p: Problem, assignments: Sequence[Assignment], hoods: Neighbourhoods,
     stats = SearchStats()
     current = list(assignments)
     best = lex_key(p, current)
-    while time.perf_counter() < deadline - margin:
+    longest = 0.0  # the longest step so far: none is started with less time left (its overrun is bounded)
+    while (start := time.perf_counter()) + longest < deadline - margin:
         pick = hoods.next(current)
         if pick is None:
             break
@@ -121,6 +123,7 @@ def search(p: Problem, assignments: Sequence[Assignment], hoods: Neighbourhoods,
         got = solve(sub, left)
         stats.solved += 1
         better = _merge(p, current, best, pick, sub, back, got)
+        longest = max(longest, time.perf_counter() - start)
         if better is None:
             if on_step is not None:
                 on_step(current, stats, False)
