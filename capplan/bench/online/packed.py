@@ -146,9 +146,8 @@ class PackedFGD(BalancedFGD):
             if changed is not None:  # re-planned
                 self._replanned(changed)
         self.models.add(pod)
-        on = self.feeding(state)
-        if on != self.fed_on:  # cached share scores carry the level: drop them
-            self.fed_on = on
+        if pod.shares and (on := self.feeding(state)) != self.fed_on:  # only a share's score reads the level;
+            self.fed_on = on  # the cached share scores carry it: drop them
             self.cache.clear()
         out = super().score(state, pod)
         short = self.models.short(state, pod)
